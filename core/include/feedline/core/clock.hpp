@@ -1,0 +1,27 @@
+// The one clock of feedline: monotonic, nanoseconds, cheap (vDSO clock_gettime).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace feedline {
+
+using Clock = std::chrono::steady_clock;
+
+// Monotonic time in nanoseconds since an arbitrary epoch; differences are meaningful.
+inline std::uint64_t now_ns() noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// CPU time consumed by the whole process (user, system), in seconds.
+struct CpuTimes {
+  double user_s = 0;
+  double system_s = 0;
+  double total() const noexcept { return user_s + system_s; }
+};
+CpuTimes process_cpu_times() noexcept;
+// CPU time of the calling thread only.
+CpuTimes thread_cpu_times() noexcept;
+
+}  // namespace feedline

@@ -1,0 +1,33 @@
+// Units: sizes and durations as users type them, and as reports print them.
+//
+// Sizes follow fio's default (kb_base=1024): "4k", "4K", "4KB" and "4KiB" all mean 4096; m, g, t,
+// p likewise in powers of 1024. A bare number is bytes. Durations: "500ns", "20us", "500ms", "10s",
+// "2m", "1h"; a bare number is seconds (fio's runtime convention).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "feedline/core/error.hpp"
+
+namespace feedline {
+
+// Parses a byte size. Rejects negatives, fractions that do not land on a whole byte, overflow and
+// unknown suffixes ("4x") with an error naming the text.
+Result<std::uint64_t> parse_size(std::string_view text);
+
+// Parses a duration into nanoseconds.
+Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
+
+// "4 KiB", "1.50 MiB", "12.3 GiB": binary units, three significant digits.
+std::string format_bytes(double bytes);
+// Decimal rate, as storage vendors quote it: "1.02 GB/s", "850 MB/s".
+std::string format_rate(double bytes_per_second);
+// "812 ns", "35.2 us", "1.25 ms", "3.40 s".
+std::string format_duration_ns(double ns);
+// "58.2k", "1.20M": counts such as IOPS.
+std::string format_count(double n);
+
+}  // namespace feedline

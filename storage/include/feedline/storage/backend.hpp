@@ -1,0 +1,200 @@
+// The storage interface: one asynchronous primitive, read a byte range of an object into a buffer
+// the caller owns.
+//
+// A Backend names objects (stat, list, open, create) and makes IoQueues. An IoQueue is where reads
+// happen: the caller submits ReadOps and calls poll(), which runs each op's completion in the
+// calling thread. DESIGN.md sketches submit() on the Backend; we put it on a per-thread queue so
+// that each reader thread owns its own io_uring ring (as fio's jobs do) and no completion crosses
+// threads. The public IoQueue::submit()/poll() are non-virtual: they stamp times and count, then
+// call the backend's do_submit()/do_poll(). Every backend so gets the same latency split (fio's
+// slat = queued -> issued, clat = issued -> completed, lat = queued -> completed), the same
+// counters and the same in-flight depth accounting, with no code of its own.
+//
+// Lifetimes: an ObjectHandle must outlive every ReadOp that names it; a ReadOp and its dst must
+// stay untouched from submit() until its completion has run; an IoQueue must outlive its ops
+// (destroying a queue with ops in flight cancels and drains them first); a Backend must outlive
+// its queues and handles.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/core/bytes.hpp"
+#include "feedline/core/error.hpp"
+#include "feedline/core/histogram.hpp"
+
+namespace feedline::storage {
+
+struct ObjectInfo {
+  std::string key;
+  std::uint64_t size = 0;
+};
+
+// An opened object (a file descriptor, a memory blob, later an HTTP URL). Backend-specific.
+class ObjectHandle {
+ public:
+  virtual ~ObjectHandle() = default;
+  const std::string& key() const noexcept { return key_; }
+  std::uint64_t size() const noexcept { return size_; }
+
+ protected:
+  ObjectHandle(std::string key, std::uint64_t size) : key_(std::move(key)), size_(size) {}
+
+ private:
+  std::string key_;
+  std::uint64_t size_;
+};
+
+struct ReadOp;
+
+// Called once per op, in the thread that called IoQueue::poll(). May submit new ops.
+class ReadCompletion {
+ public:
+  virtual void on_read_complete(ReadOp& op) noexcept = 0;
+
+ protected:
+  ~ReadCompletion() = default;
+};
+
+struct OpTimes {
+  std::uint64_t queued_ns = 0;     // IoQueue::submit() was called
+  std::uint64_t issued_ns = 0;     // the transport accepted it (kernel, worker, socket)
+  std::uint64_t completed_ns = 0;  // the completion was seen by poll()
+};
+
+struct ReadOp {
+  const ObjectHandle* object = nullptr;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  MutableBytes dst;  // at least `length` bytes
+  ReadCompletion* done = nullptr;
+  void* user = nullptr;  // for the caller
+  // Filled in by the queue:
+  OpTimes times;
+  // Bytes read: equal to length, or fewer when the object ends first (a short read, not an
+  // error). On failure the error names the object and offset.
+  Result<std::uint64_t> result = std::uint64_t{0};
+};
+
+// Counters and latency histograms of one queue. Merge queues' stats for a report.
+struct QueueStats {
+  std::uint64_t ops = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t errors = 0;
+  std::uint64_t short_reads = 0;
+  std::uint64_t retries = 0;        // EAGAIN re-queues and short-read continuations
+  std::uint64_t bounced_ops = 0;    // ops that went through an aligned bounce buffer
+  std::uint64_t bounced_bytes = 0;  // bytes copied out of bounce buffers
+  Histogram slat;                   // queued -> issued, ns
+  Histogram clat;                   // issued -> completed, ns
+  Histogram lat;                    // queued -> completed, ns
+  // In-flight depth integrated over time (depth x ns) and the span it covers; mean depth is
+  // depth_ns / span_ns. at_cap_ns is the time the depth was at the queue's configured depth.
+  double depth_ns = 0;
+  std::uint64_t span_ns = 0;
+  std::uint64_t at_cap_ns = 0;
+
+  void merge(const QueueStats& other);
+  double mean_depth() const noexcept { return span_ns ? depth_ns / static_cast<double>(span_ns) : 0; }
+};
+
+struct QueueOptions {
+  unsigned depth = 32;         // ops in flight at most; more are accepted but wait
+  bool single_thread = false;  // only the creating thread will use the queue
+};
+
+struct QueueInfo {
+  std::string engine;                 // "uring", "posix", "mem"
+  std::vector<std::string> features;  // what is in use ("registered-buffers", ...)
+  std::vector<std::string> notes;     // fallbacks and why
+};
+
+class IoQueue {
+ public:
+  virtual ~IoQueue() = default;
+  IoQueue(const IoQueue&) = delete;
+  IoQueue& operator=(const IoQueue&) = delete;
+
+  // Starts the reads. Ops that cannot even start (bad range, closed queue) complete with an error
+  // at the next poll(); submit() never blocks on I/O and never drops an op.
+  void submit(std::span<ReadOp* const> ops);
+  void submit(ReadOp& op) {
+    ReadOp* p = &op;
+    submit(std::span<ReadOp* const>(&p, 1));
+  }
+  // Waits until at least min_complete ops completed (or timeout), running their completions.
+  // Returns how many completed.
+  std::size_t poll(std::size_t min_complete, std::chrono::nanoseconds timeout);
+  // Cancels what can be cancelled; every op still completes (with kCancelled or normally).
+  virtual void cancel() = 0;
+  std::size_t in_flight() const noexcept { return in_flight_; }
+
+  // Optional accelerations; both fail harmlessly where unsupported (the queue still works).
+  virtual Result<void> register_buffers(std::span<const MutableBytes> regions);
+  virtual Result<void> register_object(const ObjectHandle& object);
+
+  virtual QueueInfo info() const = 0;
+  const QueueStats& stats() const noexcept { return stats_; }
+  unsigned depth() const noexcept { return depth_; }
+
+ protected:
+  explicit IoQueue(unsigned depth) : depth_(depth) {}
+  virtual void do_submit(std::span<ReadOp* const> ops) = 0;
+  // Must call complete() for each finished op (at most as many as it likes) and return the count.
+  virtual std::size_t do_poll(std::size_t min_complete, std::chrono::nanoseconds timeout) = 0;
+  // Records the op's times and outcome and runs its completion.
+  void complete(ReadOp& op, std::uint32_t retries = 0) noexcept;
+  // For backend-specific counters (bounce copies).
+  QueueStats& mutable_stats() noexcept { return stats_; }
+
+ private:
+  void account_depth(std::uint64_t now) noexcept;
+
+  unsigned depth_;
+  std::size_t in_flight_ = 0;
+  std::uint64_t depth_since_ns_ = 0;
+  QueueStats stats_;
+};
+
+struct BackendCaps {
+  std::uint64_t alignment = 1;         // offsets, lengths and buffers aligned to this go direct
+  std::uint64_t max_request = 1ull << 30;  // one ReadOp reads at most this many bytes
+  bool writable = true;
+};
+
+// Streams a new object; it appears (atomically where the backend can) on commit().
+class ObjectWriter {
+ public:
+  virtual ~ObjectWriter() = default;
+  virtual Result<void> append(ConstBytes data) = 0;
+  virtual Result<void> commit() = 0;  // abandoning a writer without commit leaves no object
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual std::string_view scheme() const noexcept = 0;
+  virtual Result<ObjectInfo> stat(std::string_view key) = 0;
+  // Objects whose key starts with prefix, in key order. A directory prefix lists recursively.
+  virtual Result<std::vector<ObjectInfo>> list(std::string_view prefix) = 0;
+  virtual Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) = 0;
+  virtual Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) = 0;
+  virtual Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) = 0;
+  virtual BackendCaps caps() const = 0;
+
+  // Writes a whole object (create + append + commit).
+  Result<void> write(std::string_view key, ConstBytes data);
+
+ protected:
+  Backend() = default;
+};
+
+}  // namespace feedline::storage

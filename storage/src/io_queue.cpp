@@ -1,0 +1,86 @@
+#include <fmt/format.h>
+
+#include "feedline/core/clock.hpp"
+#include "feedline/storage/backend.hpp"
+
+namespace feedline::storage {
+
+void QueueStats::merge(const QueueStats& o) {
+  ops += o.ops;
+  bytes += o.bytes;
+  errors += o.errors;
+  short_reads += o.short_reads;
+  retries += o.retries;
+  bounced_ops += o.bounced_ops;
+  bounced_bytes += o.bounced_bytes;
+  slat.merge(o.slat);
+  clat.merge(o.clat);
+  lat.merge(o.lat);
+  depth_ns += o.depth_ns;
+  span_ns += o.span_ns;
+  at_cap_ns += o.at_cap_ns;
+}
+
+void IoQueue::account_depth(std::uint64_t now) noexcept {
+  if (depth_since_ns_ != 0 && now > depth_since_ns_) {
+    const std::uint64_t dt = now - depth_since_ns_;
+    stats_.depth_ns += static_cast<double>(in_flight_) * static_cast<double>(dt);
+    stats_.span_ns += dt;
+    if (in_flight_ >= depth_) stats_.at_cap_ns += dt;
+  }
+  depth_since_ns_ = now;
+}
+
+void IoQueue::submit(std::span<ReadOp* const> ops) {
+  if (ops.empty()) return;
+  const std::uint64_t now = now_ns();
+  account_depth(now);
+  for (ReadOp* op : ops) {
+    op->times = OpTimes{now, 0, 0};
+    op->result = std::uint64_t{0};
+  }
+  in_flight_ += ops.size();
+  do_submit(ops);
+}
+
+std::size_t IoQueue::poll(std::size_t min_complete, std::chrono::nanoseconds timeout) {
+  return do_poll(min_complete, timeout);
+}
+
+void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
+  const std::uint64_t now = now_ns();
+  account_depth(now);
+  --in_flight_;
+  op.times.completed_ns = now;
+  if (op.times.issued_ns == 0 || op.times.issued_ns < op.times.queued_ns) {
+    op.times.issued_ns = op.times.queued_ns;
+  }
+  stats_.retries += retries;
+  ++stats_.ops;
+  if (op.result) {
+    stats_.bytes += *op.result;
+    if (*op.result < op.length) ++stats_.short_reads;
+    stats_.slat.record(op.times.issued_ns - op.times.queued_ns);
+    stats_.clat.record(now - op.times.issued_ns);
+    stats_.lat.record(now - op.times.queued_ns);
+  } else {
+    ++stats_.errors;
+  }
+  if (op.done) op.done->on_read_complete(op);
+}
+
+Result<void> IoQueue::register_buffers(std::span<const MutableBytes>) {
+  return fail(Errc::kUnsupported, "this queue has no registered buffers");
+}
+
+Result<void> IoQueue::register_object(const ObjectHandle&) {
+  return fail(Errc::kUnsupported, "this queue has no registered objects");
+}
+
+Result<void> Backend::write(std::string_view key, ConstBytes data) {
+  FEEDLINE_ASSIGN_OR_RETURN(auto writer, create(key));
+  FEEDLINE_TRY(writer->append(data));
+  return writer->commit();
+}
+
+}  // namespace feedline::storage

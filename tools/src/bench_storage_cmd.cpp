@@ -1,0 +1,321 @@
+#include "bench_storage_cmd.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "cli_error.hpp"
+#include "feedline/core/units.hpp"
+#include "feedline/loader/storage_bench.hpp"
+#include "feedline/storage/device_stats.hpp"
+#include "feedline/storage/registry.hpp"
+#include "progress.hpp"
+#include "signals.hpp"
+
+namespace feedline::tools {
+namespace {
+
+struct Options {
+  std::string url;
+  std::string rw = "read";
+  std::string bs = "1MiB";
+  unsigned iodepth = 32;
+  unsigned numjobs = 1;
+  unsigned iodepth_batch = 1;
+  bool direct = false;
+  std::string engine = "auto";
+  std::string size;
+  std::string runtime;
+  bool time_based = false;
+  std::string create;
+  std::string output = "text";
+  bool sqpoll = false;
+  bool fixedbufs = true;
+  bool registerfiles = false;
+  std::uint64_t seed = 0x5eed;
+};
+
+struct Plan {
+  storage::BackendConfig backend;
+  loader::StorageBenchConfig bench;
+  std::optional<std::uint64_t> create;
+};
+
+Plan make_plan(const Options& o) {
+  Plan p;
+  auto size_opt = [](const std::string& text, const char* flag) {
+    auto r = parse_size(text);
+    if (!r) throw UsageError(fmt::format("{}: {}", flag, r.error().message()));
+    return *r;
+  };
+  if (o.rw == "read" || o.rw == "seqread") {
+    p.bench.pattern = loader::AccessPattern::kSequential;
+  } else if (o.rw == "randread") {
+    p.bench.pattern = loader::AccessPattern::kRandom;
+  } else {
+    throw UsageError(fmt::format("--rw: unknown pattern '{}' (choose read or randread)", o.rw));
+  }
+  p.bench.block_size = size_opt(o.bs, "--bs");
+  if (p.bench.block_size == 0) throw UsageError("--bs: block size must be positive");
+  if (o.direct && p.bench.block_size % 4096 != 0) {
+    throw UsageError(fmt::format("--bs {} is not a multiple of 4 KiB, which --direct needs (try 4k, 64k or 1M)", o.bs));
+  }
+  if (o.iodepth == 0) throw UsageError("--iodepth must be at least 1");
+  if (o.numjobs == 0) throw UsageError("--numjobs must be at least 1");
+  p.bench.iodepth = o.iodepth;
+  p.bench.numjobs = o.numjobs;
+  if (o.iodepth_batch == 0 || o.iodepth_batch > o.iodepth) {
+    throw UsageError(fmt::format("--iodepth_batch must be between 1 and --iodepth ({})", o.iodepth));
+  }
+  p.bench.iodepth_batch = o.iodepth_batch;
+  if (!o.size.empty()) p.bench.size = size_opt(o.size, "--size");
+  if (!o.runtime.empty()) {
+    auto r = parse_duration(o.runtime);
+    if (!r) throw UsageError(fmt::format("--runtime: {}", r.error().message()));
+    if (r->count() <= 0) throw UsageError("--runtime must be positive");
+    p.bench.runtime = *r;
+  }
+  p.bench.time_based = o.time_based;
+  if (o.time_based && o.runtime.empty()) throw UsageError("--time-based needs --runtime (for example --runtime 10s)");
+  p.bench.register_buffers = o.fixedbufs;
+  p.bench.register_files = o.registerfiles;
+  p.bench.seed = o.seed;
+  if (!o.create.empty()) {
+    p.create = size_opt(o.create, "--create");
+    if (*p.create == 0) throw UsageError("--create: size must be positive");
+  }
+  p.backend.file.engine = value_or_usage(transports::parse_engine(o.engine));
+  p.backend.file.direct = o.direct;
+  p.backend.file.sqpoll = o.sqpoll;
+  p.backend.file.register_buffers = o.fixedbufs;
+  if (o.output != "text" && o.output != "json") {
+    throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
+  }
+  return p;
+}
+
+nlohmann::json latency_json(const Histogram& h) {
+  return {{"min", h.min()},
+          {"mean", h.mean()},
+          {"p50", h.percentile(0.50)},
+          {"p90", h.percentile(0.90)},
+          {"p99", h.percentile(0.99)},
+          {"p999", h.percentile(0.999)},
+          {"p9999", h.percentile(0.9999)},
+          {"max", h.max()},
+          {"count", h.count()}};
+}
+
+struct Report {
+  const Options& options;
+  const Plan& plan;
+  const storage::ObjectHandle& object;
+  const loader::StorageBenchResult& result;
+  std::optional<storage::DiskDelta> disk;
+  std::string disk_note;
+  std::string created;
+
+  double bandwidth() const { return result.seconds > 0 ? static_cast<double>(result.stats.bytes) / result.seconds : 0; }
+  double iops() const { return result.seconds > 0 ? static_cast<double>(result.stats.ops) / result.seconds : 0; }
+  double cpu_per_gib() const {
+    return result.stats.bytes ? result.cpu.total() / (static_cast<double>(result.stats.bytes) / (1u << 30)) : 0;
+  }
+  double cpu_per_io() const { return result.stats.ops ? result.cpu.total() / static_cast<double>(result.stats.ops) : 0; }
+
+  nlohmann::json json() const {
+    const auto& s = result.stats;
+    nlohmann::json j = {
+        {"url", options.url},
+        {"rw", plan.bench.pattern == loader::AccessPattern::kSequential ? "read" : "randread"},
+        {"bs", plan.bench.block_size},
+        {"iodepth", plan.bench.iodepth},
+        {"numjobs", plan.bench.numjobs},
+        {"size", plan.bench.size ? plan.bench.size : object.size()},
+        {"time_based", plan.bench.time_based},
+        {"engine", result.info.engine},
+        {"engine_features", result.info.features},
+        {"notes", result.info.notes},
+        {"direct", plan.backend.file.direct},
+        {"bytes", s.bytes},
+        {"ios", s.ops},
+        {"seconds", result.seconds},
+        {"bandwidth_bytes_per_second", bandwidth()},
+        {"iops", iops()},
+        {"latency_ns", latency_json(s.lat)},
+        {"slat_ns", latency_json(s.slat)},
+        {"clat_ns", latency_json(s.clat)},
+        {"mean_in_flight", s.mean_depth()},
+        {"cpu", {{"user_seconds", result.cpu.user_s}, {"system_seconds", result.cpu.system_s}}},
+        {"cpu_seconds_per_gib", cpu_per_gib()},
+        {"cpu_seconds_per_io", cpu_per_io()},
+        {"retries", s.retries},
+        {"short_reads", s.short_reads},
+        {"bounced_bytes", s.bounced_bytes},
+        {"errors", s.errors},
+        {"interrupted", result.interrupted},
+    };
+    if (disk) {
+      j["device"] = {{"name", disk->device},
+                     {"utilisation", disk->utilisation},
+                     {"reads", disk->reads},
+                     {"read_bytes", disk->read_bytes}};
+    } else {
+      j["device"] = {{"name", nullptr}, {"note", disk_note}};
+    }
+    if (result.error) j["error"] = result.error->what();
+    if (!created.empty()) j["created"] = created;
+    return j;
+  }
+
+  std::string text() const {
+    const auto& s = result.stats;
+    std::string out;
+    auto line = [&out](std::string l) { out += l + "\n"; };
+    const auto& b = plan.bench;
+    line(fmt::format("feedline bench storage: {}", options.url));
+    if (!created.empty()) line(fmt::format("  {}", created));
+    line(fmt::format("  job: {} bs={} iodepth={} numjobs={} {} size={}{}",
+                     b.pattern == loader::AccessPattern::kSequential ? "read" : "randread",
+                     format_bytes(static_cast<double>(b.block_size)), b.iodepth, b.numjobs,
+                     plan.backend.file.direct ? "direct" : "buffered",
+                     format_bytes(static_cast<double>(b.size ? b.size : object.size())),
+                     b.time_based ? fmt::format(" runtime={}", options.runtime) : ""));
+    line(fmt::format("  engine: {}{}", result.info.engine,
+                     result.info.features.empty() ? "" : fmt::format(" ({})", fmt::join(result.info.features, ", "))));
+    for (const auto& n : result.info.notes) line(fmt::format("  note: {}", n));
+    line(fmt::format("  read: {}  {} IOPS  {} in {:.2f} s{}", format_rate(bandwidth()), format_count(iops()),
+                     format_bytes(static_cast<double>(s.bytes)), result.seconds,
+                     result.interrupted ? "  [interrupted: partial result]" : ""));
+    auto lat = [](const Histogram& h) {
+      return fmt::format("p50 {}  p90 {}  p99 {}  p99.9 {}  max {}", format_duration_ns(static_cast<double>(h.percentile(0.5))),
+                         format_duration_ns(static_cast<double>(h.percentile(0.9))),
+                         format_duration_ns(static_cast<double>(h.percentile(0.99))),
+                         format_duration_ns(static_cast<double>(h.percentile(0.999))),
+                         format_duration_ns(static_cast<double>(h.max())));
+    };
+    line(fmt::format("  lat:  {}", lat(s.lat)));
+    line(fmt::format("  slat: {}", lat(s.slat)));
+    line(fmt::format("  clat: {}", lat(s.clat)));
+    line(fmt::format("  in flight: {:.1f} on average (iodepth {} x {} jobs)", s.mean_depth(), b.iodepth, b.numjobs));
+    line(fmt::format("  cpu: {:.2f} s user + {:.2f} s sys = {:.3f} s/GiB, {} per IO", result.cpu.user_s,
+                     result.cpu.system_s, cpu_per_gib(), format_duration_ns(cpu_per_io() * 1e9)));
+    if (disk) {
+      line(fmt::format("  device {}: {:.1f}% busy, {} read from the device ({:.0f}% of the bytes delivered)",
+                       disk->device, disk->utilisation * 100, format_bytes(static_cast<double>(disk->read_bytes)),
+                       s.bytes ? 100.0 * static_cast<double>(disk->read_bytes) / static_cast<double>(s.bytes) : 0.0));
+    } else {
+      line(fmt::format("  device: unknown ({})", disk_note));
+    }
+    if (s.retries || s.short_reads || s.bounced_bytes) {
+      line(fmt::format("  retries {}  short reads {}  bounced {}", s.retries, s.short_reads,
+                       format_bytes(static_cast<double>(s.bounced_bytes))));
+    }
+    if (result.error) line(fmt::format("  error: {}", result.error->what()));
+    return out;
+  }
+};
+
+int run(const Options& o) {
+  const Plan plan = make_plan(o);
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  storage::Resolved resolved = value_or_usage(registry.open(o.url, plan.backend));
+  storage::Backend& backend = *resolved.backend;
+
+  std::string created;
+  if (plan.create) {
+    auto st = backend.stat(resolved.key);
+    if (!st && st.error().code() != Errc::kNotFound) throw UsageError(st.error());
+    if (!st || st->size < *plan.create) {
+      if (o.output == "text") {
+        fmt::print(stderr, "laying out {} of random data in {} ...\n",
+                   format_bytes(static_cast<double>(*plan.create)), o.url);
+      }
+      auto made = loader::create_random_object(backend, resolved.key, *plan.create, o.seed);
+      if (!made) throw UsageError(made.error());
+      created = fmt::format("created {} of random data", format_bytes(static_cast<double>(*plan.create)));
+    }
+  }
+  auto object = backend.open(resolved.key);
+  if (!object) {
+    Error e = std::move(object).error();
+    if (e.code() == Errc::kNotFound) e = std::move(e).with_hint("check the path, or lay out a test file with --create SIZE");
+    throw UsageError(e);
+  }
+  value_or_usage(loader::validate(plan.bench, **object, backend.caps()));
+
+  std::optional<storage::DeviceMonitor> monitor;
+  std::string disk_note;
+  if (backend.scheme() == "file") {
+    auto m = storage::DeviceMonitor::for_path(resolved.key);
+    if (m) monitor = std::move(*m); else disk_note = m.error().message();
+  } else {
+    disk_note = fmt::format("{}:// has no local block device", backend.scheme());
+  }
+  std::optional<storage::DiskCounters> before;
+  if (monitor) {
+    auto c = monitor->sample();
+    if (c) before = *c; else disk_note = c.error().message();
+  }
+
+  const std::atomic<bool>& stop = install_stop_handlers();
+  loader::BenchProgress progress;
+  auto result = [&] {
+    ProgressLine line(o.output == "text" && stdout_is_tty(), [&progress](double s) {
+      const double bytes = static_cast<double>(progress.bytes.load(std::memory_order_relaxed));
+      const double ios = static_cast<double>(progress.ios.load(std::memory_order_relaxed));
+      return fmt::format("[{:5.1f}s] {}  {} IOPS  {} read", s, format_rate(s > 0 ? bytes / s : 0),
+                         format_count(s > 0 ? ios / s : 0), format_bytes(bytes));
+    });
+    return loader::run_storage_bench(backend, **object, plan.bench, &stop, &progress);
+  }();
+  if (!result) {
+    fmt::print(stderr, "feedline: error: {}\n", result.error().what());
+    return kExitRuntime;
+  }
+  Report report{o, plan, **object, *result, std::nullopt, disk_note, created};
+  if (monitor && before) {
+    auto after = monitor->sample();
+    if (after) report.disk = storage::DeviceMonitor::delta(monitor->device(), *before, *after);
+  }
+  if (o.output == "json") {
+    fmt::print("{}\n", report.json().dump(2));
+  } else {
+    fmt::print("{}", report.text());
+  }
+  if (result->error) {
+    fmt::print(stderr, "feedline: error: {}\n", result->error->what());
+    return kExitRuntime;
+  }
+  return result->interrupted ? kExitInterrupted : kExitOk;
+}
+
+}  // namespace
+
+void add_bench_storage(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = bench.add_subcommand("storage", "Measure how fast a storage URL serves reads (fio-style)");
+  cmd->add_option("url", o->url, "File path, file:///path or mem://key")->required();
+  cmd->add_option("--rw", o->rw, "Access pattern: read (sequential) or randread")->capture_default_str();
+  cmd->add_option("--bs", o->bs, "Block size per read (4k, 128KiB, 1M)")->capture_default_str();
+  cmd->add_option("--iodepth", o->iodepth, "Reads in flight per job")->capture_default_str();
+  cmd->add_option("--numjobs", o->numjobs, "Parallel jobs, each with its own queue")->capture_default_str();
+  cmd->add_option("--iodepth_batch,--iodepth-batch", o->iodepth_batch, "Reads re-issued per submission (fio's iodepth_batch_submit)")->capture_default_str();
+  cmd->add_flag("--direct", o->direct, "O_DIRECT: bypass the page cache");
+  cmd->add_option("--engine", o->engine, "I/O engine: uring, posix or auto")->capture_default_str();
+  cmd->add_option("--size", o->size, "Bytes of the file to cover (default: all of it)");
+  cmd->add_option("--runtime", o->runtime, "Stop after this long (10s, 2m); with --time-based, loop until then");
+  cmd->add_flag("--time-based,--time_based", o->time_based, "Loop over the file until --runtime ends");
+  cmd->add_option("--create", o->create, "Lay out the file with SIZE bytes of random data if it is missing or smaller");
+  cmd->add_option("--output", o->output, "Report format: text or json")->capture_default_str();
+  cmd->add_flag("--sqpoll", o->sqpoll, "io_uring: kernel submission-queue polling thread");
+  cmd->add_flag("--fixedbufs,!--no-fixedbufs", o->fixedbufs, "io_uring: registered buffers (on by default; falls back when refused)");
+  cmd->add_flag("--registerfiles", o->registerfiles, "io_uring: registered file descriptors");
+  cmd->add_option("--seed", o->seed, "Seed for random offsets and --create data");
+  cmd->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace feedline::tools

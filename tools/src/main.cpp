@@ -1,0 +1,39 @@
+// feedline: the command-line tool. Only this layer reads argv, the environment and config files.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "bench_storage_cmd.hpp"
+#include "cli_error.hpp"
+
+int main(int argc, char** argv) {
+  using namespace feedline::tools;
+  CLI::App app{"feedline: dataset storage -> pipeline -> GPU, and where it stalls"};
+  app.set_version_flag("--version", "feedline 0.1.0");
+  app.require_subcommand(1);
+  int exit_code = kExitOk;
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  add_bench_storage(*bench, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "feedline: error: {} (see feedline --help)\n", e.what());
+    return kExitUsage;
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "feedline: error: {}\n", e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "feedline: internal error: {}\n", e.what());
+    return kExitRuntime;
+  }
+  return exit_code;
+}
