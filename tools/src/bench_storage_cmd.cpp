@@ -242,7 +242,7 @@ int run(const Options& o) {
   auto object = backend.open(resolved.key);
   if (!object) {
     Error e = std::move(object).error();
-    if (e.code() == Errc::kNotFound) e = std::move(e).with_hint("check the path, or lay out a test file with --create SIZE");
+    if (e.code() == Errc::kNotFound) e.with_hint("check the path, or lay out a test file with --create SIZE");
     throw UsageError(e);
   }
   value_or_usage(loader::validate(plan.bench, **object, backend.caps()));

@@ -109,7 +109,7 @@ class UringEngine final : public FileEngine {
       for (const auto& r : regions) total += r.size();
       auto e = Error::from_errno(-rc, fmt::format("registering {} bytes of io_uring buffers", total));
       if (rc == -ENOMEM) {
-        e = std::move(e).with_hint("RLIMIT_MEMLOCK is too small; raise it with 'ulimit -l' or run as root");
+        e.with_hint("RLIMIT_MEMLOCK is too small; raise it with 'ulimit -l' or run as root");
       }
       notes_.push_back(fmt::format("registered buffers refused, using plain reads: {}", e.what()));
       return fail(std::move(e));
@@ -196,6 +196,10 @@ class UringEngine final : public FileEngine {
     if (!sqe) {  // submission queue full: push what is there to the kernel and try again
       flush();
       sqe = io_uring_get_sqe(&ring_);
+      // Under SQPOLL the kernel thread consumes entries asynchronously: wait for a free one.
+      while (!sqe && (flags_ & IORING_SETUP_SQPOLL) && io_uring_sqring_wait(&ring_) >= 0) {
+        sqe = io_uring_get_sqe(&ring_);
+      }
     }
     return sqe;
   }
@@ -269,7 +273,9 @@ class UringEngine final : public FileEngine {
         continue;
       }
       if (res < 0) {
-        r->error = -res;
+        // A continuation refused with EINVAL after progress is O_DIRECT at end of file: the
+        // remainder starts mid-block. The read is complete (short), not failed.
+        if (!(res == -EINVAL && r->done > 0)) r->error = -res;
       } else if (res > 0) {
         r->done += static_cast<std::uint32_t>(res);
         if (r->done < r->length) {  // short read: ask for the rest; 0 next time means EOF

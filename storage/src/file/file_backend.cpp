@@ -335,11 +335,11 @@ class FileBackend final : public Backend {
       const int err = errno;
       Error e = Error::from_errno(err, "opening for read").with_object(path);
       if (err == EINVAL && config_.direct) {
-        e = std::move(e).with_hint("this filesystem does not support O_DIRECT; drop --direct");
+        e.with_hint("this filesystem does not support O_DIRECT; drop --direct");
       } else if (err == EACCES || err == EPERM) {
-        e = std::move(e).with_hint("check the file's permissions");
+        e.with_hint("check the file's permissions");
       } else if (err == ENOENT) {
-        e = std::move(e).with_hint("check the path");
+        e.with_hint("check the path");
       }
       return fail(std::move(e));
     }

@@ -48,17 +48,33 @@ class [[nodiscard]] Error {
     object_ = std::move(object);
     return std::move(*this);
   }
+  Error& with_offset(std::uint64_t offset) & {
+    offset_ = offset;
+    return *this;
+  }
   Error&& with_offset(std::uint64_t offset) && {
     offset_ = offset;
     return std::move(*this);
+  }
+  Error& with_hint(std::string hint) & {
+    hint_ = std::move(hint);
+    return *this;
   }
   Error&& with_hint(std::string hint) && {
     hint_ = std::move(hint);
     return std::move(*this);
   }
+  Error& with_sys_errno(int err) & {
+    sys_errno_ = err;
+    return *this;
+  }
   Error&& with_sys_errno(int err) && {
     sys_errno_ = err;
     return std::move(*this);
+  }
+  Error& with_http_status(int status) & {
+    http_status_ = status;
+    return *this;
   }
   Error&& with_http_status(int status) && {
     http_status_ = status;

@@ -7,7 +7,9 @@
 // a callback on another thread, so a benchmark loop pays no cross-thread wake-up per I/O.
 //
 // Every FileRead either completes whole, completes short at end of file, or fails with an errno.
-// Engines hide the rest: -EAGAIN is re-queued, short reads are resubmitted for the remainder.
+// Engines hide the rest: -EAGAIN is re-queued, short reads are resubmitted for the remainder (and
+// a remainder that O_DIRECT refuses with EINVAL, because it starts mid-block at end of file,
+// ends the read short).
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages feedline needs to build and test, skipping those already present.
+# Idempotent; needs root (or sudo). Usage: scripts/install-deps.sh [--test]
+#   --test  also the tools the test suite and benchmarks use (fio, clang for sanitizers/fuzzing).
+set -euo pipefail
+
+pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
+      libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
+      libxxhash-dev)
+if [[ "${1:-}" == "--test" ]]; then
+  pkgs+=(fio util-linux python3 gzip)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "installing: ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, then build and run every test suite:
+#   release  (-O2, warnings as errors)   all tests
+#   asan     (AddressSanitizer + UBSan)  all tests
+#   tsan     (ThreadSanitizer)           all tests
+#   minimal  (every optional dependency off) all tests
+# Idempotent; incremental when build/ exists. FEEDLINE_PRESETS="release asan" runs a subset.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh --test
+presets=${FEEDLINE_PRESETS:-release asan tsan minimal}
+jobs=$(nproc)
+failed=()
+for p in $presets; do
+  echo "=== preset $p: configure and build ===" >&2
+  cmake --preset "$p" >/dev/null
+  cmake --build "build/$p" -j "$jobs"
+  echo "=== preset $p: test ===" >&2
+  if ! ctest --preset "$p" -j "$jobs"; then
+    failed+=("$p")
+  fi
+done
+if ((${#failed[@]} > 0)); then
+  echo "FAILED presets: ${failed[*]}" >&2
+  exit 1
+fi
+echo "all presets passed: $presets" >&2

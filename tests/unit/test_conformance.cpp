@@ -1,0 +1,281 @@
+// The backend conformance suite: the same behaviour asked of every backend and configuration.
+// Adding a backend means adding a row to kBackends.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+
+#include "feedline/storage/registry.hpp"
+#include "test_support.hpp"
+
+using namespace feedline;
+using namespace feedline::storage;
+
+namespace {
+
+struct BackendCase {
+  const char* name;
+  const char* scheme;  // "file" or "mem"
+  transports::EngineKind engine;
+  bool direct;
+};
+
+const BackendCase kBackends[] = {
+    {"mem", "mem", transports::EngineKind::kAuto, false},
+    {"file uring buffered", "file", transports::EngineKind::kUring, false},
+    {"file uring direct", "file", transports::EngineKind::kUring, true},
+    {"file posix buffered", "file", transports::EngineKind::kPosix, false},
+    {"file posix direct", "file", transports::EngineKind::kPosix, true},
+};
+
+// One backend under test, with a root to put keys under and a made-up object of odd size.
+struct Fixture {
+  std::unique_ptr<Backend> backend;
+  std::string root;  // prefix for keys
+  std::string key;   // the test object
+  std::vector<std::byte> content;
+  std::unique_ptr<ObjectHandle> handle;
+  std::string skip;  // why this case cannot run here
+
+  explicit Fixture(const BackendCase& c) {
+    BackendConfig config;
+    config.file.engine = c.engine;
+    config.file.direct = c.direct;
+    Registry registry;
+    register_builtin_backends(registry);
+    std::string url;
+    if (std::string(c.scheme) == "mem") {
+      url = "mem://conformance/";
+    } else {
+      url = (testing::scratch_dir("conformance") / "").string();
+    }
+    auto r = registry.open(url, config);
+    REQUIRE(r);
+    backend = std::move(r->backend);
+    root = r->key;
+    key = root + "object.bin";
+    content = testing::pattern_bytes((1 << 20) + 12345, 99);
+    REQUIRE(backend->write(key, content));
+    auto q = backend->make_queue({});
+    if (!q && q.error().code() == Errc::kUnsupported) {
+      skip = q.error().what();
+      return;
+    }
+    REQUIRE(q);
+    auto h = backend->open(key);
+    REQUIRE(h);
+    handle = std::move(*h);
+  }
+};
+
+// Collects completions so a test can wait for specific ops.
+struct Collector final : ReadCompletion {
+  std::map<const ReadOp*, int> seen;
+  void on_read_complete(ReadOp& op) noexcept override { ++seen[&op]; }
+};
+
+// Polls until done() or 20 s pass (a bound on hangs, not a speed check).
+void run_until(IoQueue& q, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    q.poll(1, std::chrono::milliseconds(50));
+  }
+  REQUIRE(done());
+}
+
+Result<std::uint64_t> read_one(IoQueue& q, const ObjectHandle& h, std::uint64_t off,
+                               std::uint64_t len, MutableBytes dst) {
+  Collector c;
+  ReadOp op;
+  op.object = &h;
+  op.offset = off;
+  op.length = len;
+  op.dst = dst;
+  op.done = &c;
+  q.submit(op);
+  run_until(q, [&] { return c.seen.count(&op) == 1; });
+  return op.result;
+}
+
+}  // namespace
+
+TEST_CASE("conformance: every backend", "[storage][conformance]") {
+  for (const BackendCase& bc : kBackends) {
+    DYNAMIC_SECTION(bc.name) {
+      Fixture f(bc);
+      if (!f.skip.empty()) {
+        WARN("skipped " << bc.name << ": " << f.skip);
+        continue;
+      }
+      auto queue = f.backend->make_queue({}).value();
+      const std::uint64_t size = f.content.size();
+      auto buf = AlignedBuffer::allocate(size + 8192).value();
+
+      SECTION("stat reports the size") {
+        auto info = f.backend->stat(f.key);
+        REQUIRE(info);
+        CHECK(info->size == size);
+        CHECK(f.handle->size() == size);
+      }
+      SECTION("full read") {
+        auto r = read_one(*queue, *f.handle, 0, size, buf.span());
+        REQUIRE(r);
+        CHECK(*r == size);
+        CHECK(std::memcmp(buf.data(), f.content.data(), size) == 0);
+        CHECK(queue->stats().ops == 1);
+        CHECK(queue->stats().bytes == size);
+        CHECK(queue->stats().lat.count() == 1);
+      }
+      SECTION("ranged read at an unaligned offset") {
+        const std::uint64_t off = 3 * 4096 + 17, len = 10000;
+        auto r = read_one(*queue, *f.handle, off, len, buf.span());
+        REQUIRE(r);
+        CHECK(*r == len);
+        CHECK(std::memcmp(buf.data(), f.content.data() + off, len) == 0);
+      }
+      SECTION("read past EOF is a short read, not an error") {
+        auto r = read_one(*queue, *f.handle, size - 100, 8192, buf.span());
+        REQUIRE(r);
+        CHECK(*r == 100);
+        CHECK(std::memcmp(buf.data(), f.content.data() + size - 100, 100) == 0);
+        auto beyond = read_one(*queue, *f.handle, size + 4096, 4096, buf.span());
+        REQUIRE(beyond);
+        CHECK(*beyond == 0);
+        CHECK(queue->stats().short_reads == 2);
+      }
+      SECTION("missing object is a not-found error naming it") {
+        auto h = f.backend->open(f.root + "no-such-object");
+        REQUIRE_FALSE(h);
+        CHECK(h.error().code() == Errc::kNotFound);
+        CHECK(h.error().what().find("no-such-object") != std::string::npos);
+        auto st = f.backend->stat(f.root + "no-such-object");
+        REQUIRE_FALSE(st);
+        CHECK(st.error().code() == Errc::kNotFound);
+      }
+      SECTION("unaligned destination buffer") {
+        const MutableBytes dst = buf.span().subspan(1);
+        auto r = read_one(*queue, *f.handle, 4096, 65536, dst);
+        REQUIRE(r);
+        CHECK(*r == 65536);
+        CHECK(std::memcmp(dst.data(), f.content.data() + 4096, 65536) == 0);
+        if (bc.direct) CHECK(queue->stats().bounced_ops == 1);
+      }
+      SECTION("a destination smaller than the read is an error, not an overflow") {
+        auto r = read_one(*queue, *f.handle, 0, 8192, buf.span().first(4096));
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code() == Errc::kInvalidArgument);
+      }
+      SECTION("1,000 ops in flight") {
+        constexpr std::size_t kOps = 1000, kLen = 4096;
+        auto big = AlignedBuffer::allocate(kOps * kLen).value();
+        std::vector<ReadOp> ops(kOps);
+        std::vector<ReadOp*> ptrs;
+        Collector c;
+        for (std::size_t i = 0; i < kOps; ++i) {
+          ops[i].object = f.handle.get();
+          ops[i].offset = (i * 7919 % 250) * kLen;  // scattered, in range
+          ops[i].length = kLen;
+          ops[i].dst = big.span().subspan(i * kLen, kLen);
+          ops[i].done = &c;
+          ptrs.push_back(&ops[i]);
+        }
+        queue->submit(ptrs);
+        CHECK(queue->in_flight() <= kOps);
+        run_until(*queue, [&] { return c.seen.size() == kOps; });
+        CHECK(queue->in_flight() == 0);
+        for (std::size_t i = 0; i < kOps; ++i) {
+          INFO("op " << i);
+          REQUIRE(c.seen[&ops[i]] == 1);
+          REQUIRE(ops[i].result);
+          REQUIRE(*ops[i].result == kLen);
+          REQUIRE(std::memcmp(big.data() + i * kLen, f.content.data() + ops[i].offset, kLen) == 0);
+        }
+        CHECK(queue->stats().ops == kOps);
+        CHECK(queue->stats().mean_depth() > 0);
+      }
+      SECTION("cancel mid-run: every op completes exactly once, none is lost") {
+        constexpr std::size_t kOps = 1000, kLen = 4096;
+        auto big = AlignedBuffer::allocate(kOps * kLen).value();
+        std::vector<ReadOp> ops(kOps);
+        std::vector<ReadOp*> ptrs;
+        Collector c;
+        for (std::size_t i = 0; i < kOps; ++i) {
+          ops[i] = ReadOp{};
+          ops[i].object = f.handle.get();
+          ops[i].offset = (i % 256) * kLen;
+          ops[i].length = kLen;
+          ops[i].dst = big.span().subspan(i * kLen, kLen);
+          ops[i].done = &c;
+          ptrs.push_back(&ops[i]);
+        }
+        queue->submit(ptrs);
+        queue->poll(0, {});
+        queue->cancel();
+        run_until(*queue, [&] { return queue->in_flight() == 0; });
+        REQUIRE(c.seen.size() == kOps);
+        std::size_t ok = 0, cancelled = 0;
+        for (std::size_t i = 0; i < kOps; ++i) {
+          REQUIRE(c.seen[&ops[i]] == 1);
+          if (ops[i].result) {
+            ++ok;
+            REQUIRE(*ops[i].result == kLen);
+            REQUIRE(std::memcmp(big.data() + i * kLen, f.content.data() + ops[i].offset, kLen) == 0);
+          } else {
+            REQUIRE(ops[i].result.error().code() == Errc::kCancelled);
+            ++cancelled;
+          }
+        }
+        CHECK(ok + cancelled == kOps);
+      }
+      SECTION("destroying a queue with ops in flight waits for them") {
+        auto q2 = f.backend->make_queue({}).value();
+        std::vector<ReadOp> ops(64);
+        Collector c;
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          ops[i].object = f.handle.get();
+          ops[i].offset = i * 4096;
+          ops[i].length = 4096;
+          ops[i].dst = buf.span().subspan(i * 4096, 4096);
+          ops[i].done = &c;
+          q2->submit(ops[i]);
+        }
+        q2.reset();  // must not leave the kernel writing into buf after we return
+        SUCCEED();
+      }
+      SECTION("create, list and overwrite") {
+        const auto a = testing::pattern_bytes(5000, 1);
+        const auto b = testing::pattern_bytes(300, 2);
+        REQUIRE(f.backend->write(f.root + "dir/a.bin", a));
+        REQUIRE(f.backend->write(f.root + "dir/b.bin", b));
+        auto listing = f.backend->list(f.root + "dir/");
+        REQUIRE(listing);
+        REQUIRE(listing->size() == 2);
+        CHECK(listing->at(0).key.ends_with("a.bin"));
+        CHECK(listing->at(0).size == 5000);
+        CHECK(listing->at(1).size == 300);
+        REQUIRE(f.backend->write(f.root + "dir/a.bin", b));
+        CHECK(f.backend->stat(f.root + "dir/a.bin")->size == 300);
+      }
+      SECTION("an abandoned writer leaves no object") {
+        {
+          auto w = f.backend->create(f.root + "abandoned.bin");
+          REQUIRE(w);
+          REQUIRE((*w)->append(f.content));
+        }
+        CHECK(f.backend->stat(f.root + "abandoned.bin").error().code() == Errc::kNotFound);
+      }
+    }
+  }
+}
+
+TEST_CASE("file backend: a directory is an error that says so", "[storage][file]") {
+  Registry registry;
+  register_builtin_backends(registry);
+  const auto dir = testing::scratch_dir("dirs");
+  auto r = registry.open(dir.string(), {});
+  REQUIRE(r);
+  auto h = r->backend->open(r->key);
+  REQUIRE_FALSE(h);
+  CHECK(h.error().code() == Errc::kIsDirectory);
+  CHECK(h.error().what().find(dir.string()) != std::string::npos);
+}
