@@ -8,7 +8,7 @@ pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev lib
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
       libxxhash-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(fio util-linux python3 gzip)
+  pkgs+=(fio util-linux python3 gzip clang-16 libclang-rt-16-dev)
 fi
 
 missing=()

@@ -4,17 +4,20 @@
 #   asan     (AddressSanitizer + UBSan)  all tests
 #   tsan     (ThreadSanitizer)           all tests
 #   minimal  (every optional dependency off) all tests
+#   fuzz     (clang 16 libFuzzer + ASan)  each fuzz target for FEEDLINE_FUZZ_SECONDS (20)
 # Idempotent; incremental when build/ exists. FEEDLINE_PRESETS="release asan" runs a subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh --test
-presets=${FEEDLINE_PRESETS:-release asan tsan minimal}
+presets=${FEEDLINE_PRESETS:-release asan tsan minimal fuzz}
 jobs=$(nproc)
 failed=()
 for p in $presets; do
   echo "=== preset $p: configure and build ===" >&2
-  cmake --preset "$p" >/dev/null
+  extra=()
+  [[ $p == fuzz ]] && extra=(-DFEEDLINE_FUZZ_SECONDS="${FEEDLINE_FUZZ_SECONDS:-20}")
+  cmake --preset "$p" "${extra[@]}" >/dev/null
   cmake --build "build/$p" -j "$jobs"
   echo "=== preset $p: test ===" >&2
   if ! ctest --preset "$p" -j "$jobs"; then

@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# CLI test: every bad input to `feedline bench storage` gets one clear line on stderr
+# ("feedline: error: ..." naming the path, option or scheme and what to do), exit code 2,
+# nothing on stdout, no crash and no hang.
+#
+# usage: bad_input.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
+#   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
+#   The third argument says whether the binary was built with io_uring (default: uring).
+set -euo pipefail
+
+if (($# < 2)); then
+  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
+  exit 2
+fi
+bin=$(realpath -- "$1")
+scratch=$2
+mode=${3:-uring}
+[[ -x $bin ]] || { echo "FAIL: $bin is not an executable" >&2; exit 1; }
+[[ $mode == uring || $mode == nouring ]] || { echo "FAIL: third argument must be uring or nouring, got '$mode'" >&2; exit 1; }
+case $(basename -- "$scratch") in
+  scratch*) ;;
+  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
+esac
+rm -rf -- "$scratch"
+mkdir -p -- "$scratch"
+scratch=$(realpath -- "$scratch")
+
+failures=0
+checks=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+show() {  # show LABEL FILE: the captured output, indented, for a failure report
+  echo "    $1:"
+  if [[ -s $2 ]]; then sed "s/^/      | /" "$2"; else echo "      (empty)"; fi
+}
+
+out=$scratch/stdout.txt
+err=$scratch/stderr.txt
+rc=0
+# run [PREFIX_CMD...] -- ARGS...: runs the binary under `timeout 20`, capturing stdout, stderr, rc.
+run() {
+  local prefix=()
+  while (($# > 0)) && [[ $1 != -- ]]; do prefix+=("$1"); shift; done
+  shift
+  rc=0
+  timeout 20 "${prefix[@]}" "$bin" "$@" >"$out" 2>"$err" || rc=$?
+}
+
+crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
+
+# expect_usage NAME [--as PREFIX_CMD... ] NEEDLE... -- ARGS...
+#   Runs `feedline ARGS...` and checks: exit 2, empty stdout, exactly one stderr line starting
+#   with "feedline: error:", each NEEDLE (a fixed string) in that line, no crash, no hang.
+expect_usage() {
+  local name=$1; shift
+  local prefix=()
+  if [[ ${1:-} == --as ]]; then
+    shift
+    while [[ $1 != --needles ]]; do prefix+=("$1"); shift; done
+    shift
+  fi
+  local needles=()
+  while (($# > 0)) && [[ $1 != -- ]]; do needles+=("$1"); shift; done
+  shift
+  checks=$((checks + 1))
+  run "${prefix[@]}" -- "$@"
+  local bad=()
+  if ((rc == 124)); then
+    bad+=("hung: still running after 20 s (killed by timeout)")
+  elif ((rc != 2)); then
+    bad+=("exit code $rc, expected 2")
+  fi
+  [[ -s $out ]] && bad+=("wrote $(wc -c <"$out") bytes to stdout, expected nothing")
+  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  local lines
+  lines=$(wc -l <"$err")
+  local first
+  first=$(head -n 1 "$err")
+  if ((rc != 124)); then
+    if [[ ! -s $err ]]; then
+      bad+=("nothing on stderr")
+    else
+      ((lines == 1)) || bad+=("stderr has $lines lines, expected exactly one")
+      [[ $first == "feedline: error: "* ]] || bad+=("stderr does not start with 'feedline: error: '")
+      local n
+      for n in "${needles[@]}"; do
+        [[ $first == *"$n"* ]] || bad+=("error line does not mention '$n'")
+      done
+    fi
+  fi
+  if ((${#bad[@]} > 0)); then
+    fail "$name: feedline ${*@Q}"
+    local b
+    for b in "${bad[@]}"; do echo "    - $b"; done
+    show stderr "$err"
+    show stdout "$out"
+  else
+    echo "ok: $name"
+  fi
+}
+
+# --- inputs ------------------------------------------------------------------------------------
+good=$scratch/good.bin      # 64 KiB of data: valid for every option, so option errors are the only problem
+head -c 65536 /dev/urandom >"$good"
+small=$scratch/small.bin    # 100 bytes: smaller than one 4 KiB block
+head -c 100 /dev/urandom >"$small"
+empty=$scratch/empty.bin
+: >"$empty"
+missing=$scratch/no/such/file.bin
+dir=$scratch/a-directory
+mkdir -p "$dir"
+
+# --- paths -------------------------------------------------------------------------------------
+expect_usage "nonexistent path" "$missing" "No such file" "check the path" -- bench storage "$missing"
+expect_usage "directory" "$dir" "directory" "name a file" -- bench storage "$dir"
+expect_usage "directory (file:// URL)" "$dir" "directory" -- bench storage "file://$dir"
+expect_usage "file smaller than one block" "$small" "100 bytes" "smaller than one block" "--bs" \
+  -- bench storage "$small" --bs 4k
+expect_usage "zero-length file" "$empty" "empty" "--create" -- bench storage "$empty"
+expect_usage "--size larger than the file" "$good" "--size" "65536" \
+  -- bench storage "$good" --size 1MiB --bs 4k
+expect_usage "character device" "/dev/null" "not a regular file" -- bench storage /dev/null
+# A FIFO must be refused, not opened: open(O_RDONLY) on a FIFO blocks until a writer appears.
+fifo=$scratch/a-fifo
+if mkfifo "$fifo" 2>/dev/null; then
+  expect_usage "named pipe (FIFO)" "$fifo" "not a regular file" -- bench storage "$fifo"
+else
+  echo "skip: named pipe (FIFO): mkfifo failed on this filesystem"
+fi
+
+# --- permission denied ---------------------------------------------------------------------------
+# root bypasses file modes, so as root drop to uid/gid 65534 with setpriv; the file and the binary
+# must then be reachable by that user (directories on the way need o+x).
+permdir=$scratch/perm
+mkdir -p "$permdir"
+chmod 0755 "$scratch" "$permdir"
+noperm=$permdir/mode-000.bin
+head -c 65536 /dev/urandom >"$noperm"
+chmod 000 "$noperm"
+restore_modes=()
+restore() {
+  local entry
+  for entry in "${restore_modes[@]}"; do chmod "${entry%%:*}" "${entry#*:}" 2>/dev/null || true; done
+}
+trap restore EXIT
+as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+nobody_can_reach() { "${as_nobody[@]}" test -x "$permdir" -a -x "$bin" 2>/dev/null; }
+if [[ $(id -u) == 0 ]]; then
+  if ! command -v setpriv >/dev/null; then
+    echo "skip: permission denied: running as root and setpriv (util-linux) is not installed"
+  else
+    if ! nobody_can_reach; then
+      # Give o+x to the directories above the scratch dir and the binary that lack it (restored on exit).
+      for start in "$permdir" "$(dirname -- "$bin")"; do
+        d=$start
+        while [[ $d != / ]]; do
+          m=$(stat -c %a "$d")
+          if ! [[ $(stat -c %A "$d") == *[xt] ]]; then
+            chmod o+x "$d" && restore_modes+=("$m:$d")
+          fi
+          d=$(dirname -- "$d")
+        done
+      done
+    fi
+    if nobody_can_reach; then
+      expect_usage "permission denied (as uid 65534)" --as "${as_nobody[@]}" --needles \
+        "$noperm" "Permission denied" "permissions" -- bench storage "$noperm"
+    else
+      echo "skip: permission denied: uid 65534 cannot reach $permdir or $bin"
+    fi
+  fi
+else
+  if [[ -r $noperm ]]; then
+    echo "skip: permission denied: a mode-000 file is still readable (CAP_DAC_OVERRIDE?)"
+  else
+    expect_usage "permission denied" "$noperm" "Permission denied" "permissions" -- bench storage "$noperm"
+  fi
+fi
+
+# --- URLs ----------------------------------------------------------------------------------------
+expect_usage "unknown URL scheme" "foo://x/y" "'foo'" "supported:" -- bench storage foo://x/y
+expect_usage "s3:// compiled out" "s3://bucket/key" "'s3'" "not available in this build" \
+  -- bench storage s3://bucket/key
+expect_usage "nfs:// compiled out" "nfs://host/export/f" "'nfs'" "not available in this build" \
+  -- bench storage nfs://host/export/f
+expect_usage "file:// with a host" "file://host/x" "file:///" -- bench storage file://host/x
+expect_usage "empty URL" "empty URL" -- bench storage ""
+expect_usage "no URL" "url" "required" "--help" -- bench storage
+
+# --- options -------------------------------------------------------------------------------------
+expect_usage "--bs not a multiple of 4 KiB with --direct" "--bs 6000" "4 KiB" "--direct" \
+  -- bench storage "$good" --bs 6000 --direct
+expect_usage "malformed --bs" "--bs" "'4x'" "examples:" -- bench storage "$good" --bs 4x
+expect_usage "malformed --size" "--size" "'12q'" "examples:" -- bench storage "$good" --size 12q
+expect_usage "negative --create" "--create" "'-1'" "examples:" -- bench storage "$good" --create -1
+expect_usage "malformed --runtime" "--runtime" "'10parsecs'" "examples:" \
+  -- bench storage "$good" --runtime 10parsecs
+expect_usage "unknown --rw" "--rw" "'write'" "read or randread" -- bench storage "$good" --rw write
+expect_usage "unknown --engine" "engine" "'foo'" "uring, posix or auto" -- bench storage "$good" --engine foo
+expect_usage "--iodepth 0" "--iodepth" "at least 1" -- bench storage "$good" --iodepth 0
+expect_usage "--time-based without --runtime" "--time-based" "--runtime" \
+  -- bench storage "$good" --time-based
+expect_usage "--bs 0" "--bs" "positive" -- bench storage "$good" --bs 0
+expect_usage "--bs over the 1 GiB request limit" "block size" "--bs" -- bench storage "$good" --bs 2G
+expect_usage "--runtime 0s" "--runtime" "positive" -- bench storage "$good" --runtime 0s
+expect_usage "unknown --output" "--output" "'xml'" "text or json" -- bench storage "$good" --output xml
+expect_usage "--iodepth_batch above --iodepth" "--iodepth_batch" -- bench storage "$good" --iodepth_batch 64
+expect_usage "unknown option" "--bogus" -- bench storage "$good" --bogus
+expect_usage "no subcommand" "subcommand" -- bench
+
+# --- help ----------------------------------------------------------------------------------------
+checks=$((checks + 1))
+run -- --help
+if ((rc != 0)); then
+  fail "feedline --help: exit code $rc, expected 0"; show stderr "$err"
+elif ! grep -q bench "$out"; then
+  fail "feedline --help: the help text on stdout does not mention the 'bench' command"; show stdout "$out"
+else
+  echo "ok: feedline --help"
+fi
+
+# --- io_uring ------------------------------------------------------------------------------------
+if [[ $mode == nouring ]]; then
+  expect_usage "--engine uring in a build without io_uring" "built without io_uring" "--engine posix" \
+    -- bench storage "$good" --engine uring --bs 4k
+else
+  checks=$((checks + 1))
+  # Does the kernel let us use io_uring at all? (auto falls back to posix, with a note, if not.)
+  run -- bench storage "$good" --bs 4k --output json
+  auto_engine=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["engine"])' "$out" 2>/dev/null || echo "?")
+  run -- bench storage "$good" --engine uring --bs 4k --output json
+  if [[ $auto_engine == posix ]]; then
+    # io_uring is refused here (seccomp, io_uring_disabled): --engine uring must fail cleanly.
+    if ((rc == 0 || rc == 124)) || grep -Eq "$crash_markers" "$out" "$err" || ! grep -q "io_uring" "$err"; then
+      fail "--engine uring where the kernel refuses io_uring: expected a clean error naming io_uring (exit $rc)"
+      show stderr "$err"
+    else
+      echo "ok: --engine uring where the kernel refuses io_uring fails cleanly (exit $rc)"
+    fi
+  elif ((rc != 0)); then
+    fail "--engine uring on a valid file: exit code $rc, expected 0"; show stderr "$err"
+  elif ! engine=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["engine"])' "$out"); then
+    fail "--engine uring on a valid file: stdout is not a JSON report"; show stdout "$out"
+  elif [[ $engine != uring ]]; then
+    fail "--engine uring on a valid file: the report says engine '$engine'"
+  else
+    echo "ok: --engine uring works on a valid file"
+  fi
+fi
+
+if ((failures > 0)); then
+  echo "bad_input: $failures of $checks checks FAILED"
+  exit 1
+fi
+echo "bad_input: all $checks checks passed"
