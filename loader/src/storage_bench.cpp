@@ -229,13 +229,18 @@ Result<StorageBenchResult> run_storage_bench(storage::Backend& backend,
 }
 
 Result<void> create_random_object(storage::Backend& backend, std::string_view key,
-                                  std::uint64_t size, std::uint64_t seed) {
+                                  std::uint64_t size, std::uint64_t seed,
+                                  const std::atomic<bool>* stop) {
   FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(key));
   constexpr std::size_t kChunk = 4 << 20;
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer chunk, AlignedBuffer::allocate(kChunk));
   std::mt19937_64 rng(seed);
   auto* words = reinterpret_cast<std::uint64_t*>(chunk.data());
   for (std::uint64_t done = 0; done < size;) {
+    if (stop && stop->load(std::memory_order_relaxed)) {
+      return fail(Error(Errc::kCancelled, "interrupted while laying out the file; nothing was left behind")
+                      .with_object(std::string(key)));
+    }
     for (std::size_t i = 0; i < kChunk / 8; ++i) words[i] = rng();
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, size - done));
     FEEDLINE_TRY(writer->append(ConstBytes(chunk.data(), n)));

@@ -87,7 +87,12 @@ Plan make_plan(const Options& o) {
     p.create = size_opt(o.create, "--create");
     if (*p.create == 0) throw UsageError("--create: size must be positive");
   }
-  p.backend.file.engine = value_or_usage(transports::parse_engine(o.engine));
+  auto engine = transports::parse_engine(o.engine);
+  if (!engine) throw UsageError(fmt::format("--engine: {}", engine.error().message()));
+  if (*engine == transports::EngineKind::kUring && !transports::uring_compiled_in()) {
+    throw UsageError("--engine uring: this feedline was built without io_uring (liburing); use --engine posix or auto");
+  }
+  p.backend.file.engine = *engine;
   p.backend.file.direct = o.direct;
   p.backend.file.sqpoll = o.sqpoll;
   p.backend.file.register_buffers = o.fixedbufs;
@@ -225,6 +230,7 @@ int run(const Options& o) {
   storage::Resolved resolved = value_or_usage(registry.open(o.url, plan.backend));
   storage::Backend& backend = *resolved.backend;
 
+  const std::atomic<bool>& stop = install_stop_handlers();
   std::string created;
   if (plan.create) {
     auto st = backend.stat(resolved.key);
@@ -234,8 +240,14 @@ int run(const Options& o) {
         fmt::print(stderr, "laying out {} of random data in {} ...\n",
                    format_bytes(static_cast<double>(*plan.create)), o.url);
       }
-      auto made = loader::create_random_object(backend, resolved.key, *plan.create, o.seed);
-      if (!made) throw UsageError(made.error());
+      auto made = loader::create_random_object(backend, resolved.key, *plan.create, o.seed, &stop);
+      if (!made) {
+        if (made.error().code() == Errc::kCancelled) {
+          fmt::print(stderr, "feedline: {}\n", made.error().what());
+          return exit_code_for_stop();
+        }
+        throw UsageError(made.error());
+      }
       created = fmt::format("created {} of random data", format_bytes(static_cast<double>(*plan.create)));
     }
   }
@@ -261,7 +273,6 @@ int run(const Options& o) {
     if (c) before = *c; else disk_note = c.error().message();
   }
 
-  const std::atomic<bool>& stop = install_stop_handlers();
   loader::BenchProgress progress;
   auto result = [&] {
     ProgressLine line(o.output == "text" && stdout_is_tty(), [&progress](double s) {
@@ -290,7 +301,7 @@ int run(const Options& o) {
     fmt::print(stderr, "feedline: error: {}\n", result->error->what());
     return kExitRuntime;
   }
-  return result->interrupted ? kExitInterrupted : kExitOk;
+  return result->interrupted ? exit_code_for_stop() : kExitOk;
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include "bench_storage_cmd.hpp"
 #include "cli_error.hpp"
+#include "gen_cmd.hpp"
+#include "run_cmd.hpp"
 
 int main(int argc, char** argv) {
   using namespace feedline::tools;
@@ -17,6 +19,8 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   add_bench_storage(*bench, exit_code);
+  add_gen(app, exit_code);
+  add_run(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -328,7 +328,9 @@ class FileBackend final : public Backend {
 
   Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) override {
     const std::string path(key);
-    int flags = O_RDONLY | O_CLOEXEC;
+    // O_NONBLOCK so that opening a FIFO cannot hang; it is cleared again below once we know the
+    // object is a regular file or block device (io_uring would honour it and return EAGAIN).
+    int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
     if (config_.direct) flags |= O_DIRECT;
     const int fd = ::open(path.c_str(), flags);
     if (fd < 0) {
@@ -363,7 +365,14 @@ class FileBackend final : public Backend {
       }
     } else if (!S_ISREG(st.st_mode)) {
       ::close(fd);
-      return fail(Error(Errc::kInvalidArgument, "not a regular file or block device").with_object(path));
+      return fail(Error(Errc::kInvalidArgument, "not a regular file or block device")
+                      .with_object(path)
+                      .with_hint("name a regular file (pipes, sockets and character devices cannot be benchmarked)"));
+    }
+    if (::fcntl(fd, F_SETFL, config_.direct ? O_DIRECT : 0) != 0) {  // keeps O_DIRECT, drops O_NONBLOCK
+      const int err = errno;
+      ::close(fd);
+      return fail(Error::from_errno(err, "clearing O_NONBLOCK").with_object(path));
     }
     return std::make_unique<FileHandle>(path, size, fd, config_.direct);
   }

@@ -68,7 +68,9 @@ Result<StorageBenchResult> run_storage_bench(storage::Backend& backend,
                                              BenchProgress* progress);
 
 // Writes size bytes of seeded pseudo-random (incompressible) data to key, as fio lays out a file.
+// stop (may be null) abandons the object (nothing is left behind) and returns kCancelled.
 Result<void> create_random_object(storage::Backend& backend, std::string_view key,
-                                  std::uint64_t size, std::uint64_t seed);
+                                  std::uint64_t size, std::uint64_t seed,
+                                  const std::atomic<bool>* stop = nullptr);
 
 }  // namespace feedline::loader

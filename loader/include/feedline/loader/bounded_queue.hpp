@@ -1,0 +1,152 @@
+// A bounded multi-producer multi-consumer queue that accounts for its own stalls: the integral
+// of its depth over time (mean occupancy), the time producers waited for room, the time consumers
+// waited for items, and its maximum depth. Waiting callers' WorkerClocks are switched to blocked
+// (push) or starved (pop) for the duration of the wait.
+//
+// close() ends the queue: pushes fail, pops drain what is left and then return nullopt. Items
+// left in a closed queue are destroyed with it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "feedline/core/clock.hpp"
+#include "feedline/loader/accounting.hpp"
+
+namespace feedline::loader {
+
+template <typename T>
+class BoundedQueue {
+ public:
+  // producers/consumers: how many threads push/pop, so that blocked and starved fractions are
+  // per thread (0..1) rather than summed.
+  BoundedQueue(std::string name, std::size_t capacity, bool accounting = true, unsigned producers = 1,
+               unsigned consumers = 1)
+      : name_(std::move(name)),
+        capacity_(capacity ? capacity : 1),
+        accounting_(accounting),
+        producers_(producers ? producers : 1),
+        consumers_(consumers ? consumers : 1) {}
+
+  // Blocks while full. Returns false (and drops nothing: item is left unchanged) when closed.
+  bool push(T& item, WorkerClock* clock = nullptr) {
+    std::unique_lock lock(mu_);
+    if (items_.size() >= capacity_ && !closed_) {
+      const WorkState prev = clock ? clock->to(WorkState::kBlocked) : WorkState::kBusy;
+      const std::uint64_t t0 = accounting_ ? now_ns() : 0;
+      not_full_.wait(lock, [&] { return items_.size() < capacity_ || closed_; });
+      if (accounting_) producer_blocked_ns_ += now_ns() - t0;
+      if (clock) clock->to(prev);
+    }
+    if (closed_) return false;
+    account();
+    items_.push_back(std::move(item));
+    ++pushed_;
+    if (items_.size() > max_depth_) max_depth_ = items_.size();
+    lock.unlock();
+    not_empty_.notify_one();
+    return true;
+  }
+  bool push(T&& item, WorkerClock* clock = nullptr) { return push(item, clock); }
+
+  // Blocks while empty. nullopt once closed and drained.
+  std::optional<T> pop(WorkerClock* clock = nullptr) {
+    std::unique_lock lock(mu_);
+    if (items_.empty() && !closed_) {
+      const WorkState prev = clock ? clock->to(WorkState::kStarved) : WorkState::kBusy;
+      const std::uint64_t t0 = accounting_ ? now_ns() : 0;
+      not_empty_.wait(lock, [&] { return !items_.empty() || closed_; });
+      if (accounting_) consumer_starved_ns_ += now_ns() - t0;
+      if (clock) clock->to(prev);
+    }
+    if (items_.empty()) return std::nullopt;
+    account();
+    std::optional<T> out(std::move(items_.front()));
+    items_.pop_front();
+    lock.unlock();
+    not_full_.notify_one();
+    return out;
+  }
+
+  // Non-blocking pop.
+  std::optional<T> try_pop() {
+    std::unique_lock lock(mu_);
+    if (items_.empty()) return std::nullopt;
+    account();
+    std::optional<T> out(std::move(items_.front()));
+    items_.pop_front();
+    lock.unlock();
+    not_full_.notify_one();
+    return out;
+  }
+
+  void close() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+    }
+    not_full_.notify_all();
+    not_empty_.notify_all();
+  }
+
+  std::size_t size() const {
+    std::lock_guard lock(mu_);
+    return items_.size();
+  }
+  std::size_t capacity() const noexcept { return capacity_; }
+  const std::string& name() const noexcept { return name_; }
+
+  // Starts the occupancy clock (call when the pipeline starts).
+  void start() {
+    std::lock_guard lock(mu_);
+    since_ns_ = now_ns();
+  }
+
+  QueueReport report(double wall_seconds) {
+    std::lock_guard lock(mu_);
+    account();
+    QueueReport r;
+    r.name = name_;
+    r.capacity = capacity_;
+    r.max_occupancy = max_depth_;
+    r.items = pushed_;
+    const double wall_ns = wall_seconds * 1e9;
+    if (wall_ns > 0) {
+      r.mean_occupancy = depth_ns_ / wall_ns;
+      r.producer_blocked_fraction = static_cast<double>(producer_blocked_ns_) / (wall_ns * producers_);
+      r.consumer_starved_fraction = static_cast<double>(consumer_starved_ns_) / (wall_ns * consumers_);
+    }
+    return r;
+  }
+
+ private:
+  void account() {
+    if (!accounting_) return;
+    const std::uint64_t t = now_ns();
+    if (since_ns_ != 0) depth_ns_ += static_cast<double>(items_.size()) * static_cast<double>(t - since_ns_);
+    since_ns_ = t;
+  }
+
+  const std::string name_;
+  const std::size_t capacity_;
+  const bool accounting_;
+  const unsigned producers_;
+  const unsigned consumers_;
+  mutable std::mutex mu_;
+  std::condition_variable not_full_;
+  std::condition_variable not_empty_;
+  std::deque<T> items_;
+  bool closed_ = false;
+  std::uint64_t since_ns_ = 0;
+  double depth_ns_ = 0;
+  std::uint64_t producer_blocked_ns_ = 0;
+  std::uint64_t consumer_starved_ns_ = 0;
+  std::size_t max_depth_ = 0;
+  std::uint64_t pushed_ = 0;
+};
+
+}  // namespace feedline::loader

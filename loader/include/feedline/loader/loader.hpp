@@ -1,0 +1,186 @@
+// feedline::Loader — the data-loading pipeline a training job embeds.
+//
+//   Sampler -> storage (async reads) -> decode (threads: tar members, zstd) -> collate (batches
+//   in a pool of 4 KiB-aligned, mlock'd buffers) -> the caller's next()
+//
+// Usage:
+//   auto loader = Loader::open(backend, dataset, config);   // starts prefetching at once
+//   while (auto batch = (*loader)->next()) {                // Result<std::optional<Batch>>
+//     if (!*batch) break;                                    // end of the last epoch
+//     use((*batch)->data(), (*batch)->samples());            // valid until the Batch dies
+//   }
+//   PipelineReport report = (*loader)->report();             // stalls, verdict, throughput
+//
+// Bounded: config.memory_budget caps the bytes held by reads in flight, decoded samples and
+// batch buffers together (a sample larger than the budget is an error). Deterministic: the order
+// of samples follows the seed; every sample of every epoch is delivered exactly once (on this
+// rank). Thread-safety: next(), stop() and report() may be called from one consumer thread; stop()
+// may also be called from any thread (or a signal-watching thread) to end the run early.
+//
+// Lifetimes: the Backend and Dataset must outlive the Loader; a Batch must not outlive its Loader
+// (it returns its buffer to the Loader's pool when destroyed).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/core/bytes.hpp"
+#include "feedline/core/error.hpp"
+#include "feedline/core/histogram.hpp"
+#include "feedline/loader/accounting.hpp"
+#include "feedline/loader/dataset.hpp"
+#include "feedline/loader/sampler.hpp"
+#include "feedline/storage/backend.hpp"
+
+namespace feedline::loader {
+
+enum class OnError { kFail, kSkip };
+
+struct LoaderConfig {
+  SamplerConfig sampler;                  // num_samples is filled from the dataset
+  unsigned io_depth = 64;                 // reads in flight at most
+  std::uint64_t io_max_bytes = 256 << 20; // bytes of reads in flight at most
+  unsigned decode_threads = 2;
+  unsigned prefetch_batches = 2;          // finished batches queued ahead of the consumer
+  std::uint64_t memory_budget = 1ull << 30;
+  std::chrono::nanoseconds decode_cost{0};   // extra CPU work per sample (planting a bottleneck)
+  std::chrono::nanoseconds collate_cost{0};  // extra CPU work per batch
+  OnError on_error = OnError::kFail;
+  bool accounting = true;                 // stall accounting (off only to measure its cost)
+  bool lock_memory = true;                // mlock batch buffers where allowed
+};
+
+struct BatchMember {
+  std::string_view name;
+  std::uint64_t offset = 0;  // in Batch::data()
+  std::uint64_t size = 0;
+};
+
+struct BatchSample {
+  std::string_view key;
+  std::uint32_t sample = 0;  // index into Dataset::samples
+  std::uint64_t offset = 0;  // in Batch::data(): the sample's members, packed in order
+  std::uint64_t size = 0;
+  std::uint32_t first_member = 0;
+  std::uint32_t member_count = 0;
+};
+
+class BatchBuffer;  // a pool slot (internal)
+class Pipeline;     // the running pipeline (internal)
+
+class Batch {
+ public:
+  Batch(Batch&&) noexcept;
+  Batch& operator=(Batch&&) noexcept;
+  ~Batch();
+
+  std::uint32_t epoch() const noexcept { return epoch_; }
+  std::uint64_t index() const noexcept { return index_; }   // batch number in the whole run
+  ConstBytes data() const noexcept;
+  std::span<const BatchSample> samples() const noexcept { return samples_; }
+  std::span<const BatchMember> members() const noexcept { return members_; }
+  std::span<const BatchMember> members_of(const BatchSample& s) const noexcept {
+    return std::span<const BatchMember>(members_).subspan(s.first_member, s.member_count);
+  }
+  // Sum (mod 2^64) of XXH3-64 of every member's decoded bytes: adds up to the run's digest.
+  std::uint64_t digest() const noexcept { return digest_; }
+  std::uint64_t bytes() const noexcept { return bytes_; }
+
+ private:
+  friend class Pipeline;
+  Batch() = default;
+  Pipeline* owner_ = nullptr;
+  BatchBuffer* buffer_ = nullptr;
+  std::uint32_t epoch_ = 0;
+  std::uint64_t index_ = 0;
+  std::vector<BatchSample> samples_;
+  std::vector<BatchMember> members_;
+  std::uint64_t digest_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+struct Verdict {
+  std::string stage;       // "storage", "decode", "collate", "consumer" or "none"
+  std::string evidence;    // the numbers behind the call
+  std::string suggestion;  // the next knob to turn
+};
+
+struct PipelineReport {
+  std::uint64_t samples = 0;        // delivered to the consumer
+  std::uint64_t bytes = 0;          // decoded bytes delivered
+  std::uint64_t batches = 0;
+  std::uint32_t epochs = 0;         // epochs completed
+  double wall_seconds = 0;
+  double samples_per_second = 0;
+  double bytes_per_second = 0;
+  std::uint64_t storage_bytes = 0;  // bytes read from storage
+  // Consumer side.
+  double consumer_wait_seconds = 0;
+  double consumer_wait_fraction = 0;  // of wall time
+  Histogram consumer_wait_ns;         // per step
+  double compute_seconds = 0;         // emulated accelerator time (0 without one)
+  double au = 0;                      // compute / wall, first step excluded (MLPerf Storage)
+  std::string input_bound;            // "no" (< 5% waiting), "moderate" (5-20%), "high"
+  std::vector<StageStats> stages;
+  std::vector<QueueReport> queues;
+  storage::QueueStats io;             // the storage stage's reads: latency, depth, at-cap time
+  unsigned io_depth = 0;
+  std::uint64_t memory_budget = 0;
+  std::uint64_t peak_memory = 0;      // most bytes held at once by the pipeline's buffers
+  std::uint64_t budget_overshoot = 0; // bytes allocated beyond the budget (zstd size estimates)
+  std::uint64_t skipped = 0;          // samples skipped with on_error = skip
+  std::vector<std::string> skipped_examples;
+  Verdict bottleneck;
+  std::uint64_t digest = 0;
+  bool interrupted = false;
+  std::optional<Error> error;         // what stopped the run, if anything did
+};
+
+class Pipeline;
+
+class Loader {
+ public:
+  static Result<std::unique_ptr<Loader>> open(storage::Backend& backend, const Dataset& dataset,
+                                              LoaderConfig config);
+  ~Loader();
+
+  // The next batch in order; std::nullopt after the last one (or after stop()). An error ends the
+  // run (with on_error = kFail) and names the object and offset.
+  Result<std::optional<Batch>> next();
+  // Records that the caller computed on the last batch for this long (for AU); the emulated
+  // accelerator calls it, a real training loop may.
+  void record_compute(std::chrono::nanoseconds spent);
+  // Ends the run early: workers stop, in-flight reads drain, next() returns nullopt.
+  void stop();
+  // The run's report. Call it after next() returned nullopt (or after stop()); called earlier, it
+  // stops the run first.
+  PipelineReport report();
+
+ private:
+  explicit Loader(std::unique_ptr<Pipeline> p);
+  std::unique_ptr<Pipeline> pipeline_;
+};
+
+// The emulated accelerator of MLPerf Storage: pulls batches and holds each for a compute time
+// drawn from a distribution, then reports AU. compute == 0 means "no consumer": pull as fast as
+// possible.
+struct ComputeModel {
+  std::chrono::nanoseconds mean{0};
+  std::chrono::nanoseconds stdev{0};  // normal distribution, clamped at 0
+  std::uint64_t seed = 1;
+};
+Result<ComputeModel> parse_compute_time(std::string_view text);  // "50ms", "normal:50ms:5ms"
+
+// Runs the whole pipeline with an emulated accelerator until the end or until *stop.
+// progress (may be null) counts delivered samples for a live display.
+PipelineReport run_emulated(Loader& loader, const ComputeModel& compute,
+                            const std::atomic<bool>* stop, std::atomic<std::uint64_t>* progress);
+
+}  // namespace feedline::loader

@@ -1,0 +1,64 @@
+// The sampler: which samples, in which order, in which batches.
+//
+// Per epoch: a permutation of all sample indices, seeded by (seed, epoch) so every rank computes
+// the same one; rank r of w takes positions r, r+w, r+2w, ... (PyTorch DistributedSampler's
+// striding, without padding: every sample of an epoch goes to exactly one rank). The rank's list
+// is cut into batches of batch_size; the last partial batch is kept or, with drop_last, dropped.
+// Batches never span epochs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "feedline/core/error.hpp"
+
+namespace feedline::loader {
+
+struct SamplerConfig {
+  std::uint64_t num_samples = 0;
+  std::uint32_t batch_size = 1;
+  std::uint32_t epochs = 1;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+  bool drop_last = false;
+};
+
+struct SampleSlot {
+  std::uint64_t seq = 0;        // position in this rank's whole run (all epochs)
+  std::uint32_t sample = 0;     // index into Dataset::samples
+  std::uint32_t epoch = 0;
+  std::uint64_t batch = 0;      // batch number in this rank's whole run
+  std::uint32_t slot = 0;       // position in the batch
+  std::uint32_t batch_len = 0;  // samples in this batch
+};
+
+class Sampler {
+ public:
+  static Result<Sampler> create(const SamplerConfig& config);
+
+  // The next sample of the run, or nullopt at the end of the last epoch.
+  std::optional<SampleSlot> next();
+
+  std::uint64_t samples_per_epoch() const noexcept { return per_epoch_; }
+  std::uint64_t batches_per_epoch() const noexcept;
+  std::uint64_t total_samples() const noexcept { return per_epoch_ * config_.epochs; }
+  std::uint64_t total_batches() const noexcept { return batches_per_epoch() * config_.epochs; }
+  const SamplerConfig& config() const noexcept { return config_; }
+
+ private:
+  explicit Sampler(const SamplerConfig& c);
+  void load_epoch(std::uint32_t epoch);
+
+  SamplerConfig config_;
+  std::uint64_t per_epoch_ = 0;  // samples this rank delivers per epoch (after drop_last)
+  std::vector<std::uint32_t> order_;  // this rank's samples for the current epoch
+  std::uint32_t epoch_ = 0;
+  std::uint64_t pos_ = 0;  // in order_
+  std::uint64_t seq_ = 0;
+  bool loaded_ = false;
+};
+
+}  // namespace feedline::loader

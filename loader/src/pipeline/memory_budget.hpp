@@ -1,0 +1,64 @@
+// A byte semaphore: the pipeline's memory budget. Reads reserve a sample's footprint before they
+// are issued and collate releases it after copying the sample into its batch, so every byte the
+// pipeline holds for samples is inside the budget. force() admits bytes beyond it (a zstd frame
+// that decoded larger than estimated) and counts the overshoot so the report can show it.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace feedline::loader::detail {
+
+class MemoryBudget {
+ public:
+  explicit MemoryBudget(std::uint64_t limit) : limit_(limit) {}
+
+  bool try_acquire(std::uint64_t n) {
+    std::lock_guard lock(mu_);
+    if (used_ + n > limit_) return false;
+    used_ += n;
+    peak_ = std::max(peak_, used_);
+    return true;
+  }
+  void force(std::uint64_t n) {
+    std::lock_guard lock(mu_);
+    used_ += n;
+    if (used_ > limit_) overshoot_ = std::max(overshoot_, used_ - limit_);
+    peak_ = std::max(peak_, used_);
+  }
+  void release(std::uint64_t n) {
+    {
+      std::lock_guard lock(mu_);
+      used_ -= std::min(n, used_);
+    }
+    cv_.notify_all();
+  }
+  // Waits until some bytes are released (or timeout).
+  void wait_release(std::chrono::nanoseconds timeout) {
+    std::unique_lock lock(mu_);
+    const std::uint64_t seen = used_;
+    cv_.wait_for(lock, timeout, [&] { return used_ < seen; });
+  }
+  std::uint64_t limit() const noexcept { return limit_; }
+  std::uint64_t peak() const {
+    std::lock_guard lock(mu_);
+    return peak_;
+  }
+  std::uint64_t overshoot() const {
+    std::lock_guard lock(mu_);
+    return overshoot_;
+  }
+
+ private:
+  const std::uint64_t limit_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t used_ = 0;
+  std::uint64_t peak_ = 0;
+  std::uint64_t overshoot_ = 0;
+};
+
+}  // namespace feedline::loader::detail

@@ -1,0 +1,665 @@
+#include "pipeline.hpp"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "feedline/loader/codec.hpp"
+
+namespace feedline::loader {
+
+using detail::InFlightSample;
+
+namespace {
+
+constexpr std::uint64_t kMemberAlign = 64;    // members start on cache lines inside a batch
+constexpr std::size_t kMaxCachedHandles = 4096;  // keep shards open; open files per read beyond
+// zstd frames whose decoded size the index does not give are reserved at this many times their
+// stored size; a larger frame is admitted anyway and counted as budget overshoot.
+constexpr std::uint64_t kZstdEstimate = 4;
+
+void spin_for(std::chrono::nanoseconds d) {
+  if (d.count() <= 0) return;
+  const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(d.count());
+  while (now_ns() < until) {
+  }
+}
+
+}  // namespace
+
+class DecodeContext {
+ public:
+  Decompressor zstd;
+};
+
+Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConfig config,
+                   Sampler sampler)
+    : backend_(backend),
+      dataset_(dataset),
+      config_(std::move(config)),
+      sampler_(std::move(sampler)),
+      budget_(config_.memory_budget),
+      reads_("reads", std::max<std::size_t>(2 * config_.io_depth, 64), config_.accounting, 1,
+             config_.decode_threads),
+      decoded_("decoded", std::max<std::size_t>(2 * config_.sampler.batch_size, 64), config_.accounting,
+               config_.decode_threads, 1),
+      free_buffers_("batch-pool", config_.prefetch_batches + 2, config_.accounting),
+      batches_("batches", std::max(1u, config_.prefetch_batches), config_.accounting),
+      storage_clock_(config_.accounting),
+      collate_clock_(config_.accounting),
+      consumer_clock_(config_.accounting) {
+  for (unsigned i = 0; i < config_.decode_threads; ++i) decode_clocks_.emplace_back(config_.accounting);
+}
+
+Pipeline::~Pipeline() { shutdown(); }
+
+std::uint64_t Pipeline::footprint(const Sample& s) const {
+  std::uint64_t bytes = align_up(s.length, kPageAlign);
+  for (const Member& m : dataset_.members_of(s)) {
+    if (m.zstd) bytes += m.decoded_size ? m.decoded_size : m.size * kZstdEstimate;
+  }
+  return bytes;
+}
+
+Result<void> Pipeline::start() {
+  // Batch buffers: sized from the average decoded sample, grown on demand.
+  std::uint64_t est_total = 0;
+  std::uint64_t largest = 0;
+  std::size_t largest_index = 0;
+  for (std::size_t i = 0; i < dataset_.samples.size(); ++i) {
+    const std::uint64_t f = footprint(dataset_.samples[i]);
+    est_total += f;
+    if (f > largest) {
+      largest = f;
+      largest_index = i;
+    }
+  }
+  const std::uint64_t avg = est_total / std::max<std::size_t>(1, dataset_.samples.size());
+  const std::uint64_t batch_cap =
+      align_up(std::uint64_t{config_.sampler.batch_size} * (avg + 2 * kMemberAlign) + 65536, kPageAlign);
+  const std::size_t buffers = config_.prefetch_batches + 2;
+  pool_bytes_ = batch_cap * buffers;
+  if (pool_bytes_ >= config_.memory_budget) {
+    return fail(Error(Errc::kResourceExhausted,
+                      fmt::format("the memory budget of {} bytes cannot hold {} batch buffers of {} bytes "
+                                  "(batch size {} x ~{} bytes per sample)",
+                                  config_.memory_budget, buffers, batch_cap,
+                                  config_.sampler.batch_size, avg))
+                    .with_hint("raise --memory-budget, or lower --batch-size or --prefetch"));
+  }
+  const std::uint64_t sample_budget = config_.memory_budget - pool_bytes_;
+  if (largest > sample_budget) {
+    const Sample& s = dataset_.samples[largest_index];
+    return fail(Error(Errc::kResourceExhausted,
+                      fmt::format("sample '{}' needs {} bytes, more than the {} bytes of memory budget "
+                                  "left after {} bytes of batch buffers",
+                                  s.key, largest, sample_budget, pool_bytes_))
+                    .with_object(dataset_.objects[s.object].key)
+                    .with_offset(s.offset)
+                    .with_hint("raise --memory-budget"));
+  }
+  // The budget object was built with the whole budget; take the pool's share out of it.
+  budget_.force(pool_bytes_);
+  for (std::size_t i = 0; i < buffers; ++i) {
+    auto b = std::make_unique<BatchBuffer>();
+    FEEDLINE_ASSIGN_OR_RETURN(b->buffer, AlignedBuffer::allocate(batch_cap));
+    if (config_.lock_memory) b->locked = ::mlock(b->buffer.data(), b->buffer.size()) == 0;
+    BatchBuffer* raw = b.get();
+    pool_.push_back(std::move(b));
+    free_buffers_.push(raw);
+  }
+  window_ = std::uint64_t{config_.prefetch_batches + 2} * config_.sampler.batch_size;
+
+  start_ns_ = now_ns();
+  reads_.start();
+  decoded_.start();
+  free_buffers_.start();
+  batches_.start();
+  consumer_clock_.start(WorkState::kBusy);
+  threads_.emplace_back([this] { storage_loop(); });
+  for (unsigned i = 0; i < config_.decode_threads; ++i) threads_.emplace_back([this, i] { decode_loop(i); });
+  threads_.emplace_back([this] { collate_loop(); });
+  return {};
+}
+
+void Pipeline::fail_run(Error e) {
+  {
+    std::lock_guard lock(error_mu_);
+    if (!error_) error_ = std::move(e);
+  }
+  stop();
+}
+
+void Pipeline::stop() {
+  stop_.store(true);
+  reads_.close();
+  decoded_.close();
+  free_buffers_.close();
+  batches_.close();
+}
+
+void Pipeline::shutdown() {
+  if (joined_) return;
+  stop();
+  threads_.clear();  // joins
+  joined_ = true;
+}
+
+// ---- storage ------------------------------------------------------------------------------
+
+namespace {
+
+struct ReadSlot {
+  storage::ReadOp op;
+  InFlightSample sample;
+  std::unique_ptr<storage::ObjectHandle> own_handle;  // when handles are not cached
+};
+
+class ReadDone final : public storage::ReadCompletion {
+ public:
+  std::vector<ReadSlot*> done;
+  void on_read_complete(storage::ReadOp& op) noexcept override {
+    done.push_back(static_cast<ReadSlot*>(op.user));
+  }
+};
+
+}  // namespace
+
+void Pipeline::storage_loop() {
+  WorkerClock& clock = storage_clock_;
+  clock.start(WorkState::kBusy);
+  storage::QueueOptions qo;
+  qo.depth = config_.io_depth;
+  qo.single_thread = true;
+  auto queue_r = backend_.make_queue(qo);
+  if (!queue_r) {
+    fail_run(std::move(queue_r).error());
+    clock.stop();
+    return;
+  }
+  std::unique_ptr<storage::IoQueue> queue = std::move(*queue_r);
+  const bool cache_handles = dataset_.objects.size() <= kMaxCachedHandles;
+  std::vector<std::unique_ptr<storage::ObjectHandle>> handles(cache_handles ? dataset_.objects.size() : 0);
+  std::vector<ReadSlot> slots(config_.io_depth);
+  std::vector<ReadSlot*> free_slots;
+  for (auto& s : slots) free_slots.push_back(&s);
+  ReadDone done;
+  std::uint64_t bytes_in_flight = 0;
+  std::optional<SampleSlot> pending = sampler_.next();
+  std::vector<storage::ReadOp*> batch;
+
+  // Hands a finished (or failed) sample to decode; false when the run is over.
+  auto deliver = [&](InFlightSample&& s) {
+    if (s.error && config_.on_error == OnError::kFail) {
+      fail_run(*s.error);
+      return false;
+    }
+    return reads_.push(s, &clock);
+  };
+
+  while (!stopping()) {
+    batch.clear();
+    bool limited = false;
+    while (pending && !free_slots.empty() && bytes_in_flight < config_.io_max_bytes) {
+      if (pending->seq >= collate_cursor_.load(std::memory_order_acquire) + window_) {
+        limited = true;
+        break;
+      }
+      const Sample& smp = dataset_.samples[pending->sample];
+      const std::uint64_t need = footprint(smp);
+      if (!budget_.try_acquire(need)) {
+        limited = true;
+        break;
+      }
+      ReadSlot* slot = free_slots.back();
+      InFlightSample s;
+      s.slot = *pending;
+      s.reserved = need;
+      pending = sampler_.next();
+      const storage::ObjectHandle* handle = nullptr;
+      const std::string& key = dataset_.objects[smp.object].key;
+      std::unique_ptr<storage::ObjectHandle> opened;
+      if (!cache_handles || !handles[smp.object]) {
+        auto h = backend_.open(key);
+        if (!h) {
+          s.error = std::move(h).error();
+          budget_.release(s.reserved);
+          s.reserved = 0;
+          if (!deliver(std::move(s))) break;
+          continue;
+        }
+        opened = std::move(*h);
+      }
+      if (cache_handles) {
+        if (opened) handles[smp.object] = std::move(opened);
+        handle = handles[smp.object].get();
+      } else {
+        handle = opened.get();
+      }
+      auto buf = AlignedBuffer::allocate(align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
+      if (!buf) {
+        fail_run(std::move(buf).error());
+        break;
+      }
+      s.raw = std::move(*buf);
+      free_slots.pop_back();
+      slot->sample = std::move(s);
+      slot->own_handle = std::move(opened);
+      slot->op = storage::ReadOp{};
+      slot->op.object = handle;
+      slot->op.offset = smp.offset;
+      slot->op.length = smp.length;
+      slot->op.dst = slot->sample.raw.span();
+      slot->op.done = &done;
+      slot->op.user = slot;
+      bytes_in_flight += smp.length;
+      batch.push_back(&slot->op);
+    }
+    if (!batch.empty()) queue->submit(batch);
+    if (queue->in_flight() == 0) {
+      if (!pending) break;  // everything read
+      // Nothing in flight and nothing admissible: waiting on memory or on collate's window.
+      clock.to(WorkState::kBlocked);
+      budget_.wait_release(std::chrono::milliseconds(limited ? 2 : 0));
+      clock.to(WorkState::kBusy);
+      continue;
+    }
+    done.done.clear();
+    queue->poll(1, std::chrono::milliseconds(20));
+    for (ReadSlot* slot : done.done) {
+      InFlightSample s = std::move(slot->sample);
+      const storage::ReadOp& op = slot->op;
+      const Sample& smp = dataset_.samples[s.slot.sample];
+      bytes_in_flight -= smp.length;
+      if (!op.result) {
+        s.error = op.result.error();
+      } else if (*op.result < smp.length) {
+        s.error = Error(Errc::kCorrupt,
+                        fmt::format("object ends after {} of the sample's {} bytes (truncated?)",
+                                    *op.result, smp.length))
+                      .with_object(dataset_.objects[smp.object].key)
+                      .with_offset(smp.offset + *op.result);
+      } else {
+        s.raw_len = *op.result;
+        storage_bytes_ += *op.result;
+        clock.count(1, *op.result);
+      }
+      slot->own_handle.reset();
+      free_slots.push_back(slot);
+      if (s.error) {
+        budget_.release(s.reserved);
+        s.reserved = 0;
+        s.raw = AlignedBuffer();
+      }
+      if (!deliver(std::move(s))) break;
+    }
+  }
+  if (queue->in_flight() > 0) {
+    queue->cancel();
+    while (queue->in_flight() > 0) queue->poll(1, std::chrono::milliseconds(100));
+  }
+  io_stats_ = queue->stats();
+  reads_.close();
+  clock.stop();
+}
+
+// ---- decode -------------------------------------------------------------------------------
+
+void Pipeline::decode(InFlightSample& s, DecodeContext& ctx) {
+  const Sample& smp = dataset_.samples[s.slot.sample];
+  const auto members = dataset_.members_of(smp);
+  const std::string& object = dataset_.objects[smp.object].key;
+  s.members.clear();
+  s.members.reserve(members.size());
+  std::uint64_t zstd_total = 0;
+  for (const Member& m : members) {
+    if (m.offset + m.size > s.raw_len) {
+      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
+                    .with_object(object)
+                    .with_offset(smp.offset + m.offset);
+      return;
+    }
+    if (m.zstd) {
+      auto size = Decompressor::content_size(ConstBytes(s.raw.data() + m.offset, m.size));
+      if (!size) {
+        s.error = std::move(size).error().with_object(object).with_offset(smp.offset + m.offset);
+        return;
+      }
+      zstd_total += align_up(*size, kMemberAlign);
+    }
+  }
+  if (zstd_total > 0) {
+    // The reservation held an estimate for the decoded bytes; true it up.
+    std::uint64_t estimated = 0;
+    for (const Member& m : members) {
+      if (m.zstd) estimated += m.decoded_size ? m.decoded_size : m.size * kZstdEstimate;
+    }
+    if (zstd_total > estimated) {
+      budget_.force(zstd_total - estimated);
+      s.reserved += zstd_total - estimated;
+    }
+    auto buf = AlignedBuffer::allocate(zstd_total);
+    if (!buf) {
+      s.error = std::move(buf).error();
+      return;
+    }
+    s.decoded = std::move(*buf);
+  }
+  std::uint64_t zpos = 0;
+  for (const Member& m : members) {
+    const ConstBytes stored(s.raw.data() + m.offset, m.size);
+    if (!m.zstd) {
+      s.members.push_back({stored.data(), stored.size()});
+    } else {
+      const MutableBytes out(s.decoded.data() + zpos, s.decoded.size() - zpos);
+      auto n = ctx.zstd.decompress(stored, out);
+      if (!n) {
+        s.error = std::move(n).error().with_object(object).with_offset(smp.offset + m.offset);
+        return;
+      }
+      s.members.push_back({out.data(), *n});
+      zpos += align_up(*n, kMemberAlign);
+    }
+  }
+  std::uint64_t digest = 0;
+  std::uint64_t bytes = 0;
+  for (const auto& mb : s.members) {
+    digest += XXH3_64bits(mb.data, mb.size);
+    bytes += mb.size;
+  }
+  s.digest = digest;
+  s.decoded_bytes = bytes;
+  spin_for(config_.decode_cost);
+}
+
+void Pipeline::decode_loop(unsigned index) {
+  WorkerClock& clock = decode_clocks_[index];
+  clock.start(WorkState::kStarved);
+  DecodeContext ctx;
+  while (auto item = reads_.pop(&clock)) {
+    clock.to(WorkState::kBusy);
+    if (!item->error) decode(*item, ctx);
+    if (item->error) {
+      if (config_.on_error == OnError::kFail) {
+        fail_run(*item->error);
+        break;
+      }
+      item->raw = AlignedBuffer();
+      item->decoded = AlignedBuffer();
+      item->members.clear();
+    } else {
+      clock.count(1, item->decoded_bytes);
+    }
+    if (!decoded_.push(*item, &clock)) break;
+    clock.to(WorkState::kStarved);
+  }
+  clock.stop();
+  // The last decoder out closes the queue behind it.
+  static_assert(sizeof(std::size_t) >= 4);
+  if (++decoders_done_ == config_.decode_threads) decoded_.close();
+}
+
+// ---- collate ------------------------------------------------------------------------------
+
+void Pipeline::collate_loop() {
+  WorkerClock& clock = collate_clock_;
+  clock.start(WorkState::kStarved);
+  std::map<std::uint64_t, InFlightSample> reorder;
+  std::uint64_t next_seq = 0;
+  BatchBuffer* buffer = nullptr;
+  std::optional<Batch> batch;
+  std::uint64_t used = 0;
+  bool open = true;
+  while (open) {
+    auto it = reorder.find(next_seq);
+    while (it == reorder.end()) {
+      auto item = decoded_.pop(&clock);
+      if (!item) {
+        open = false;
+        break;
+      }
+      const std::uint64_t seq = item->slot.seq;
+      reorder.emplace(seq, std::move(*item));
+      it = reorder.find(next_seq);
+    }
+    if (!open) break;
+    clock.to(WorkState::kBusy);
+    InFlightSample s = std::move(it->second);
+    reorder.erase(it);
+    if (s.slot.slot == 0 || !batch) {
+      clock.to(WorkState::kBlocked);  // waiting for the consumer to hand back a buffer
+      auto b = free_buffers_.pop();
+      clock.to(WorkState::kBusy);
+      if (!b) break;
+      buffer = *b;
+      batch.emplace(Batch());
+      batch->owner_ = this;
+      batch->buffer_ = buffer;
+      batch->epoch_ = s.slot.epoch;
+      batch->index_ = s.slot.batch;
+      used = 0;
+    }
+    if (s.error) {
+      ++skipped_;
+      std::lock_guard lock(error_mu_);
+      if (skipped_examples_.size() < 10) skipped_examples_.push_back(s.error->what());
+    } else {
+      std::uint64_t need = used;
+      for (const auto& m : s.members) need = align_up(need, kMemberAlign) + m.size;
+      if (need > buffer->buffer.size()) {
+        // Grow: a larger buffer, the batch so far copied over. Rare after the first batches.
+        const std::uint64_t cap = align_up(std::max(need, buffer->buffer.size() * 3 / 2), kPageAlign);
+        auto bigger = AlignedBuffer::allocate(cap);
+        if (!bigger) {
+          fail_run(std::move(bigger).error());
+          break;
+        }
+        std::memcpy(bigger->data(), buffer->buffer.data(), used);
+        if (buffer->locked) ::munlock(buffer->buffer.data(), buffer->buffer.size());
+        pool_grown_bytes_ += cap - buffer->buffer.size();
+        buffer->buffer = std::move(*bigger);
+        if (config_.lock_memory) buffer->locked = ::mlock(buffer->buffer.data(), buffer->buffer.size()) == 0;
+      }
+      const Sample& smp = dataset_.samples[s.slot.sample];
+      const auto dm = dataset_.members_of(smp);
+      BatchSample bs;
+      bs.key = smp.key;
+      bs.sample = s.slot.sample;
+      bs.first_member = static_cast<std::uint32_t>(batch->members_.size());
+      bs.member_count = static_cast<std::uint32_t>(s.members.size());
+      for (std::size_t i = 0; i < s.members.size(); ++i) {
+        used = align_up(used, kMemberAlign);
+        if (i == 0) bs.offset = used;
+        std::memcpy(buffer->buffer.data() + used, s.members[i].data, s.members[i].size);
+        batch->members_.push_back({dm[i].name, used, s.members[i].size});
+        used += s.members[i].size;
+      }
+      bs.size = used - bs.offset;
+      batch->samples_.push_back(bs);
+      batch->digest_ += s.digest;
+      batch->bytes_ += s.decoded_bytes;
+      clock.count(1, s.decoded_bytes);
+    }
+    budget_.release(s.reserved);
+    const bool last = s.slot.slot + 1 == s.slot.batch_len;
+    ++next_seq;
+    collate_cursor_.store(next_seq, std::memory_order_release);
+    if (last) {
+      spin_for(config_.collate_cost);
+      Batch out = std::move(*batch);
+      batch.reset();
+      if (!batches_.push(out, &clock)) break;
+    }
+    clock.to(WorkState::kStarved);
+  }
+  batches_.close();
+  clock.stop();
+}
+
+// ---- consumer -----------------------------------------------------------------------------
+
+Result<std::optional<Batch>> Pipeline::next() {
+  if (finished_) {
+    if (error_) return fail(*error_);
+    return std::optional<Batch>();
+  }
+  const std::uint64_t t0 = now_ns();
+  consumer_clock_.to(WorkState::kStarved);
+  auto b = batches_.pop();
+  const std::uint64_t t1 = now_ns();
+  consumer_clock_.to(WorkState::kBusy);
+  if (!b) {
+    finished_ = true;
+    end_ns_ = t1;
+    shutdown();
+    std::lock_guard lock(error_mu_);
+    if (error_) return fail(*error_);
+    return std::optional<Batch>();
+  }
+  wait_ns_.record(t1 - t0);
+  wait_total_ns_ += t1 - t0;
+  delivered_samples_ += b->samples().size();
+  delivered_bytes_ += b->bytes();
+  ++delivered_batches_;
+  digest_ += b->digest();
+  consumer_clock_.count(b->samples().size(), b->bytes());
+  return std::optional<Batch>(std::move(*b));
+}
+
+void Pipeline::record_compute(std::chrono::nanoseconds spent) {
+  const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, spent.count()));
+  compute_total_ns_ += ns;
+  if (delivered_batches_ <= 1) {
+    first_step_end_ns_ = now_ns();
+  } else {
+    compute_after_first_ns_ += ns;
+  }
+}
+
+void Pipeline::release(BatchBuffer* buffer) {
+  if (!free_buffers_.push(buffer)) {
+    // Closed: the run is over; the buffer stays in pool_ and is freed with the pipeline.
+  }
+}
+
+PipelineReport Pipeline::report() {
+  if (!finished_) {
+    end_ns_ = now_ns();
+    finished_ = true;
+  }
+  shutdown();
+  consumer_clock_.stop();
+  PipelineReport r;
+  r.wall_seconds = static_cast<double>(end_ns_ - start_ns_) / 1e9;
+  r.samples = delivered_samples_;
+  r.bytes = delivered_bytes_;
+  r.batches = delivered_batches_;
+  const std::uint64_t bpe = sampler_.batches_per_epoch();
+  r.epochs = static_cast<std::uint32_t>(bpe ? delivered_batches_ / bpe : 0);
+  if (r.wall_seconds > 0) {
+    r.samples_per_second = static_cast<double>(r.samples) / r.wall_seconds;
+    r.bytes_per_second = static_cast<double>(r.bytes) / r.wall_seconds;
+  }
+  r.storage_bytes = storage_bytes_;
+  r.consumer_wait_seconds = static_cast<double>(wait_total_ns_) / 1e9;
+  r.consumer_wait_fraction = r.wall_seconds > 0 ? r.consumer_wait_seconds / r.wall_seconds : 0;
+  r.consumer_wait_ns = wait_ns_;
+  r.compute_seconds = static_cast<double>(compute_total_ns_) / 1e9;
+  if (first_step_end_ns_ && end_ns_ > first_step_end_ns_) {
+    r.au = static_cast<double>(compute_after_first_ns_) / static_cast<double>(end_ns_ - first_step_end_ns_);
+  }
+  r.input_bound = r.consumer_wait_fraction < 0.05 ? "no" : r.consumer_wait_fraction < 0.20 ? "moderate" : "high";
+
+  auto stage = [&](std::string name, std::span<const WorkerClock> clocks) {
+    StageStats s;
+    s.name = std::move(name);
+    for (const auto& c : clocks) s.add(c);
+    s.finish(r.wall_seconds);
+    return s;
+  };
+  r.stages.push_back(stage("storage", std::span<const WorkerClock>(&storage_clock_, 1)));
+  r.stages.push_back(stage("decode", decode_clocks_));
+  r.stages.push_back(stage("collate", std::span<const WorkerClock>(&collate_clock_, 1)));
+  r.stages.push_back(stage("consumer", std::span<const WorkerClock>(&consumer_clock_, 1)));
+  r.queues.push_back(reads_.report(r.wall_seconds));
+  r.queues.push_back(decoded_.report(r.wall_seconds));
+  r.queues.push_back(batches_.report(r.wall_seconds));
+  r.queues.push_back(free_buffers_.report(r.wall_seconds));
+  r.io = io_stats_;
+  r.io_depth = config_.io_depth;
+  r.memory_budget = config_.memory_budget;
+  r.peak_memory = budget_.peak() + pool_grown_bytes_.load();
+  r.budget_overshoot = budget_.overshoot();
+  r.skipped = skipped_.load();
+  {
+    std::lock_guard lock(error_mu_);
+    r.skipped_examples = skipped_examples_;
+    r.error = error_;
+  }
+  r.digest = digest_;
+  r.interrupted = stop_requested_by_user_ && !error_;
+  r.bottleneck = diagnose(r, config_);
+  return r;
+}
+
+// ---- Batch and Loader ----------------------------------------------------------------------
+
+Batch::Batch(Batch&& o) noexcept
+    : owner_(std::exchange(o.owner_, nullptr)),
+      buffer_(std::exchange(o.buffer_, nullptr)),
+      epoch_(o.epoch_),
+      index_(o.index_),
+      samples_(std::move(o.samples_)),
+      members_(std::move(o.members_)),
+      digest_(o.digest_),
+      bytes_(o.bytes_) {}
+
+Batch& Batch::operator=(Batch&& o) noexcept {
+  if (this != &o) {
+    if (owner_ && buffer_) owner_->release(buffer_);
+    owner_ = std::exchange(o.owner_, nullptr);
+    buffer_ = std::exchange(o.buffer_, nullptr);
+    epoch_ = o.epoch_;
+    index_ = o.index_;
+    samples_ = std::move(o.samples_);
+    members_ = std::move(o.members_);
+    digest_ = o.digest_;
+    bytes_ = o.bytes_;
+  }
+  return *this;
+}
+
+Batch::~Batch() {
+  if (owner_ && buffer_) owner_->release(buffer_);
+}
+
+ConstBytes Batch::data() const noexcept {
+  if (!buffer_) return {};
+  std::uint64_t end = 0;
+  for (const auto& s : samples_) end = std::max(end, s.offset + s.size);
+  return ConstBytes(buffer_->buffer.data(), end);
+}
+
+Loader::Loader(std::unique_ptr<Pipeline> p) : pipeline_(std::move(p)) {}
+Loader::~Loader() = default;
+
+Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Dataset& dataset,
+                                             LoaderConfig config) {
+  if (config.decode_threads == 0) return fail(Errc::kInvalidArgument, "decode threads must be at least 1");
+  if (config.io_depth == 0) return fail(Errc::kInvalidArgument, "IO depth must be at least 1");
+  config.sampler.num_samples = dataset.samples.size();
+  FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(config.sampler));
+  auto p = std::make_unique<Pipeline>(backend, dataset, config, std::move(sampler));
+  FEEDLINE_TRY(p->start());
+  return std::unique_ptr<Loader>(new Loader(std::move(p)));
+}
+
+Result<std::optional<Batch>> Loader::next() { return pipeline_->next(); }
+void Loader::record_compute(std::chrono::nanoseconds spent) { pipeline_->record_compute(spent); }
+void Loader::stop() { pipeline_->stop_by_user(); }
+PipelineReport Loader::report() { return pipeline_->report(); }
+
+}  // namespace feedline::loader

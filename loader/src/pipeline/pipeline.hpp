@@ -1,0 +1,140 @@
+// The pipeline's threads and queues (internal to the loader; the public face is loader.hpp).
+//
+//   storage thread --reads--> decode threads --decoded--> collate thread --batches--> next()
+//                                                              ^ batch-pool (free buffers)
+//
+// Flow control, and why it cannot deadlock:
+//  1. The storage thread admits samples strictly in sampler order. Admission reserves the
+//     sample's footprint (stored bytes + decoded bytes for zstd members) in the memory budget and
+//     requires seq < collate's cursor + window, window = (prefetch_batches + 2) x batch_size.
+//  2. Decode threads take reads in completion order and never wait for memory (the reservation
+//     was made at admission; a zstd frame bigger than estimated is force()d and reported).
+//  3. Collate pulls decoded samples as they come into a reorder map, copies them into the batch
+//     buffer in seq order, and releases each sample's reservation. It waits only for the next
+//     seq (which was admitted first, so it is read and decoded without needing more memory) or
+//     for a free batch buffer (which the consumer returns).
+// So the lowest outstanding sample can always make progress, and everything held is bounded by
+// the budget (samples) plus the batch pool.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "feedline/loader/bounded_queue.hpp"
+#include "feedline/loader/loader.hpp"
+#include "memory_budget.hpp"
+
+namespace feedline::loader {
+
+class BatchBuffer {
+ public:
+  AlignedBuffer buffer;
+  bool locked = false;
+};
+
+namespace detail {
+
+struct MemberBytes {
+  const std::byte* data = nullptr;
+  std::uint64_t size = 0;
+};
+
+// A sample on its way through the pipeline.
+struct InFlightSample {
+  SampleSlot slot;
+  AlignedBuffer raw;          // the sample's byte range as read
+  std::uint64_t raw_len = 0;  // bytes read
+  AlignedBuffer decoded;      // zstd output (members point into raw or decoded)
+  std::vector<MemberBytes> members;
+  std::uint64_t reserved = 0;  // bytes reserved in the budget for this sample
+  std::uint64_t digest = 0;
+  std::uint64_t decoded_bytes = 0;
+  std::optional<Error> error;  // the sample failed (skipped with on_error = kSkip)
+};
+
+}  // namespace detail
+
+class Pipeline {
+ public:
+  Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConfig config, Sampler sampler);
+  ~Pipeline();
+
+  Result<void> start();
+  Result<std::optional<Batch>> next();
+  void record_compute(std::chrono::nanoseconds spent);
+  void stop();
+  void stop_by_user() {
+    stop_requested_by_user_ = true;
+    stop();
+  }
+  PipelineReport report();
+  void release(BatchBuffer* buffer);
+
+ private:
+  void storage_loop();
+  void decode_loop(unsigned index);
+  void collate_loop();
+  void fail_run(Error e);
+  bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
+  std::uint64_t footprint(const Sample& s) const;
+  void decode(detail::InFlightSample& s, class DecodeContext& ctx);
+  void shutdown();
+
+  storage::Backend& backend_;
+  const Dataset& dataset_;
+  const LoaderConfig config_;
+  Sampler sampler_;
+  detail::MemoryBudget budget_;
+  std::uint64_t window_ = 0;
+
+  BoundedQueue<detail::InFlightSample> reads_;
+  BoundedQueue<detail::InFlightSample> decoded_;
+  BoundedQueue<BatchBuffer*> free_buffers_;
+  BoundedQueue<Batch> batches_;
+  std::vector<std::unique_ptr<BatchBuffer>> pool_;
+  std::uint64_t pool_bytes_ = 0;
+  std::atomic<std::uint64_t> pool_grown_bytes_{0};
+
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> stop_requested_by_user_{false};
+  std::atomic<unsigned> decoders_done_{0};
+  std::atomic<std::uint64_t> collate_cursor_{0};  // lowest seq collate still needs
+  std::mutex error_mu_;
+  std::optional<Error> error_;
+  std::atomic<std::uint64_t> skipped_{0};
+  std::vector<std::string> skipped_examples_;  // guarded by error_mu_
+
+  // Per-thread clocks (each touched only by its thread until joined).
+  WorkerClock storage_clock_;
+  std::vector<WorkerClock> decode_clocks_;
+  WorkerClock collate_clock_;
+  WorkerClock consumer_clock_;
+  storage::QueueStats io_stats_;
+  std::uint64_t storage_bytes_ = 0;
+
+  std::vector<std::jthread> threads_;
+  bool joined_ = false;
+
+  // Consumer side (the thread calling next()).
+  std::uint64_t start_ns_ = 0;
+  std::uint64_t end_ns_ = 0;
+  std::uint64_t delivered_samples_ = 0;
+  std::uint64_t delivered_bytes_ = 0;
+  std::uint64_t delivered_batches_ = 0;
+  std::uint64_t digest_ = 0;
+  std::uint32_t last_epoch_done_ = 0;
+  Histogram wait_ns_;
+  std::uint64_t wait_total_ns_ = 0;
+  std::uint64_t compute_total_ns_ = 0;
+  std::uint64_t compute_after_first_ns_ = 0;
+  std::uint64_t first_step_end_ns_ = 0;
+  bool finished_ = false;
+};
+
+// Picks the bottleneck from a finished report (verdict.cpp).
+Verdict diagnose(const PipelineReport& r, const LoaderConfig& config);
+
+}  // namespace feedline::loader

@@ -1,0 +1,109 @@
+// The verdict: walk from the consumer back towards storage and name the first stage that is
+// mostly busy while the consumer waits (DESIGN.md, "Stall accounting"), with the numbers behind
+// the call and the next knob to turn.
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "feedline/core/units.hpp"
+#include "pipeline.hpp"
+
+namespace feedline::loader {
+namespace {
+
+constexpr double kMostlyBusy = 0.6;  // a stage busier than this, while the consumer waits, limits
+
+const StageStats* find(const PipelineReport& r, std::string_view name) {
+  for (const auto& s : r.stages) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+const QueueReport* find_queue(const PipelineReport& r, std::string_view name) {
+  for (const auto& q : r.queues) {
+    if (q.name == name) return &q;
+  }
+  return nullptr;
+}
+
+std::string pct(double f) { return fmt::format("{:.0f}%", f * 100); }
+
+}  // namespace
+
+Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
+  if (r.batches == 0) return {"none", "no batch was delivered", "see the error above"};
+  const double wait = r.consumer_wait_fraction;
+  const std::string wait_text = fmt::format(
+      "the consumer waited {} of the run for data (p50 {} / p99 {} per step)", pct(wait),
+      format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.5))),
+      format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.99))));
+  if (wait < 0.05 && r.compute_seconds > 0) {
+    return {"consumer",
+            fmt::format("{}; the accelerator computed {} of the time (AU {})", wait_text,
+                        pct(r.compute_seconds / std::max(r.wall_seconds, 1e-9)), pct(r.au)),
+            "the input pipeline keeps up: the accelerator is the limit, so faster storage or more "
+            "decode threads will not raise throughput"};
+  }
+  const StageStats* collate = find(r, "collate");
+  const StageStats* decode = find(r, "decode");
+  const StageStats* storage = find(r, "storage");
+  const QueueReport* decoded_q = find_queue(r, "decoded");
+  const QueueReport* reads_q = find_queue(r, "reads");
+  if (collate && collate->busy_fraction >= kMostlyBusy) {
+    return {"collate",
+            fmt::format("{}; collate was busy {} of the time ({:.2f} CPU-s) while decode waited to "
+                        "hand it samples {} of the time",
+                        wait_text, pct(collate->busy_fraction), collate->cpu_seconds,
+                        pct(decoded_q ? decoded_q->producer_blocked_fraction : 0)),
+            "collate copies every sample into its batch on one thread: cut per-batch work "
+            "(larger samples per copy, fewer members), or use the direct path"};
+  }
+  if (decode && decode->busy_fraction >= kMostlyBusy) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    std::string knob;
+    if (config.decode_threads < cores) {
+      knob = fmt::format("raise --decode-threads from {} to {}", config.decode_threads,
+                         std::min(cores, 2 * config.decode_threads));
+    } else {
+      knob = fmt::format(
+          "decode is CPU-bound on {} threads for {} cores: make decode cheaper (a lower zstd "
+          "level, pre-decoded data) or give the job more CPU",
+          config.decode_threads, cores);
+    }
+    return {"decode",
+            fmt::format("{}; the {} decode threads were busy {} of the time ({:.2f} CPU-s) while "
+                        "collate starved {} and finished reads queued {:.1f} deep on average",
+                        wait_text, decode->threads, pct(decode->busy_fraction), decode->cpu_seconds,
+                        pct(collate ? collate->starved_fraction : 0),
+                        reads_q ? reads_q->mean_occupancy : 0.0),
+            knob};
+  }
+  // Storage: the reads themselves.
+  const double at_cap =
+      r.io.span_ns ? static_cast<double>(r.io.at_cap_ns) / static_cast<double>(r.io.span_ns) : 0;
+  const double rate = r.wall_seconds > 0 ? static_cast<double>(r.storage_bytes) / r.wall_seconds : 0;
+  const std::string evidence = fmt::format(
+      "{}; decode starved {} of the time; storage delivered {} with {:.1f} reads in flight on "
+      "average (cap {}, at the cap {} of the time), read latency p50 {} / p99 {}",
+      wait_text, pct(decode ? decode->starved_fraction : 0), format_rate(rate), r.io.mean_depth(),
+      r.io_depth, pct(at_cap), format_duration_ns(static_cast<double>(r.io.lat.percentile(0.5))),
+      format_duration_ns(static_cast<double>(r.io.lat.percentile(0.99))));
+  std::string knob;
+  if (at_cap >= 0.5) {
+    knob = fmt::format(
+        "reads sat at the --io-depth cap: raise --io-depth from {} to {} if the storage has "
+        "headroom; if it is already saturated, only faster storage helps",
+        r.io_depth, 2 * r.io_depth);
+  } else if (storage && storage->blocked_fraction >= 0.3) {
+    knob = fmt::format(
+        "reads waited for memory {} of the time: raise --memory-budget (now {}) or --prefetch",
+        pct(storage->blocked_fraction), format_bytes(static_cast<double>(r.memory_budget)));
+  } else {
+    knob = "storage is the limit below the depth cap (latency-bound): faster storage, or more "
+           "reads in flight per sample (smaller samples, more shards)";
+  }
+  return {"storage", evidence, knob};
+}
+
+}  // namespace feedline::loader

@@ -1,0 +1,318 @@
+// The pipeline: exactly-once delivery, order, bounds, stall accounting and the verdict.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <map>
+#include <set>
+#include <thread>
+
+#include "feedline/loader/bounded_queue.hpp"
+#include "feedline/loader/loader.hpp"
+#include "feedline/storage/decorators.hpp"
+#include "feedline/storage/registry.hpp"
+#include "test_support.hpp"
+
+using namespace feedline;
+using namespace feedline::loader;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A files-format dataset in memory: n samples of `size` bytes (size varies a little per sample).
+struct MemDataset {
+  std::unique_ptr<storage::Backend> backend;
+  Dataset dataset;
+  std::map<std::string, std::uint64_t> digest_by_key;  // independent: XXH3 of what we wrote
+  std::uint64_t digest_sum = 0;
+
+  MemDataset(std::size_t n, std::size_t size, std::unique_ptr<storage::Backend> b = nullptr) {
+    storage::Registry registry;
+    storage::register_builtin_backends(registry);
+    backend = b ? std::move(b) : std::move(registry.open("mem://ds/", {})->backend);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string key = fmt::format("ds/{:06}.bin", i);
+      const auto bytes = testing::pattern_bytes(size + (i % 7) * 100, i + 1);
+      REQUIRE(backend->write(key, bytes));
+      const std::uint64_t h = XXH3_64bits(bytes.data(), bytes.size());
+      digest_by_key[fmt::format("{:06}", i)] = h;
+      digest_sum += h;
+    }
+    DatasetOptions o;
+    o.format = DatasetFormat::kFiles;
+    auto d = open_dataset(*backend, "ds/", o);
+    REQUIRE(d);
+    dataset = std::move(*d);
+    REQUIRE(dataset.samples.size() == n);
+  }
+};
+
+LoaderConfig small_config(std::uint32_t batch, std::uint32_t epochs) {
+  LoaderConfig c;
+  c.sampler.batch_size = batch;
+  c.sampler.epochs = epochs;
+  c.sampler.seed = 7;
+  c.memory_budget = 64 << 20;
+  c.io_depth = 16;
+  c.decode_threads = 2;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("sampler: every sample once per epoch, seeded order, disjoint shards", "[loader][sampler]") {
+  SamplerConfig c;
+  c.num_samples = 103;
+  c.batch_size = 10;
+  c.epochs = 3;
+  c.seed = 42;
+  auto s = Sampler::create(c).value();
+  std::vector<std::vector<std::uint32_t>> epochs(3);
+  std::uint64_t seq = 0;
+  while (auto slot = s.next()) {
+    REQUIRE(slot->seq == seq++);
+    epochs[slot->epoch].push_back(slot->sample);
+    CHECK(slot->slot < slot->batch_len);
+  }
+  for (auto& e : epochs) {
+    REQUIRE(e.size() == 103);
+    CHECK(std::set<std::uint32_t>(e.begin(), e.end()).size() == 103);
+  }
+  CHECK(epochs[0] != epochs[1]);  // reshuffled per epoch
+  auto again = Sampler::create(c).value();
+  for (std::uint32_t expected : epochs[0]) CHECK(again.next()->sample == expected);
+
+  // Sharding: the ranks' samples are disjoint and cover the epoch.
+  std::set<std::uint32_t> all;
+  std::size_t total = 0;
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    SamplerConfig rc = c;
+    rc.epochs = 1;
+    rc.rank = r;
+    rc.world_size = 4;
+    auto rs = Sampler::create(rc).value();
+    while (auto slot = rs.next()) {
+      all.insert(slot->sample);
+      ++total;
+    }
+  }
+  CHECK(total == 103);
+  CHECK(all.size() == 103);
+
+  // drop_last: 103 -> 100 per epoch, 10 full batches.
+  SamplerConfig dc = c;
+  dc.drop_last = true;
+  auto ds = Sampler::create(dc).value();
+  CHECK(ds.samples_per_epoch() == 100);
+  CHECK(ds.batches_per_epoch() == 10);
+  CHECK_FALSE(Sampler::create(SamplerConfig{}));  // no samples
+}
+
+TEST_CASE("bounded queue accounts producer-blocked and consumer-starved time", "[loader][queue]") {
+  BoundedQueue<int> q("q", 2);
+  q.start();
+  WorkerClock producer, consumer;
+  producer.start();
+  consumer.start();
+  std::jthread t([&] {
+    for (int i = 0; i < 6; ++i) q.push(i, &producer);
+    q.close();
+  });
+  std::this_thread::sleep_for(100ms);  // the producer fills the queue and blocks
+  std::vector<int> got;
+  while (auto v = q.pop(&consumer)) got.push_back(*v);
+  t.join();
+  producer.stop();
+  consumer.stop();
+  CHECK(got == std::vector<int>{0, 1, 2, 3, 4, 5});
+  auto r = q.report(0.2);
+  CHECK(r.max_occupancy == 2);
+  CHECK(r.items == 6);
+  CHECK(r.producer_blocked_fraction > 0.2);  // blocked ~100 ms of 200
+  CHECK(producer.ns(WorkState::kBlocked) > 50'000'000u);
+  CHECK(r.mean_occupancy > 0.5);
+}
+
+TEST_CASE("exactly once: the digest of delivered samples matches what was written", "[loader][pipeline]") {
+  MemDataset ds(200, 3000);
+  auto config = small_config(16, 2);
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  std::map<std::string, int> seen;
+  std::vector<std::uint32_t> order;
+  std::uint64_t digest = 0;
+  for (;;) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (!*b) break;
+    const Batch& batch = **b;
+    std::uint64_t batch_digest = 0;
+    for (const auto& s : batch.samples()) {
+      ++seen[std::string(s.key)];
+      order.push_back(s.sample);
+      // The bytes in the batch are the sample's bytes.
+      const auto m = batch.members_of(s);
+      REQUIRE(m.size() == 1);
+      const std::uint64_t h = XXH3_64bits(batch.data().data() + m[0].offset, m[0].size);
+      CHECK(h == ds.digest_by_key[std::string(s.key)]);
+      batch_digest += h;
+    }
+    CHECK(batch_digest == batch.digest());
+    digest += batch.digest();
+  }
+  auto report = loader->report();
+  REQUIRE(seen.size() == 200);
+  for (const auto& [k, n] : seen) REQUIRE(n == 2);  // once per epoch
+  CHECK(report.samples == 400);
+  CHECK(report.epochs == 2);
+  CHECK(report.digest == digest);
+  CHECK(report.digest == 2 * ds.digest_sum);  // sum mod 2^64 over both epochs
+
+  // Order follows the seed: the sampler alone gives the same sequence.
+  SamplerConfig sc = config.sampler;
+  sc.num_samples = 200;
+  auto sampler = Sampler::create(sc).value();
+  for (std::uint32_t got : order) REQUIRE(sampler.next()->sample == got);
+}
+
+TEST_CASE("the memory budget bounds the pipeline and rejects a sample that cannot fit", "[loader][pipeline]") {
+  MemDataset ds(64, 64 << 10);
+  auto config = small_config(4, 1);
+  config.memory_budget = 2 << 20;
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  while (true) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (!*b) break;
+  }
+  auto r = loader->report();
+  CHECK(r.samples == 64);
+  CHECK(r.peak_memory <= config.memory_budget);
+  CHECK(r.budget_overshoot == 0);
+
+  MemDataset big(2, 8 << 20);
+  auto tight = small_config(1, 1);
+  tight.memory_budget = 4 << 20;
+  auto refused = Loader::open(*big.backend, big.dataset, tight);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == Errc::kResourceExhausted);
+  CHECK(refused.error().what().find("memory budget") != std::string::npos);
+}
+
+TEST_CASE("a read error fails the run naming the object; skip counts it instead", "[loader][pipeline]") {
+  const auto dir = testing::scratch_dir("pipeline-errors");
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  auto r = registry.open((dir / "").string(), {}).value();
+  for (int i = 0; i < 20; ++i) {
+    REQUIRE(r.backend->write(r.key + fmt::format("{:03}.bin", i), testing::pattern_bytes(5000, i)));
+  }
+  DatasetOptions o;
+  o.format = DatasetFormat::kFiles;
+  auto dataset = open_dataset(*r.backend, r.key, o).value();
+  std::filesystem::remove(dir / "007.bin");  // vanishes after the listing
+
+  auto config = small_config(4, 1);
+  {
+    auto loader = Loader::open(*r.backend, dataset, config).value();
+    std::optional<Error> err;
+    for (;;) {
+      auto b = loader->next();
+      if (!b) {
+        err = b.error();
+        break;
+      }
+      if (!*b) break;
+    }
+    REQUIRE(err);
+    CHECK(err->what().find("007.bin") != std::string::npos);
+  }
+  config.on_error = OnError::kSkip;
+  auto loader = Loader::open(*r.backend, dataset, config).value();
+  std::size_t n = 0;
+  for (;;) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (!*b) break;
+    n += (*b)->samples().size();
+  }
+  auto report = loader->report();
+  CHECK(n == 19);
+  CHECK(report.skipped == 1);
+  REQUIRE_FALSE(report.skipped_examples.empty());
+  CHECK(report.skipped_examples[0].find("007.bin") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("stop() ends a run promptly with a partial report", "[loader][pipeline]") {
+  MemDataset ds(50, 1000);
+  auto config = small_config(1, 1000);
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  std::atomic<bool> stop{false};
+  std::jthread t([&] {
+    std::this_thread::sleep_for(200ms);
+    stop = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto report = run_emulated(*loader, ComputeModel{1ms, {}, 1}, &stop, nullptr);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(report.interrupted);
+  CHECK(report.samples > 0);
+  CHECK(report.samples < 50000);
+}
+
+// Planted bottlenecks: each run makes one stage clearly the slowest and checks the verdict.
+namespace {
+PipelineReport run_planted(MemDataset& ds, const LoaderConfig& config, std::chrono::nanoseconds compute) {
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  auto report = run_emulated(*loader, ComputeModel{compute, {}, 1}, nullptr, nullptr);
+  INFO("verdict " << report.bottleneck.stage << ": " << report.bottleneck.evidence << " -> "
+                  << report.bottleneck.suggestion);
+  REQUIRE_FALSE(report.error);
+  REQUIRE(report.samples == ds.dataset.samples.size() * config.sampler.epochs);
+  return report;
+}
+}  // namespace
+
+TEST_CASE("the verdict blames the planted bottleneck", "[loader][verdict]") {
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  SECTION("storage: a bandwidth-capped backend") {
+    auto inner = std::move(registry.open("mem://ds/", {})->backend);
+    MemDataset ds(40, 64 << 10, storage::make_throttle(std::move(inner), {8.0 * (1 << 20), 0ns}));
+    auto r = run_planted(ds, small_config(4, 1), 0ns);
+    CHECK(r.bottleneck.stage == "storage");
+    CHECK(r.input_bound == "high");
+    CHECK_FALSE(r.bottleneck.suggestion.empty());
+  }
+  SECTION("storage: added latency with a shallow queue points at the IO depth") {
+    auto inner = std::move(registry.open("mem://ds/", {})->backend);
+    MemDataset ds(60, 4096, storage::make_throttle(std::move(inner), {0, 10ms}));
+    auto config = small_config(4, 1);
+    config.io_depth = 2;
+    auto r = run_planted(ds, config, 0ns);
+    CHECK(r.bottleneck.stage == "storage");
+    CHECK(r.bottleneck.suggestion.find("--io-depth") != std::string::npos);
+  }
+  SECTION("decode: expensive per-sample work") {
+    MemDataset ds(100, 4096);
+    auto config = small_config(4, 1);
+    config.decode_cost = 5ms;
+    auto r = run_planted(ds, config, 0ns);
+    CHECK(r.bottleneck.stage == "decode");
+    CHECK(r.bottleneck.suggestion.find("decode") != std::string::npos);
+  }
+  SECTION("collate: expensive per-batch work") {
+    MemDataset ds(100, 4096);
+    auto config = small_config(4, 1);
+    config.collate_cost = 20ms;
+    auto r = run_planted(ds, config, 0ns);
+    CHECK(r.bottleneck.stage == "collate");
+  }
+  SECTION("consumer: the accelerator is slower than the pipeline") {
+    MemDataset ds(100, 4096);
+    auto r = run_planted(ds, small_config(4, 1), 20ms);
+    CHECK(r.bottleneck.stage == "consumer");
+    CHECK(r.input_bound == "no");
+    CHECK(r.au > 0.8);
+  }
+}

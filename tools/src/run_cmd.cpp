@@ -1,0 +1,241 @@
+#include "run_cmd.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+
+#include "cli_error.hpp"
+#include "feedline/core/units.hpp"
+#include "feedline/loader/dataset.hpp"
+#include "feedline/loader/loader.hpp"
+#include "feedline/storage/decorators.hpp"
+#include "feedline/storage/registry.hpp"
+#include "progress.hpp"
+#include "run_report.hpp"
+#include "signals.hpp"
+
+namespace feedline::tools {
+namespace {
+
+struct Options {
+  std::string url;
+  std::string format = "auto";
+  unsigned batch_size = 32;
+  unsigned epochs = 1;
+  std::uint64_t seed = 0;
+  bool no_shuffle = false;
+  std::optional<unsigned> rank;
+  std::optional<unsigned> world_size;
+  bool drop_last = false;
+  unsigned io_depth = 64;
+  unsigned decode_threads = 2;
+  unsigned prefetch = 2;
+  std::string memory_budget = "1GiB";
+  std::string compute_time;
+  std::string decode_cost;
+  std::string collate_cost;
+  std::string on_error = "fail";
+  bool no_accounting = false;
+  std::string json_path;
+  std::string engine = "auto";
+  bool direct = false;
+  std::string throttle_bw;
+  std::string throttle_latency;
+  bool no_index = false;
+  double au_target = 0;
+};
+
+// Rank and world size the way launchers publish them: torchrun, Open MPI, SLURM.
+std::optional<unsigned> env_uint(std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (const char* v = std::getenv(n); v && *v) {
+      char* end = nullptr;
+      const unsigned long x = std::strtoul(v, &end, 10);
+      if (end && *end == '\0') return static_cast<unsigned>(x);
+      throw UsageError(fmt::format("environment variable {}='{}' is not a number", n, v));
+    }
+  }
+  return std::nullopt;
+}
+
+std::chrono::nanoseconds duration_opt(const std::string& text, const char* flag) {
+  if (text.empty()) return {};
+  auto r = parse_duration(text);
+  if (!r) throw UsageError(fmt::format("{}: {}", flag, r.error().message()));
+  return *r;
+}
+
+int run(const Options& o) {
+  RunContext ctx;
+  ctx.url = o.url;
+  ctx.au_target = o.au_target;
+  loader::LoaderConfig& c = ctx.config;
+  c.sampler.batch_size = o.batch_size;
+  c.sampler.epochs = o.epochs;
+  c.sampler.seed = o.seed;
+  c.sampler.shuffle = !o.no_shuffle;
+  c.sampler.rank = o.rank.value_or(env_uint({"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}).value_or(0));
+  c.sampler.world_size =
+      o.world_size.value_or(env_uint({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}).value_or(1));
+  c.sampler.drop_last = o.drop_last;
+  if (o.batch_size == 0) throw UsageError("--batch-size must be at least 1");
+  if (o.epochs == 0) throw UsageError("--epochs must be at least 1");
+  if (c.sampler.world_size == 0 || c.sampler.rank >= c.sampler.world_size) {
+    throw UsageError(fmt::format("--rank {} must be below --world-size {}", c.sampler.rank, c.sampler.world_size));
+  }
+  if (o.io_depth == 0) throw UsageError("--io-depth must be at least 1");
+  if (o.decode_threads == 0 || o.decode_threads > 256) throw UsageError("--decode-threads must be between 1 and 256");
+  c.io_depth = o.io_depth;
+  c.decode_threads = o.decode_threads;
+  c.prefetch_batches = o.prefetch;
+  auto budget = parse_size(o.memory_budget);
+  if (!budget) throw UsageError(fmt::format("--memory-budget: {}", budget.error().message()));
+  c.memory_budget = *budget;
+  c.decode_cost = duration_opt(o.decode_cost, "--decode-cost");
+  c.collate_cost = duration_opt(o.collate_cost, "--collate-cost");
+  if (o.on_error == "fail") {
+    c.on_error = loader::OnError::kFail;
+  } else if (o.on_error == "skip") {
+    c.on_error = loader::OnError::kSkip;
+  } else {
+    throw UsageError(fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
+  }
+  c.accounting = !o.no_accounting;
+  loader::ComputeModel compute;
+  if (!o.compute_time.empty()) {
+    auto m = loader::parse_compute_time(o.compute_time);
+    if (!m) throw UsageError(fmt::format("--compute-time: {}", m.error().message()));
+    compute = *m;
+    ctx.compute_time = o.compute_time;
+  }
+  std::optional<loader::DatasetFormat> format;
+  if (o.format != "auto") format = value_or_usage(loader::parse_format(o.format));
+
+  storage::BackendConfig bc;
+  {
+    auto engine = transports::parse_engine(o.engine);
+    if (!engine) throw UsageError(fmt::format("--engine: {}", engine.error().message()));
+    if (*engine == transports::EngineKind::kUring && !transports::uring_compiled_in()) {
+      throw UsageError("--engine uring: this feedline was built without io_uring (liburing); use --engine posix or auto");
+    }
+    bc.file.engine = *engine;
+  }
+  bc.file.direct = o.direct;
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  storage::Resolved resolved = value_or_usage(registry.open(o.url, bc));
+  std::unique_ptr<storage::Backend> backend = std::move(resolved.backend);
+  if (!o.throttle_bw.empty() || !o.throttle_latency.empty()) {
+    storage::ThrottleConfig tc;
+    if (!o.throttle_bw.empty()) {
+      auto bw = parse_size(o.throttle_bw);
+      if (!bw || *bw == 0) {
+        throw UsageError(fmt::format("--throttle-bw: {}", bw ? "must be positive" : bw.error().message()));
+      }
+      tc.bytes_per_second = static_cast<double>(*bw);
+    }
+    tc.latency = duration_opt(o.throttle_latency, "--throttle-latency");
+    backend = storage::make_throttle(std::move(backend), tc);
+  }
+
+  loader::DatasetOptions dopt;
+  dopt.use_index = !o.no_index;
+  if (format) {
+    dopt.format = *format;
+  } else {
+    // auto: tar when the root holds .tar shards, else one sample per file.
+    auto listing = backend->list(resolved.key);
+    bool tar = false;
+    if (listing) {
+      for (const auto& obj : *listing) tar = tar || obj.key.ends_with(".tar");
+    }
+    dopt.format = tar ? loader::DatasetFormat::kTar : loader::DatasetFormat::kFiles;
+  }
+  ctx.format = std::string(loader::format_name(dopt.format));
+  auto dataset = loader::open_dataset(*backend, resolved.key, dopt);
+  if (!dataset) {
+    fmt::print(stderr, "feedline: error: {}\n", dataset.error().what());
+    return kExitRuntime;
+  }
+  ctx.dataset_samples = dataset->samples.size();
+  ctx.dataset_bytes = dataset->total_bytes;
+  {
+    auto q = backend->make_queue({});
+    ctx.engine = q ? (*q)->info().engine : "?";
+  }
+
+  auto loader_r = loader::Loader::open(*backend, *dataset, c);
+  if (!loader_r) {
+    fmt::print(stderr, "feedline: error: {}\n", loader_r.error().what());
+    return kExitRuntime;
+  }
+  const std::atomic<bool>& stop = install_stop_handlers();
+  std::atomic<std::uint64_t> delivered{0};
+  loader::PipelineReport report;
+  {
+    const auto total = static_cast<double>(dataset->samples.size()) * o.epochs / c.sampler.world_size;
+    ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
+      const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
+      return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s, s > 0 ? n / s : 0, n,
+                         total, total > 0 ? 100 * n / total : 0);
+    });
+    report = loader::run_emulated(**loader_r, compute, &stop, &delivered);
+  }
+  fmt::print("{}", run_text(report, ctx));
+  if (!o.json_path.empty()) {
+    std::ofstream out(o.json_path);
+    out << run_json(report, ctx).dump(2) << "\n";
+    if (!out) {
+      fmt::print(stderr, "feedline: error: cannot write the JSON report to {}\n", o.json_path);
+      return kExitRuntime;
+    }
+  }
+  if (report.error) {
+    fmt::print(stderr, "feedline: error: {}\n", report.error->what());
+    return kExitRuntime;
+  }
+  if (o.au_target > 0 && !report.interrupted) {
+    const bool ok = report.au >= o.au_target;
+    fmt::print("  AU {:.1f}% {} the {:.0f}% target: {}\n", report.au * 100, ok ? ">=" : "<", o.au_target * 100,
+               ok ? "PASS" : "FAIL (the storage cannot feed this accelerator at this rate)");
+  }
+  return report.interrupted ? exit_code_for_stop() : kExitOk;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("run", "Run the data-loading pipeline on a dataset and report where it stalls");
+  cmd->set_config("--config", "", "TOML workload file (see configs/workloads); flags override it");
+  cmd->add_option("url", o->url, "Dataset root: a directory, file:///path or mem://prefix")->required();
+  cmd->add_option("--format", o->format, "files, tar or auto")->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "Samples per batch")->capture_default_str();
+  cmd->add_option("--epochs", o->epochs, "Passes over the dataset")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Shuffle seed")->capture_default_str();
+  cmd->add_flag("--no-shuffle", o->no_shuffle, "Read in storage order");
+  cmd->add_option("--rank", o->rank, "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)");
+  cmd->add_option("--world-size", o->world_size, "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)");
+  cmd->add_flag("--drop-last", o->drop_last, "Drop each epoch's last partial batch");
+  cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")->capture_default_str();
+  cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")->capture_default_str();
+  cmd->add_option("--prefetch", o->prefetch, "Finished batches queued ahead of the consumer")->capture_default_str();
+  cmd->add_option("--memory-budget", o->memory_budget, "Bytes the pipeline may hold in buffers")->capture_default_str();
+  cmd->add_option("--compute-time", o->compute_time, "Emulated accelerator time per batch: 50ms or normal:50ms:5ms");
+  cmd->add_option("--decode-cost", o->decode_cost, "Extra CPU time per sample in decode (plants a decode bottleneck)");
+  cmd->add_option("--collate-cost", o->collate_cost, "Extra CPU time per batch in collate");
+  cmd->add_option("--on-error", o->on_error, "fail, or skip bad samples and count them")->capture_default_str();
+  cmd->add_flag("--no-accounting", o->no_accounting, "Turn stall accounting off (to measure its overhead)");
+  cmd->add_option("--json", o->json_path, "Write the report as one JSON document to FILE");
+  cmd->add_option("--engine", o->engine, "Local I/O engine: uring, posix or auto")->capture_default_str();
+  cmd->add_flag("--direct", o->direct, "O_DIRECT reads of local files");
+  cmd->add_option("--throttle-bw", o->throttle_bw, "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
+  cmd->add_option("--throttle-latency", o->throttle_latency, "Add latency to every read (e.g. 2ms)");
+  cmd->add_flag("--no-index", o->no_index, "Ignore tar indexes and scan the shards' headers");
+  cmd->add_option("--au-target", o->au_target, "Minimum accelerator utilisation (0..1) the run must reach, as in MLPerf Storage");
+  cmd->callback([o, &exit_code] { exit_code = run(*o); });
+}
+
+}  // namespace feedline::tools
