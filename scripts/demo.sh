@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's first command: install what is missing, build, and run feedline's main job on an
-# embedded default — a 1 GiB file of random data in a scratch folder, read with
-# `feedline bench storage` (sequential 1 MiB direct reads, then random 4 KiB direct reads).
-# Idempotent: the build and the test file are reused when present.
-# Environment: FEEDLINE_SCRATCH (default ./.scratch), FEEDLINE_RUNTIME (default 10s).
+# embedded default. It generates (once) a resnet50-like dataset in a scratch folder — 10,000
+# samples of ~114.7 KiB in WebDataset-style tar shards, plus a class-label member each — and runs
+# it through `feedline run` with an emulated accelerator (MLPerf Storage's resnet50 settings:
+# batch 400, 224 ms of compute per step, AU target 90%), ending with the stall report.
+# Idempotent: the build and the dataset are reused when present.
+# Environment: FEEDLINE_SCRATCH (default ./.scratch), FEEDLINE_SAMPLES (default 10000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,21 +13,17 @@ scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build build/release --target feedline
 
-scratch=${FEEDLINE_SCRATCH:-.scratch}
-runtime=${FEEDLINE_RUNTIME:-10s}
-mkdir -p "$scratch"
-file="$scratch/feedline-1GiB.bin"
-direct=(--direct)
-# O_DIRECT is refused by tmpfs and some overlay filesystems: fall back to buffered reads there.
-if ! dd if=/dev/zero of="$scratch/.direct-probe" bs=4096 count=1 oflag=direct status=none 2>/dev/null; then
-  echo "note: $scratch does not support O_DIRECT; running buffered reads" >&2
-  direct=()
-fi
-rm -f "$scratch/.direct-probe"
-
 bin=build/release/tools/feedline
-"$bin" bench storage "$file" --create 1GiB --rw read --bs 1MiB --iodepth 32 "${direct[@]}" \
-  --runtime "$runtime" --time-based
+scratch=${FEEDLINE_SCRATCH:-.scratch}
+samples=${FEEDLINE_SAMPLES:-10000}
+ds="$scratch/resnet50-like-$samples"
+if [[ ! -f "$ds/.complete" ]]; then
+  rm -rf "$ds"
+  "$bin" gen "$ds" --format tar --samples "$samples" --sample-size 114.7KiB \
+    --samples-per-shard 1024 --seed 1
+  touch "$ds/.complete"
+fi
 echo
-"$bin" bench storage "$file" --rw randread --bs 4KiB --iodepth 32 "${direct[@]}" \
-  --runtime "$runtime" --time-based
+"$bin" run "$ds" --config configs/workloads/resnet50.toml --json "$scratch/last-run.json"
+echo
+echo "JSON report: $scratch/last-run.json"

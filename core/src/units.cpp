@@ -77,9 +77,10 @@ Result<std::uint64_t> parse_size(std::string_view text) {
     }
     return integer << shift;
   }
-  const double bytes = number * std::ldexp(1.0, shift);
+  if (shift == 0) return bad("a byte count must be a whole number");
+  // "114.7KiB": a fraction of a unit rounds to the nearest byte.
+  const double bytes = std::round(number * std::ldexp(1.0, shift));
   if (bytes >= 1.8e19) return bad("too large");
-  if (bytes != std::floor(bytes)) return bad("not a whole number of bytes");
   return static_cast<std::uint64_t>(bytes);
 }
 

@@ -16,6 +16,7 @@ TEST_CASE("sizes parse with fio's binary meaning of k/m/g", "[core][units]") {
   CHECK(parse_size("1G").value() == (1ull << 30));
   CHECK(parse_size("2t").value() == (2ull << 40));
   CHECK(parse_size("1.5k").value() == 1536);
+  CHECK(parse_size("114.7KiB").value() == 117453);  // rounds to the nearest byte
   CHECK(parse_size(" 8 MiB ").value() == 8ull << 20);
   CHECK(parse_size("0").value() == 0);
   CHECK(parse_size("12B").value() == 12);

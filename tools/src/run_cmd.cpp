@@ -7,9 +7,11 @@
 #include <optional>
 
 #include "cli_error.hpp"
+#include "config_file.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/loader/stage_bench.hpp"
 #include "feedline/storage/decorators.hpp"
 #include "feedline/storage/registry.hpp"
 #include "progress.hpp"
@@ -45,6 +47,8 @@ struct Options {
   std::string throttle_latency;
   bool no_index = false;
   double au_target = 0;
+  bool stages_alone = false;
+  std::uint64_t stages_alone_samples = 20000;
 };
 
 // Rank and world size the way launchers publish them: torchrun, Open MPI, SLURM.
@@ -184,9 +188,34 @@ int run(const Options& o) {
     report = loader::run_emulated(**loader_r, compute, &stop, &delivered);
   }
   fmt::print("{}", run_text(report, ctx));
+  nlohmann::json doc = run_json(report, ctx);
+  if (o.stages_alone && !report.error && !report.interrupted) {
+    // DS-Analyzer-style controlled runs: each stage alone, against the end-to-end rate.
+    auto alone = loader::measure_stages_alone(*backend, *dataset, c, o.stages_alone_samples);
+    if (!alone) {
+      fmt::print(stderr, "feedline: error: measuring the stages alone: {}\n", alone.error().what());
+      return kExitRuntime;
+    }
+    nlohmann::json stages = nlohmann::json::array();
+    fmt::print("  stages alone ({} samples):\n", alone->stages.front().samples);
+    for (const auto& st : alone->stages) {
+      fmt::print("    {:<8} {:>10.0f} samples/s  {}\n", st.stage, st.samples_per_second,
+                 format_rate(st.seconds > 0 ? static_cast<double>(st.bytes) / st.seconds : 0));
+      stages.push_back({{"stage", st.stage}, {"samples", st.samples}, {"bytes", st.bytes},
+                        {"seconds", st.seconds}, {"samples_per_second", st.samples_per_second}});
+    }
+    const double efficiency =
+        alone->slowest_samples_per_second > 0 ? report.samples_per_second / alone->slowest_samples_per_second : 0;
+    fmt::print("    pipeline efficiency: {:.0f}% of the slowest stage alone ({}, {:.0f} samples/s)\n",
+               efficiency * 100, alone->slowest, alone->slowest_samples_per_second);
+    doc["stages_alone"] = {{"stages", stages},
+                           {"slowest", alone->slowest},
+                           {"slowest_samples_per_second", alone->slowest_samples_per_second},
+                           {"efficiency", efficiency}};
+  }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
-    out << run_json(report, ctx).dump(2) << "\n";
+    out << doc.dump(2) << "\n";
     if (!out) {
       fmt::print(stderr, "feedline: error: cannot write the JSON report to {}\n", o.json_path);
       return kExitRuntime;
@@ -209,7 +238,8 @@ int run(const Options& o) {
 void add_run(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Run the data-loading pipeline on a dataset and report where it stalls");
-  cmd->set_config("--config", "", "TOML workload file (see configs/workloads); flags override it");
+  auto config_path = std::make_shared<std::string>();
+  cmd->add_option("--config", *config_path, "TOML workload file (see configs/workloads); flags override it");
   cmd->add_option("url", o->url, "Dataset root: a directory, file:///path or mem://prefix")->required();
   cmd->add_option("--format", o->format, "files, tar or auto")->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size, "Samples per batch")->capture_default_str();
@@ -234,8 +264,15 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--throttle-bw", o->throttle_bw, "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
   cmd->add_option("--throttle-latency", o->throttle_latency, "Add latency to every read (e.g. 2ms)");
   cmd->add_flag("--no-index", o->no_index, "Ignore tar indexes and scan the shards' headers");
+  cmd->add_flag("--stages-alone", o->stages_alone,
+                "After the run, measure storage, decode and collate each alone and report the pipeline's efficiency");
+  cmd->add_option("--stages-alone-samples", o->stages_alone_samples, "Samples for --stages-alone")
+      ->capture_default_str();
   cmd->add_option("--au-target", o->au_target, "Minimum accelerator utilisation (0..1) the run must reach, as in MLPerf Storage");
-  cmd->callback([o, &exit_code] { exit_code = run(*o); });
+  cmd->callback([o, cmd, config_path, &exit_code] {
+    if (!config_path->empty()) apply_config_file(*cmd, *config_path);
+    exit_code = run(*o);
+  });
 }
 
 }  // namespace feedline::tools

@@ -50,6 +50,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"consumer_wait",
        {{"fraction", r.consumer_wait_fraction},
         {"seconds", r.consumer_wait_seconds},
+        {"first_batch_ms", r.first_batch_seconds * 1e3},
         {"p50_ms", ms(r.consumer_wait_ns.percentile(0.5))},
         {"p90_ms", ms(r.consumer_wait_ns.percentile(0.9))},
         {"p99_ms", ms(r.consumer_wait_ns.percentile(0.99))},
@@ -113,8 +114,9 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   line(fmt::format("  delivered {} samples in {} batches, {} in {:.2f} s: {:.0f} samples/s, {}{}", r.samples,
                    r.batches, format_bytes(static_cast<double>(r.bytes)), r.wall_seconds, r.samples_per_second,
                    format_rate(r.bytes_per_second), r.interrupted ? "  [interrupted: partial result]" : ""));
-  line(fmt::format("  consumer waited {:.1f}% of the run (p50 {} p90 {} p99 {} per step): input-bound: {}",
-                   r.consumer_wait_fraction * 100,
+  line(fmt::format("  first batch after {}; then the consumer waited {:.1f}% of the time (p50 {} p90 {} p99 {} per "
+                   "step): input-bound: {}",
+                   format_duration_ns(r.first_batch_seconds * 1e9), r.consumer_wait_fraction * 100,
                    format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.5))),
                    format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.9))),
                    format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.99))), r.input_bound));

@@ -1,4 +1,5 @@
 #include "pipeline.hpp"
+#include "stage_work.hpp"
 
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -12,28 +13,8 @@
 namespace feedline::loader {
 
 using detail::InFlightSample;
+using detail::spin_for;
 
-namespace {
-
-constexpr std::uint64_t kMemberAlign = 64;    // members start on cache lines inside a batch
-constexpr std::size_t kMaxCachedHandles = 4096;  // keep shards open; open files per read beyond
-// zstd frames whose decoded size the index does not give are reserved at this many times their
-// stored size; a larger frame is admitted anyway and counted as budget overshoot.
-constexpr std::uint64_t kZstdEstimate = 4;
-
-void spin_for(std::chrono::nanoseconds d) {
-  if (d.count() <= 0) return;
-  const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(d.count());
-  while (now_ns() < until) {
-  }
-}
-
-}  // namespace
-
-class DecodeContext {
- public:
-  Decompressor zstd;
-};
 
 Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConfig config,
                    Sampler sampler)
@@ -59,7 +40,7 @@ Pipeline::~Pipeline() { shutdown(); }
 std::uint64_t Pipeline::footprint(const Sample& s) const {
   std::uint64_t bytes = align_up(s.length, kPageAlign);
   for (const Member& m : dataset_.members_of(s)) {
-    if (m.zstd) bytes += m.decoded_size ? m.decoded_size : m.size * kZstdEstimate;
+    if (m.zstd) bytes += detail::decoded_estimate(m);
   }
   return bytes;
 }
@@ -79,7 +60,7 @@ Result<void> Pipeline::start() {
   }
   const std::uint64_t avg = est_total / std::max<std::size_t>(1, dataset_.samples.size());
   const std::uint64_t batch_cap =
-      align_up(std::uint64_t{config_.sampler.batch_size} * (avg + 2 * kMemberAlign) + 65536, kPageAlign);
+      align_up(std::uint64_t{config_.sampler.batch_size} * (avg + 2 * detail::kMemberAlign) + 65536, kPageAlign);
   const std::size_t buffers = config_.prefetch_batches + 2;
   pool_bytes_ = batch_cap * buffers;
   if (pool_bytes_ >= config_.memory_budget) {
@@ -181,8 +162,7 @@ void Pipeline::storage_loop() {
     return;
   }
   std::unique_ptr<storage::IoQueue> queue = std::move(*queue_r);
-  const bool cache_handles = dataset_.objects.size() <= kMaxCachedHandles;
-  std::vector<std::unique_ptr<storage::ObjectHandle>> handles(cache_handles ? dataset_.objects.size() : 0);
+  detail::HandleCache handles(backend_, dataset_);
   std::vector<ReadSlot> slots(config_.io_depth);
   std::vector<ReadSlot*> free_slots;
   for (auto& s : slots) free_slots.push_back(&s);
@@ -219,25 +199,14 @@ void Pipeline::storage_loop() {
       s.slot = *pending;
       s.reserved = need;
       pending = sampler_.next();
-      const storage::ObjectHandle* handle = nullptr;
-      const std::string& key = dataset_.objects[smp.object].key;
       std::unique_ptr<storage::ObjectHandle> opened;
-      if (!cache_handles || !handles[smp.object]) {
-        auto h = backend_.open(key);
-        if (!h) {
-          s.error = std::move(h).error();
-          budget_.release(s.reserved);
-          s.reserved = 0;
-          if (!deliver(std::move(s))) break;
-          continue;
-        }
-        opened = std::move(*h);
-      }
-      if (cache_handles) {
-        if (opened) handles[smp.object] = std::move(opened);
-        handle = handles[smp.object].get();
-      } else {
-        handle = opened.get();
+      auto handle = handles.get(smp.object, opened);
+      if (!handle) {
+        s.error = std::move(handle).error();
+        budget_.release(s.reserved);
+        s.reserved = 0;
+        if (!deliver(std::move(s))) break;
+        continue;
       }
       auto buf = AlignedBuffer::allocate(align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
       if (!buf) {
@@ -249,7 +218,7 @@ void Pipeline::storage_loop() {
       slot->sample = std::move(s);
       slot->own_handle = std::move(opened);
       slot->op = storage::ReadOp{};
-      slot->op.object = handle;
+      slot->op.object = *handle;
       slot->op.offset = smp.offset;
       slot->op.length = smp.length;
       slot->op.dst = slot->sample.raw.span();
@@ -308,80 +277,20 @@ void Pipeline::storage_loop() {
 
 // ---- decode -------------------------------------------------------------------------------
 
-void Pipeline::decode(InFlightSample& s, DecodeContext& ctx) {
-  const Sample& smp = dataset_.samples[s.slot.sample];
-  const auto members = dataset_.members_of(smp);
-  const std::string& object = dataset_.objects[smp.object].key;
-  s.members.clear();
-  s.members.reserve(members.size());
-  std::uint64_t zstd_total = 0;
-  for (const Member& m : members) {
-    if (m.offset + m.size > s.raw_len) {
-      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
-                    .with_object(object)
-                    .with_offset(smp.offset + m.offset);
-      return;
-    }
-    if (m.zstd) {
-      auto size = Decompressor::content_size(ConstBytes(s.raw.data() + m.offset, m.size));
-      if (!size) {
-        s.error = std::move(size).error().with_object(object).with_offset(smp.offset + m.offset);
-        return;
-      }
-      zstd_total += align_up(*size, kMemberAlign);
-    }
-  }
-  if (zstd_total > 0) {
-    // The reservation held an estimate for the decoded bytes; true it up.
-    std::uint64_t estimated = 0;
-    for (const Member& m : members) {
-      if (m.zstd) estimated += m.decoded_size ? m.decoded_size : m.size * kZstdEstimate;
-    }
-    if (zstd_total > estimated) {
-      budget_.force(zstd_total - estimated);
-      s.reserved += zstd_total - estimated;
-    }
-    auto buf = AlignedBuffer::allocate(zstd_total);
-    if (!buf) {
-      s.error = std::move(buf).error();
-      return;
-    }
-    s.decoded = std::move(*buf);
-  }
-  std::uint64_t zpos = 0;
-  for (const Member& m : members) {
-    const ConstBytes stored(s.raw.data() + m.offset, m.size);
-    if (!m.zstd) {
-      s.members.push_back({stored.data(), stored.size()});
-    } else {
-      const MutableBytes out(s.decoded.data() + zpos, s.decoded.size() - zpos);
-      auto n = ctx.zstd.decompress(stored, out);
-      if (!n) {
-        s.error = std::move(n).error().with_object(object).with_offset(smp.offset + m.offset);
-        return;
-      }
-      s.members.push_back({out.data(), *n});
-      zpos += align_up(*n, kMemberAlign);
-    }
-  }
-  std::uint64_t digest = 0;
-  std::uint64_t bytes = 0;
-  for (const auto& mb : s.members) {
-    digest += XXH3_64bits(mb.data, mb.size);
-    bytes += mb.size;
-  }
-  s.digest = digest;
-  s.decoded_bytes = bytes;
-  spin_for(config_.decode_cost);
-}
-
 void Pipeline::decode_loop(unsigned index) {
   WorkerClock& clock = decode_clocks_[index];
   clock.start(WorkState::kStarved);
-  DecodeContext ctx;
+  Decompressor zstd;
   while (auto item = reads_.pop(&clock)) {
     clock.to(WorkState::kBusy);
-    if (!item->error) decode(*item, ctx);
+    if (!item->error) {
+      const std::uint64_t extra = detail::decode_sample(dataset_, *item, zstd);
+      if (extra) {  // a zstd frame larger than the reservation's estimate
+        budget_.force(extra);
+        item->reserved += extra;
+      }
+      spin_for(config_.decode_cost);
+    }
     if (item->error) {
       if (config_.on_error == OnError::kFail) {
         fail_run(*item->error);
@@ -447,37 +356,13 @@ void Pipeline::collate_loop() {
       std::lock_guard lock(error_mu_);
       if (skipped_examples_.size() < 10) skipped_examples_.push_back(s.error->what());
     } else {
-      std::uint64_t need = used;
-      for (const auto& m : s.members) need = align_up(need, kMemberAlign) + m.size;
-      if (need > buffer->buffer.size()) {
-        // Grow: a larger buffer, the batch so far copied over. Rare after the first batches.
-        const std::uint64_t cap = align_up(std::max(need, buffer->buffer.size() * 3 / 2), kPageAlign);
-        auto bigger = AlignedBuffer::allocate(cap);
-        if (!bigger) {
-          fail_run(std::move(bigger).error());
-          break;
-        }
-        std::memcpy(bigger->data(), buffer->buffer.data(), used);
-        if (buffer->locked) ::munlock(buffer->buffer.data(), buffer->buffer.size());
-        pool_grown_bytes_ += cap - buffer->buffer.size();
-        buffer->buffer = std::move(*bigger);
-        if (config_.lock_memory) buffer->locked = ::mlock(buffer->buffer.data(), buffer->buffer.size()) == 0;
+      auto grown = detail::ensure_room(*buffer, used, s, config_.lock_memory);
+      if (!grown) {
+        fail_run(std::move(grown).error());
+        break;
       }
-      const Sample& smp = dataset_.samples[s.slot.sample];
-      const auto dm = dataset_.members_of(smp);
-      BatchSample bs;
-      bs.key = smp.key;
-      bs.sample = s.slot.sample;
-      bs.first_member = static_cast<std::uint32_t>(batch->members_.size());
-      bs.member_count = static_cast<std::uint32_t>(s.members.size());
-      for (std::size_t i = 0; i < s.members.size(); ++i) {
-        used = align_up(used, kMemberAlign);
-        if (i == 0) bs.offset = used;
-        std::memcpy(buffer->buffer.data() + used, s.members[i].data, s.members[i].size);
-        batch->members_.push_back({dm[i].name, used, s.members[i].size});
-        used += s.members[i].size;
-      }
-      bs.size = used - bs.offset;
+      pool_grown_bytes_ += *grown;
+      BatchSample bs = detail::copy_into_batch(dataset_, s, *buffer, used, batch->members_);
       batch->samples_.push_back(bs);
       batch->digest_ += s.digest;
       batch->bytes_ += s.decoded_bytes;
@@ -521,6 +406,10 @@ Result<std::optional<Batch>> Pipeline::next() {
   }
   wait_ns_.record(t1 - t0);
   wait_total_ns_ += t1 - t0;
+  if (delivered_batches_ == 0) {
+    first_wait_ns_ = t1 - t0;
+    first_batch_ns_ = t1 - start_ns_;
+  }
   delivered_samples_ += b->samples().size();
   delivered_bytes_ += b->bytes();
   ++delivered_batches_;
@@ -565,7 +454,14 @@ PipelineReport Pipeline::report() {
   }
   r.storage_bytes = storage_bytes_;
   r.consumer_wait_seconds = static_cast<double>(wait_total_ns_) / 1e9;
-  r.consumer_wait_fraction = r.wall_seconds > 0 ? r.consumer_wait_seconds / r.wall_seconds : 0;
+  r.first_batch_seconds = static_cast<double>(first_batch_ns_) / 1e9;
+  {
+    // Steady state: without the first step's wait (the pipeline filling up), unless that is all.
+    const bool steady = delivered_batches_ > 1;
+    const double wait = static_cast<double>(wait_total_ns_ - (steady ? first_wait_ns_ : 0));
+    const double wall = static_cast<double>(end_ns_ - start_ns_) - (steady ? static_cast<double>(first_batch_ns_) : 0);
+    r.consumer_wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
+  }
   r.consumer_wait_ns = wait_ns_;
   r.compute_seconds = static_cast<double>(compute_total_ns_) / 1e9;
   if (first_step_end_ns_ && end_ns_ > first_step_end_ns_) {

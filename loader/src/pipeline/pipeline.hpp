@@ -80,7 +80,6 @@ class Pipeline {
   void fail_run(Error e);
   bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
   std::uint64_t footprint(const Sample& s) const;
-  void decode(detail::InFlightSample& s, class DecodeContext& ctx);
   void shutdown();
 
   storage::Backend& backend_;
@@ -128,6 +127,8 @@ class Pipeline {
   std::uint32_t last_epoch_done_ = 0;
   Histogram wait_ns_;
   std::uint64_t wait_total_ns_ = 0;
+  std::uint64_t first_wait_ns_ = 0;
+  std::uint64_t first_batch_ns_ = 0;
   std::uint64_t compute_total_ns_ = 0;
   std::uint64_t compute_after_first_ns_ = 0;
   std::uint64_t first_step_end_ns_ = 0;

@@ -35,7 +35,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   if (r.batches == 0) return {"none", "no batch was delivered", "see the error above"};
   const double wait = r.consumer_wait_fraction;
   const std::string wait_text = fmt::format(
-      "the consumer waited {} of the run for data (p50 {} / p99 {} per step)", pct(wait),
+      "after the first batch, the consumer waited {} of the time for data (p50 {} / p99 {} per step)", pct(wait),
       format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.5))),
       format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.99))));
   if (wait < 0.05 && r.compute_seconds > 0) {

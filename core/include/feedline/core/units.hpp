@@ -1,7 +1,8 @@
 // Units: sizes and durations as users type them, and as reports print them.
 //
 // Sizes follow fio's default (kb_base=1024): "4k", "4K", "4KB" and "4KiB" all mean 4096; m, g, t,
-// p likewise in powers of 1024. A bare number is bytes. Durations: "500ns", "20us", "500ms", "10s",
+// p likewise in powers of 1024. A bare number is bytes; a fraction of a unit ("114.7KiB") rounds
+// to the nearest byte. Durations: "500ns", "20us", "500ms", "10s",
 // "2m", "1h"; a bare number is seconds (fio's runtime convention).
 #pragma once
 

@@ -90,9 +90,13 @@ struct StageStats {
     bytes += c.bytes();
     ++threads;
   }
+  // A worker that ended before the run did (its input was exhausted) was idle for the rest of
+  // it: that time counts as starved, so busy + starved + blocked = 100% of threads x wall.
   void finish(double wall_seconds) {
     const double denom = wall_seconds * 1e9 * (threads ? threads : 1);
     if (denom <= 0) return;
+    const double accounted = static_cast<double>(busy_ns_ + starved_ns_ + blocked_ns_);
+    if (accounted < denom) starved_ns_ += static_cast<std::uint64_t>(denom - accounted);
     busy_fraction = static_cast<double>(busy_ns_) / denom;
     starved_fraction = static_cast<double>(starved_ns_) / denom;
     blocked_fraction = static_cast<double>(blocked_ns_) / denom;

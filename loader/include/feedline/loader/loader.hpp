@@ -122,8 +122,11 @@ struct PipelineReport {
   double bytes_per_second = 0;
   std::uint64_t storage_bytes = 0;  // bytes read from storage
   // Consumer side.
-  double consumer_wait_seconds = 0;
-  double consumer_wait_fraction = 0;  // of wall time
+  double consumer_wait_seconds = 0;   // all steps
+  // Of the steady state: the first step's wait (the pipeline filling) is left out of both the
+  // waiting and the wall time, as MLPerf Storage leaves the first step out of AU.
+  double consumer_wait_fraction = 0;
+  double first_batch_seconds = 0;     // from open() to the first batch in hand
   Histogram consumer_wait_ns;         // per step
   double compute_seconds = 0;         // emulated accelerator time (0 without one)
   double au = 0;                      // compute / wall, first step excluded (MLPerf Storage)

@@ -1,0 +1,39 @@
+// Controlled runs for diagnosis (DS-Analyzer's method): each stage measured alone, so that a
+// pipeline's end-to-end rate can be set against the slowest stage's own rate.
+//
+//  - storage alone: every sample's byte range read at the pipeline's IO depth, nothing else;
+//  - decode alone: the pipeline's decode (tar members, zstd, digest, decode cost) on samples
+//    already in memory, with the pipeline's decode threads;
+//  - collate alone: the pipeline's batch copy of decoded samples, one thread.
+//
+// Samples are taken in the run's epoch-0 order (seeded shuffle, this rank's shard), at most
+// max_samples; decode and collate alone use those of them that fit in the memory budget.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "feedline/core/error.hpp"
+#include "feedline/loader/loader.hpp"
+
+namespace feedline::loader {
+
+struct StageAlone {
+  std::string stage;  // "storage", "decode", "collate"
+  std::uint64_t samples = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+  double samples_per_second = 0;
+};
+
+struct StagesAlone {
+  std::vector<StageAlone> stages;
+  std::string slowest;
+  double slowest_samples_per_second = 0;
+};
+
+Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Dataset& dataset,
+                                         const LoaderConfig& config, std::uint64_t max_samples);
+
+}  // namespace feedline::loader

@@ -1,0 +1,135 @@
+#include "stage_work.hpp"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace feedline::loader::detail {
+
+namespace {
+constexpr std::size_t kMaxCachedHandles = 4096;
+}  // namespace
+
+HandleCache::HandleCache(storage::Backend& backend, const Dataset& dataset)
+    : backend_(backend),
+      dataset_(dataset),
+      cached_(dataset.objects.size() <= kMaxCachedHandles ? dataset.objects.size() : 0) {}
+
+Result<const storage::ObjectHandle*> HandleCache::get(std::uint32_t i,
+                                                     std::unique_ptr<storage::ObjectHandle>& hold) {
+  if (!cached_.empty() && cached_[i]) return cached_[i].get();
+  FEEDLINE_ASSIGN_OR_RETURN(auto h, backend_.open(dataset_.objects[i].key));
+  if (cached_.empty()) {
+    hold = std::move(h);
+    return hold.get();
+  }
+  cached_[i] = std::move(h);
+  return cached_[i].get();
+}
+
+void spin_for(std::chrono::nanoseconds d) {
+  if (d.count() <= 0) return;
+  const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(d.count());
+  while (now_ns() < until) {
+  }
+}
+
+std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd) {
+  const Sample& smp = dataset.samples[s.slot.sample];
+  const auto members = dataset.members_of(smp);
+  const std::string& object = dataset.objects[smp.object].key;
+  s.members.clear();
+  s.members.reserve(members.size());
+  std::uint64_t zstd_total = 0;
+  std::uint64_t estimated = 0;
+  for (const Member& m : members) {
+    if (m.offset + m.size > s.raw_len) {
+      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
+                    .with_object(object)
+                    .with_offset(smp.offset + m.offset);
+      return 0;
+    }
+    if (m.zstd) {
+      auto size = Decompressor::content_size(ConstBytes(s.raw.data() + m.offset, m.size));
+      if (!size) {
+        s.error = std::move(size).error().with_object(object).with_offset(smp.offset + m.offset);
+        return 0;
+      }
+      zstd_total += align_up(*size, kMemberAlign);
+      estimated += decoded_estimate(m);
+    }
+  }
+  if (zstd_total > 0) {
+    auto buf = AlignedBuffer::allocate(zstd_total);
+    if (!buf) {
+      s.error = std::move(buf).error();
+      return 0;
+    }
+    s.decoded = std::move(*buf);
+  }
+  std::uint64_t zpos = 0;
+  for (const Member& m : members) {
+    const ConstBytes stored(s.raw.data() + m.offset, m.size);
+    if (!m.zstd) {
+      s.members.push_back({stored.data(), stored.size()});
+      continue;
+    }
+    const MutableBytes out(s.decoded.data() + zpos, s.decoded.size() - zpos);
+    auto n = zstd.decompress(stored, out);
+    if (!n) {
+      s.error = std::move(n).error().with_object(object).with_offset(smp.offset + m.offset);
+      return 0;
+    }
+    s.members.push_back({out.data(), *n});
+    zpos += align_up(*n, kMemberAlign);
+  }
+  std::uint64_t digest = 0;
+  std::uint64_t bytes = 0;
+  for (const auto& mb : s.members) {
+    digest += XXH3_64bits(mb.data, mb.size);
+    bytes += mb.size;
+  }
+  s.digest = digest;
+  s.decoded_bytes = bytes;
+  return zstd_total > estimated ? zstd_total - estimated : 0;
+}
+
+Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const InFlightSample& s,
+                                  bool lock_memory) {
+  std::uint64_t need = used;
+  for (const auto& m : s.members) need = align_up(need, kMemberAlign) + m.size;
+  if (need <= buffer.buffer.size()) return std::uint64_t{0};
+  // Grow: a larger buffer with the batch so far copied over. Rare after the first batches.
+  const std::uint64_t old = buffer.buffer.size();
+  const std::uint64_t cap = align_up(std::max(need, old * 3 / 2), kPageAlign);
+  FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer bigger, AlignedBuffer::allocate(cap));
+  std::memcpy(bigger.data(), buffer.buffer.data(), used);
+  if (buffer.locked) ::munlock(buffer.buffer.data(), buffer.buffer.size());
+  buffer.buffer = std::move(bigger);
+  buffer.locked = lock_memory && ::mlock(buffer.buffer.data(), buffer.buffer.size()) == 0;
+  return cap - old;
+}
+
+BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, BatchBuffer& buffer,
+                            std::uint64_t& used, std::vector<BatchMember>& members) {
+  const Sample& smp = dataset.samples[s.slot.sample];
+  const auto dm = dataset.members_of(smp);
+  BatchSample bs;
+  bs.key = smp.key;
+  bs.sample = s.slot.sample;
+  bs.first_member = static_cast<std::uint32_t>(members.size());
+  bs.member_count = static_cast<std::uint32_t>(s.members.size());
+  bs.offset = align_up(used, kMemberAlign);
+  for (std::size_t i = 0; i < s.members.size(); ++i) {
+    used = align_up(used, kMemberAlign);
+    std::memcpy(buffer.buffer.data() + used, s.members[i].data, s.members[i].size);
+    members.push_back({dm[i].name, used, s.members[i].size});
+    used += s.members[i].size;
+  }
+  bs.size = used - bs.offset;
+  return bs;
+}
+
+}  // namespace feedline::loader::detail

@@ -1,0 +1,52 @@
+// The work each stage does to one sample, shared by the pipeline and by the stage-alone
+// measurements (stage_bench.cpp), so "decode alone" measures exactly the pipeline's decode.
+#pragma once
+
+#include "feedline/loader/codec.hpp"
+#include "pipeline.hpp"
+
+namespace feedline::loader::detail {
+
+inline constexpr std::uint64_t kMemberAlign = 64;  // members start on cache lines in a batch
+// zstd frames whose decoded size the index does not give are reserved at this many times their
+// stored size; a larger frame is admitted anyway and counted as budget overshoot.
+inline constexpr std::uint64_t kZstdEstimate = 4;
+
+inline std::uint64_t decoded_estimate(const Member& m) {
+  return m.decoded_size ? m.decoded_size : m.size * kZstdEstimate;
+}
+
+// Object handles for the storage stage: kept open for datasets of up to 4,096 objects (tar
+// shards, a few big files), opened per read beyond that (100,000 small files would exhaust file
+// descriptors). Used from one thread.
+class HandleCache {
+ public:
+  HandleCache(storage::Backend& backend, const Dataset& dataset);
+  // The handle for object i; `hold` keeps a per-read handle alive until the read is done.
+  Result<const storage::ObjectHandle*> get(std::uint32_t i, std::unique_ptr<storage::ObjectHandle>& hold);
+
+ private:
+  storage::Backend& backend_;
+  const Dataset& dataset_;
+  std::vector<std::unique_ptr<storage::ObjectHandle>> cached_;
+};
+
+// Busy CPU work for d (the decode/collate cost knobs): burns CPU like a real decoder would.
+void spin_for(std::chrono::nanoseconds d);
+
+// Cuts s's members out of its raw bytes, decompresses zstd members into s.decoded and computes
+// the digest. On failure sets s.error (naming object and offset). Returns the bytes by which the
+// decoded size exceeded the reservation's estimate (0 normally).
+std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd);
+
+// Makes room in buffer for s's members after `used` bytes, growing (and re-locking) it when
+// needed. Returns the bytes the buffer grew by.
+Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const InFlightSample& s,
+                                  bool lock_memory);
+
+// Copies s's members into buffer at `used` (advanced), appends their BatchMembers and returns
+// the sample's BatchSample.
+BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, BatchBuffer& buffer,
+                            std::uint64_t& used, std::vector<BatchMember>& members);
+
+}  // namespace feedline::loader::detail
