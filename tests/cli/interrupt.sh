@@ -47,13 +47,17 @@ fi
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# A background job of a non-interactive shell starts with SIGINT ignored; a program run from a
+# terminal starts with the default action. Restore that, so the runs see what a Ctrl-C user sees.
+as_terminal=("$py" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])')
+
 # interrupt NAME FORMAT [EXTRA_ARGS...]: starts a 60 s time-based run, sends SIGINT after 2 s,
 # checks how and how fast it ends, then checks the report.
 interrupt() {
   local name=$1 format=$2; shift 2
   checks=$((checks + 1))
   local out=$scratch/$name.out err=$scratch/$name.err
-  "$bin" bench storage "$data" --create 64MiB --bs 4k --rw randread --runtime 60s --time-based \
+  "${as_terminal[@]}" "$bin" bench storage "$data" --create 64MiB --bs 4k --rw randread --runtime 60s --time-based \
     --output "$format" "$@" >"$out" 2>"$err" &
   local pid=$!
   sleep 2
@@ -133,6 +137,44 @@ interrupt json json
 interrupt text text
 interrupt json-posix json --engine posix
 interrupt json-direct-4jobs json --direct --numjobs 4
+
+# Ctrl-C while --create lays out a file: stop promptly, and leave neither the partial temporary
+# file nor a truncated target behind.
+checks=$((checks + 1))
+big=$scratch/big.bin
+"${as_terminal[@]}" "$bin" bench storage "$big" --create 4GiB --output json >"$scratch/create-int.out" 2>"$scratch/create-int.err" &
+pid=$!
+sleep 0.5
+if ! kill -0 "$pid" 2>/dev/null; then
+  rc=0
+  wait "$pid" || rc=$?
+  echo "skip: Ctrl-C during --create: the 4 GiB layout finished within 0.5 s (exit $rc)"
+  rm -f -- "$big"
+else
+  t0=$(now_ms)
+  kill -INT "$pid"
+  while kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone) != Z ]]; do
+    if (($(now_ms) - t0 > 10000)); then kill -KILL "$pid" 2>/dev/null || true; break; fi
+    sleep 0.01
+  done
+  t1=$(now_ms)
+  rc=0
+  wait "$pid" || rc=$?
+  bad=()
+  ((t1 - t0 <= 1000)) || bad+=("took $((t1 - t0)) ms to exit after SIGINT, expected at most 1000 ms")
+  ((rc == 130)) || bad+=("exit code $rc, expected 130")
+  if grep -Eq "$crash_markers" "$scratch/create-int.out" "$scratch/create-int.err"; then bad+=("crash or internal error in the output"); fi
+  leftovers=$(find "$scratch" -name 'big.bin*' -printf '%f (%s bytes) ')
+  [[ -z $leftovers ]] || bad+=("left behind: $leftovers")
+  if ((${#bad[@]} > 0)); then
+    fail "Ctrl-C during --create 4GiB"
+    for b in "${bad[@]}"; do echo "    - $b"; done
+    show stderr "$scratch/create-int.err"
+  else
+    echo "ok: Ctrl-C during --create (exit $rc, $((t1 - t0)) ms after SIGINT, nothing left behind)"
+  fi
+  rm -f -- "$scratch"/big.bin*
+fi
 
 if ((failures > 0)); then
   echo "interrupt: $failures of $checks checks FAILED"
