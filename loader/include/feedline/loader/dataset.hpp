@@ -1,0 +1,87 @@
+// Datasets: what the pipeline reads, resolved to byte ranges of storage objects.
+//
+// Two formats:
+//  - files: one sample per object (file). A name ending in ".zst" is a zstd frame to decompress.
+//    The sample key is the object key relative to the dataset root, without the extension(s).
+//  - tar: WebDataset-style shards. A sample is the run of consecutive regular members whose
+//    names share a key (the path up to the first '.' of the last path component), e.g.
+//    "000123.bin" + "000123.cls". Members ending in ".zst" are zstd frames. Directories and other
+//    non-regular members are ignored. A shard "X.tar" may have an index "X.tar.idx" beside it,
+//    written by `feedline gen`, which saves scanning the headers; readers work without one.
+//
+// Hidden objects and members (a path component starting with '.'), "*.idx" files and unfinished
+// writes ("*.feedline-tmp-*") are never samples. A root that names a single object (one shard,
+// one file) is a dataset of that object.
+//
+// A Sample names a single contiguous byte range of one object that covers all its members (in a
+// tar shard the members of one sample are adjacent), so the IO stage issues one read per sample
+// and the decode stage cuts members out of that range. In a tar shard the range runs from the
+// first member's data to the last member's data end; the tar headers between members lie inside
+// it and are skipped by the member offsets.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/core/error.hpp"
+#include "feedline/storage/backend.hpp"
+
+namespace feedline::loader {
+
+enum class DatasetFormat { kFiles, kTar };
+std::string_view format_name(DatasetFormat f) noexcept;
+Result<DatasetFormat> parse_format(std::string_view text);
+
+struct Member {
+  // The tar member's name as stored in the shard, or the file's path relative to the dataset
+  // root: e.g. "000123.bin.zst".
+  std::string name;
+  std::uint64_t offset = 0;  // from the start of the sample's byte range
+  std::uint64_t size = 0;    // stored bytes
+  bool zstd = false;         // a zstd frame (the name ends in ".zst")
+  // Decoded size when known without reading (uncompressed members, or from the index); 0 = unknown.
+  std::uint64_t decoded_size = 0;
+};
+
+struct Sample {
+  std::uint32_t object = 0;  // index into Dataset::objects
+  std::uint64_t offset = 0;  // byte range in the object covering every member
+  std::uint64_t length = 0;
+  std::uint32_t first_member = 0;  // range in Dataset::members
+  std::uint32_t member_count = 0;
+  std::string key;
+};
+
+struct Dataset {
+  DatasetFormat format = DatasetFormat::kFiles;
+  std::string root;                        // key prefix the dataset was opened at
+  std::vector<storage::ObjectInfo> objects;  // files, or tar shards
+  std::vector<Sample> samples;             // in storage order (the unshuffled order)
+  std::vector<Member> members;
+  std::uint64_t total_bytes = 0;           // sum of sample lengths
+  std::uint64_t max_sample_bytes = 0;      // largest sample length
+  bool indexed = false;                    // every shard had an index
+  // Things the user should know that did not stop the open, one line each: an index that was
+  // stale or corrupt (the shard was scanned instead), a shard without an end-of-archive marker.
+  std::vector<std::string> notes;
+
+  std::span<const Member> members_of(const Sample& s) const {
+    return {members.data() + s.first_member, s.member_count};
+  }
+};
+
+struct DatasetOptions {
+  DatasetFormat format = DatasetFormat::kFiles;
+  bool use_index = true;  // read X.tar.idx where present
+};
+
+// Lists the objects under root (a directory or key prefix) and resolves samples: for tar shards
+// from the index or by reading the headers through the backend. Errors name the object and offset
+// (a truncated tar, a non-tar object in a tar dataset, an empty dataset).
+Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
+                             const DatasetOptions& options);
+
+}  // namespace feedline::loader

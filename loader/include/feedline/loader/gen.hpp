@@ -1,0 +1,112 @@
+// Synthetic datasets: what `feedline gen URL` writes.
+//
+// Two layouts (the formats open_dataset() reads, see dataset.hpp):
+//  - files: one object per sample, "ROOT/<key>.bin" (or "<key>.bin.zst" when compressed).
+//  - tar:   WebDataset-style shards "ROOT/shard-000000.tar", ... holding samples_per_shard samples
+//           each; a sample is the member "<key>.bin[.zst]" followed (with_label) by "<key>.cls", a
+//           decimal class label. Beside each shard its index "shard-000000.tar.idx"
+//           (tar_index.hpp).
+// Keys are zero-padded sample numbers: "000123" (six digits, more when needed).
+//
+// Deterministic: the same GenConfig gives the same bytes. Sample i draws its size, content and
+// label from its own std::mt19937_64 seeded from (seed, i) through splitmix64, with feedline's own
+// uniform/normal transforms (the standard library's distributions differ between
+// implementations), so samples can later be generated in parallel and in any order.
+//
+// Content: each sample is cut into 4 KiB blocks; in every block a `compressibility` fraction of
+// the bytes repeats a short per-sample pattern and the rest is random. zstd therefore shrinks a
+// sample to about (1 - compressibility) of its size, evenly along the sample.
+//
+// The digest is the one the pipeline reports for exactly-once checks: the sum modulo 2^64 of
+// XXH3-64 (seed 0) over the decoded bytes of every member (every file, or every tar member after
+// decompression, the ".cls" members included).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "feedline/core/error.hpp"
+#include "feedline/loader/dataset.hpp"
+#include "feedline/storage/backend.hpp"
+
+namespace feedline::loader {
+
+// Sample sizes: fixed, or drawn per sample. Parameters are bytes.
+struct SizeDistribution {
+  enum class Kind : std::uint8_t { kFixed, kNormal, kLognormal, kUniform };
+  Kind kind = Kind::kFixed;
+  double a = 128 * 1024;  // fixed: the size; normal/lognormal: the mean; uniform: the minimum
+  double b = 0;           // normal/lognormal: the standard deviation; uniform: the maximum
+
+  // "128KiB" (or "fixed:128KiB"), "normal:MEAN:STDEV", "lognormal:MEAN:STDEV" (mean and standard
+  // deviation of the sizes themselves), "uniform:MIN:MAX"; every number in size units
+  // ("4KiB", "1.5MiB", "300"). kInvalidArgument naming the text otherwise.
+  static Result<SizeDistribution> parse(std::string_view text);
+  // Round-trips through parse(): "fixed:131072", "lognormal:131072:32768", ...
+  std::string to_string() const;
+  // The mean of the distribution before clamping.
+  double mean() const noexcept;
+  // One draw, rounded to whole bytes and clamped to [1, max_bytes].
+  std::uint64_t draw(std::mt19937_64& rng, std::uint64_t max_bytes) const;
+};
+
+enum class Compression : std::uint8_t { kNone, kZstd };
+
+struct CompressionSpec {
+  Compression codec = Compression::kNone;
+  int level = 3;  // zstd level
+  // "none", "zstd" or "zstd:LEVEL".
+  static Result<CompressionSpec> parse(std::string_view text);
+  std::string to_string() const;
+};
+
+struct GenConfig {
+  DatasetFormat format = DatasetFormat::kFiles;
+  std::uint64_t samples = 1000;
+  SizeDistribution sample_size;
+  std::uint64_t max_sample_size = std::uint64_t{1} << 30;  // draws are clamped to this
+  std::uint64_t samples_per_shard = 1000;                  // tar only
+  CompressionSpec compress;
+  double compressibility = 0.0;  // in [0, 1]: the share of each sample's bytes that compresses
+  bool with_label = true;        // tar only: a "<key>.cls" member after each "<key>.bin"
+  std::uint32_t num_classes = 1000;
+  std::uint64_t seed = 0;
+};
+
+// Checks ranges (samples >= 1, compressibility in [0,1], a zstd level zstd accepts, zstd present
+// in this build when asked for, ...). generate_dataset() calls it first.
+Result<void> validate(const GenConfig& config);
+
+struct GenSummary {
+  std::uint64_t objects = 0;        // data objects written: files, or tar shards
+  std::uint64_t index_objects = 0;  // tar indexes written
+  std::uint64_t samples = 0;
+  std::uint64_t members = 0;        // members over all samples (files: one per sample)
+  std::uint64_t bytes_stored = 0;   // bytes of the data objects (tar headers and padding included)
+  std::uint64_t bytes_decoded = 0;  // bytes of all members after decompression
+  std::uint64_t digest = 0;         // sum of XXH3-64 over decoded members, mod 2^64
+};
+
+struct GenHooks {
+  // Called after each sample with the count done so far (from the calling thread).
+  std::function<void(std::uint64_t samples_done)> progress;
+  // Checked between samples: generation stops with kCancelled, leaving whole objects only
+  // (an object is committed whole or not at all).
+  std::stop_token stop;
+};
+
+// Writes the dataset under root (a directory or key prefix) through backend, one object at a
+// time from the calling thread. Refuses (kInvalidArgument) a root that already holds objects this
+// config would not write (a different or larger dataset), so datasets never mix; objects with the
+// names it writes are replaced. Errors name the object.
+Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view root,
+                                    const GenConfig& config, const GenHooks& hooks = {});
+
+// The key of sample i in a dataset of n samples: "000123".
+std::string sample_key(std::uint64_t i, std::uint64_t n);
+
+}  // namespace feedline::loader

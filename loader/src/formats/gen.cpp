@@ -1,0 +1,386 @@
+// The synthetic dataset generator (see gen.hpp for the layouts and the determinism contract).
+#include "feedline/loader/gen.hpp"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <vector>
+
+#include "feedline/core/units.hpp"
+#include "feedline/loader/codec.hpp"
+#include "feedline/loader/tar.hpp"
+#include "feedline/loader/tar_index.hpp"
+
+namespace feedline::loader {
+namespace {
+
+constexpr std::size_t kContentBlock = 4096;  // compressibility is spread evenly at this grain
+
+std::uint64_t splitmix64(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// In [0, 1), 53 random bits.
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Standard normal by Box-Muller (one value per call; the second is dropped to keep draws simple).
+double standard_normal(std::mt19937_64& rng) {
+  const double u1 = 1.0 - uniform01(rng);  // (0, 1]: log() stays finite
+  const double u2 = uniform01(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+std::size_t digits(std::uint64_t n) { return fmt::formatted_size("{}", n); }
+
+std::string join_key(std::string_view root, std::string_view name) {
+  if (root.empty()) return std::string(name);
+  if (root.ends_with('/')) return fmt::format("{}{}", root, name);
+  return fmt::format("{}/{}", root, name);
+}
+
+// Sample i's content: random bytes and, per 4 KiB block, a compressible run of a repeated
+// 8-byte pattern. `out` is resized (its capacity reused).
+void fill_content(std::mt19937_64& rng, std::uint64_t size, double compressibility,
+                  std::vector<std::byte>& out) {
+  out.resize(static_cast<std::size_t>(size));
+  std::uint64_t pattern_word = rng();
+  std::byte pattern[8];
+  std::memcpy(pattern, &pattern_word, 8);
+  std::byte* p = out.data();
+  std::size_t left = out.size();
+  while (left > 0) {
+    const std::size_t block = std::min(left, kContentBlock);
+    const auto random_bytes = static_cast<std::size_t>(
+        std::llround((1.0 - compressibility) * static_cast<double>(block)));
+    std::size_t i = 0;
+    for (; i + 8 <= random_bytes; i += 8) {
+      const std::uint64_t w = rng();
+      std::memcpy(p + i, &w, 8);
+    }
+    if (i < random_bytes) {
+      const std::uint64_t w = rng();
+      std::memcpy(p + i, &w, random_bytes - i);
+      i = random_bytes;
+    }
+    for (; i < block; ++i) p[i] = pattern[i % 8];
+    p += block;
+    left -= block;
+  }
+}
+
+struct SampleParts {
+  std::vector<std::byte> raw;     // the decoded ".bin" payload
+  std::vector<std::byte> stored;  // what is written: raw, or its zstd frame
+  std::string label;              // the ".cls" payload
+};
+
+// Draws sample i: size first, then label, then content (this order is part of the contract:
+// changing it changes every generated dataset).
+void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
+  std::mt19937_64 rng(splitmix64(splitmix64(c.seed) ^ i));
+  const std::uint64_t size = c.sample_size.draw(rng, c.max_sample_size);
+  const std::uint64_t label = rng() % c.num_classes;
+  parts.label.clear();
+  fmt::format_to(std::back_inserter(parts.label), "{}", label);
+  fill_content(rng, size, c.compressibility, parts.raw);
+}
+
+std::uint64_t xxh3(ConstBytes b) { return XXH3_64bits(b.data(), b.size()); }
+ConstBytes as_bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+// True when `text` is all digits, at least `width` of them; the number goes to n.
+bool parse_padded(std::string_view text, std::size_t width, std::uint64_t& n) {
+  if (text.size() < width || text.empty()) return false;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  return ec == std::errc() && p == text.data() + text.size() &&
+         std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+// Would this config write the object named `rel` (relative to the root)?
+bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t shards) {
+  if (c.format == DatasetFormat::kFiles) {
+    const std::string_view ext = c.compress.codec == Compression::kZstd ? ".bin.zst" : ".bin";
+    if (!rel.ends_with(ext)) return false;
+    std::uint64_t n = 0;
+    return parse_padded(rel.substr(0, rel.size() - ext.size()), 6, n) && n < c.samples &&
+           rel.substr(0, rel.size() - ext.size()) == sample_key(n, c.samples);
+  }
+  if (!rel.starts_with("shard-")) return false;
+  rel.remove_prefix(6);
+  std::string_view ext = rel.ends_with(".tar.idx") ? ".tar.idx" : ".tar";
+  if (!rel.ends_with(ext)) return false;
+  const std::string_view num = rel.substr(0, rel.size() - ext.size());
+  std::uint64_t n = 0;
+  return parse_padded(num, 6, n) && n < shards &&
+         num.size() == std::max<std::size_t>(6, digits(shards - 1));
+}
+
+}  // namespace
+
+// ---- SizeDistribution -----------------------------------------------------------------------
+
+Result<SizeDistribution> SizeDistribution::parse(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return fail(Error(Errc::kInvalidArgument, fmt::format("bad sample size '{}': {}", text, why))
+                    .with_hint("expected SIZE, normal:MEAN:STDEV, lognormal:MEAN:STDEV or "
+                               "uniform:MIN:MAX, e.g. 128KiB or lognormal:128KiB:32KiB"));
+  };
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon == std::string_view::npos ? colon : colon - start));
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  SizeDistribution d;
+  std::vector<double> nums;
+  const bool named = parts.size() > 1;
+  for (std::size_t i = named ? 1 : 0; i < parts.size(); ++i) {
+    auto v = parse_size(parts[i]);
+    if (!v) return bad(v.error().message());
+    nums.push_back(static_cast<double>(*v));
+  }
+  const std::string_view kind = named ? parts[0] : "fixed";
+  const std::size_t want = kind == "fixed" ? 1 : 2;
+  if (kind == "fixed") {
+    d.kind = Kind::kFixed;
+  } else if (kind == "normal") {
+    d.kind = Kind::kNormal;
+  } else if (kind == "lognormal") {
+    d.kind = Kind::kLognormal;
+  } else if (kind == "uniform") {
+    d.kind = Kind::kUniform;
+  } else {
+    return bad(fmt::format("unknown distribution '{}'", kind));
+  }
+  if (nums.size() != want) {
+    return bad(fmt::format("'{}' takes {} size{}", kind, want, want == 1 ? "" : "s"));
+  }
+  d.a = nums[0];
+  d.b = want == 2 ? nums[1] : 0;
+  if (d.kind == Kind::kFixed && d.a < 1) return bad("the size must be at least 1 byte");
+  if ((d.kind == Kind::kNormal || d.kind == Kind::kLognormal) && d.a < 1) {
+    return bad("the mean must be at least 1 byte");
+  }
+  if (d.kind == Kind::kUniform && d.b < d.a) return bad("the maximum is below the minimum");
+  return d;
+}
+
+std::string SizeDistribution::to_string() const {
+  const auto ia = static_cast<std::uint64_t>(std::llround(a));
+  const auto ib = static_cast<std::uint64_t>(std::llround(b));
+  switch (kind) {
+    case Kind::kFixed:
+      return fmt::format("fixed:{}", ia);
+    case Kind::kNormal:
+      return fmt::format("normal:{}:{}", ia, ib);
+    case Kind::kLognormal:
+      return fmt::format("lognormal:{}:{}", ia, ib);
+    case Kind::kUniform:
+      return fmt::format("uniform:{}:{}", ia, ib);
+  }
+  return "?";
+}
+
+double SizeDistribution::mean() const noexcept { return kind == Kind::kUniform ? (a + b) / 2 : a; }
+
+std::uint64_t SizeDistribution::draw(std::mt19937_64& rng, std::uint64_t max_bytes) const {
+  double v = a;
+  switch (kind) {
+    case Kind::kFixed:
+      break;
+    case Kind::kNormal:
+      v = a + b * standard_normal(rng);
+      break;
+    case Kind::kLognormal: {
+      // Mean a and standard deviation b of the sizes: sigma^2 = ln(1 + b^2/a^2), mu = ln a -
+      // sigma^2/2.
+      const double sigma2 = std::log1p((b / a) * (b / a));
+      v = std::exp(std::log(a) - sigma2 / 2 + std::sqrt(sigma2) * standard_normal(rng));
+      break;
+    }
+    case Kind::kUniform:
+      v = std::floor(a + uniform01(rng) * (b - a + 1));
+      break;
+  }
+  const double hi = static_cast<double>(std::max<std::uint64_t>(max_bytes, 1));
+  if (!(v >= 1)) return 1;  // negatives and NaN
+  if (v >= hi) return static_cast<std::uint64_t>(hi);
+  return static_cast<std::uint64_t>(std::llround(v));
+}
+
+// ---- CompressionSpec ------------------------------------------------------------------------
+
+Result<CompressionSpec> CompressionSpec::parse(std::string_view text) {
+  CompressionSpec s;
+  if (text == "none") return s;
+  if (text == "zstd" || text.starts_with("zstd:")) {
+    s.codec = Compression::kZstd;
+    if (text.size() > 4) {
+      const std::string_view num = text.substr(5);
+      auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), s.level);
+      if (num.empty() || ec != std::errc() || p != num.data() + num.size()) {
+        return fail(Error(Errc::kInvalidArgument, fmt::format("bad zstd level in '{}'", text))
+                        .with_hint("write zstd:LEVEL, e.g. zstd:3"));
+      }
+    }
+    return s;
+  }
+  return fail(Error(Errc::kInvalidArgument, fmt::format("unknown compression '{}'", text))
+                  .with_hint("expected none, zstd or zstd:LEVEL"));
+}
+
+std::string CompressionSpec::to_string() const {
+  return codec == Compression::kNone ? std::string("none") : fmt::format("zstd:{}", level);
+}
+
+// ---- generation -----------------------------------------------------------------------------
+
+std::string sample_key(std::uint64_t i, std::uint64_t n) {
+  const std::size_t width = std::max<std::size_t>(6, digits(n > 0 ? n - 1 : 0));
+  return fmt::format("{:0{}}", i, width);
+}
+
+Result<void> validate(const GenConfig& c) {
+  auto bad = [](std::string msg) { return fail(Error(Errc::kInvalidArgument, std::move(msg))); };
+  if (c.samples < 1) return bad("a dataset needs at least one sample");
+  const SizeDistribution& d = c.sample_size;
+  if (!std::isfinite(d.a) || !std::isfinite(d.b) || d.a < 0 || d.b < 0) {
+    return bad("sample size parameters must be finite and non-negative");
+  }
+  if (d.kind != SizeDistribution::Kind::kUniform && d.a < 1) {
+    return bad("the sample size (or its mean) must be at least 1 byte");
+  }
+  if (d.kind == SizeDistribution::Kind::kUniform && d.b < d.a) {
+    return bad("uniform sample sizes: the maximum is below the minimum");
+  }
+  if (c.max_sample_size < 1) return bad("the maximum sample size must be at least 1 byte");
+  if (c.format == DatasetFormat::kTar && c.samples_per_shard < 1) {
+    return bad("samples per shard must be at least 1");
+  }
+  if (!(c.compressibility >= 0 && c.compressibility <= 1)) {
+    return bad(fmt::format("compressibility {} is outside [0, 1]", c.compressibility));
+  }
+  if (c.num_classes < 1) return bad("num_classes must be at least 1");
+  if (c.compress.codec == Compression::kZstd) {
+    if (!zstd_available()) {
+      return fail(Error(Errc::kUnsupported, "cannot compress: built without zstd")
+                      .with_hint("use --compress none, or rebuild with -DFEEDLINE_WITH_ZSTD=ON"));
+    }
+    const ZstdLevelRange r = zstd_level_range();
+    if (c.compress.level < r.min || c.compress.level > r.max) {
+      return bad(
+          fmt::format("zstd level {} is out of range [{}, {}]", c.compress.level, r.min, r.max));
+    }
+  }
+  return {};
+}
+
+Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view root,
+                                    const GenConfig& c, const GenHooks& hooks) {
+  FEEDLINE_TRY(validate(c));
+  const bool tar = c.format == DatasetFormat::kTar;
+  const std::uint64_t shards =
+      tar ? (c.samples + c.samples_per_shard - 1) / c.samples_per_shard : 0;
+
+  // Never mix datasets: everything already under the root must be something we would write.
+  std::string prefix(root);
+  if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
+  if (auto existing = backend.list(prefix)) {
+    for (const storage::ObjectInfo& o : *existing) {
+      const std::string_view rel = std::string_view(o.key).substr(prefix.size());
+      if (rel.find(".feedline-tmp-") != std::string_view::npos) continue;  // a crashed writer's
+      if (!is_ours(c, rel, shards)) {
+        return fail(Error(Errc::kInvalidArgument,
+                          fmt::format("{} already holds objects of another dataset", root))
+                        .with_object(o.key)
+                        .with_hint("generate into an empty location, or remove what is there"));
+      }
+    }
+  } else if (existing.error().code() != Errc::kNotFound) {
+    return fail(std::move(existing).error());
+  }
+
+  GenSummary sum;
+  SampleParts parts;
+  Compressor compressor;
+  const bool zstd = c.compress.codec == Compression::kZstd;
+  const std::string_view bin_ext = zstd ? ".bin.zst" : ".bin";
+
+  // Produces the stored bytes of sample i into parts and accounts its decoded members.
+  auto produce = [&](std::uint64_t i) -> Result<ConstBytes> {
+    if (hooks.stop.stop_requested()) return fail(Error(Errc::kCancelled, "generation stopped"));
+    make_sample(c, i, parts);
+    sum.digest += xxh3(parts.raw);
+    sum.bytes_decoded += parts.raw.size();
+    ++sum.members;
+    ++sum.samples;
+    if (!zstd) return ConstBytes(parts.raw);
+    parts.stored.clear();
+    FEEDLINE_TRY(compressor.compress_append(parts.raw, c.compress.level, parts.stored));
+    return ConstBytes(parts.stored);
+  };
+
+  if (!tar) {
+    std::string name;
+    for (std::uint64_t i = 0; i < c.samples; ++i) {
+      FEEDLINE_ASSIGN_OR_RETURN(ConstBytes stored, produce(i));
+      name = join_key(root, sample_key(i, c.samples));
+      name += bin_ext;
+      FEEDLINE_TRY(backend.write(name, stored));
+      ++sum.objects;
+      sum.bytes_stored += stored.size();
+      if (hooks.progress) hooks.progress(sum.samples);
+    }
+    return sum;
+  }
+
+  const std::size_t shard_width = std::max<std::size_t>(6, digits(shards - 1));
+  TarIndex index;
+  std::string member;
+  for (std::uint64_t s = 0; s < shards; ++s) {
+    const std::string shard_key = join_key(root, fmt::format("shard-{:0{}}.tar", s, shard_width));
+    FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(shard_key));
+    tar::Writer tw(*writer, shard_key);
+    index.entries.clear();
+    const std::uint64_t first = s * c.samples_per_shard;
+    const std::uint64_t last = std::min(c.samples, first + c.samples_per_shard);
+    for (std::uint64_t i = first; i < last; ++i) {
+      FEEDLINE_ASSIGN_OR_RETURN(ConstBytes stored, produce(i));
+      const std::string key = sample_key(i, c.samples);
+      member = key;
+      member += bin_ext;
+      FEEDLINE_ASSIGN_OR_RETURN(tar::Placement p, tw.add(member, stored));
+      index.entries.push_back({member, p.header_offset, p.data_offset, p.size, parts.raw.size()});
+      if (c.with_label) {
+        member = key;
+        member += ".cls";
+        FEEDLINE_ASSIGN_OR_RETURN(tar::Placement pl, tw.add(member, as_bytes(parts.label)));
+        index.entries.push_back({member, pl.header_offset, pl.data_offset, pl.size, pl.size});
+        sum.digest += xxh3(as_bytes(parts.label));
+        sum.bytes_decoded += parts.label.size();
+        ++sum.members;
+      }
+      if (hooks.progress) hooks.progress(sum.samples);
+    }
+    FEEDLINE_TRY(tw.finish());
+    FEEDLINE_TRY(writer->commit());
+    ++sum.objects;
+    sum.bytes_stored += tw.offset();
+    index.shard_bytes = tw.offset();
+    FEEDLINE_ASSIGN_OR_RETURN(std::string text, format_tar_index(index));
+    FEEDLINE_TRY(backend.write(shard_key + std::string(kTarIndexSuffix), as_bytes(text)));
+    ++sum.index_objects;
+  }
+  return sum;
+}
+
+}  // namespace feedline::loader

@@ -1,0 +1,151 @@
+// The tar shard index format (see tar_index.hpp): rendering, parsing and validation.
+#include "feedline/loader/tar_index.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
+#include "feedline/core/bytes.hpp"
+
+namespace feedline::loader {
+namespace {
+
+constexpr std::uint64_t kBlock = 512;
+
+// Why an entry breaks the format's rules, or nothing. prev_end is where the previous member's
+// padded data ends (0 for the first).
+std::optional<std::string> check_entry(const TarIndexEntry& e, std::uint64_t prev_end,
+                                       std::uint64_t shard_bytes) {
+  if (e.name.empty()) return "empty member name";
+  if (e.name.find_first_of(std::string_view("\n\0", 2)) != std::string::npos) {
+    return "member name contains a newline or NUL";
+  }
+  if (e.header_offset % kBlock != 0 || e.data_offset % kBlock != 0) {
+    return "offsets must be multiples of 512";
+  }
+  if (e.header_offset < prev_end) return "member overlaps the previous one";
+  if (e.data_offset < e.header_offset || e.data_offset - e.header_offset < kBlock) {
+    return "data offset is not after the header";
+  }
+  if (e.data_offset > shard_bytes || shard_bytes - e.data_offset < e.size) {
+    return fmt::format("member data ends past the shard's {} bytes", shard_bytes);
+  }
+  return std::nullopt;
+}
+
+std::uint64_t padded_end(const TarIndexEntry& e) {
+  return align_up(e.data_offset + e.size, kBlock);
+}
+
+// Splits off the next space-separated decimal number.
+bool take_number(std::string_view& line, std::uint64_t& out) {
+  const char* end = line.data() + line.size();
+  auto [p, ec] = std::from_chars(line.data(), end, out);
+  if (ec != std::errc() || p == line.data()) return false;
+  if (p != end) {
+    if (*p != ' ') return false;
+    ++p;
+  }
+  line = std::string_view(p, static_cast<std::size_t>(end - p));
+  return true;
+}
+
+}  // namespace
+
+Result<std::string> format_tar_index(const TarIndex& index) {
+  std::string out;
+  out.reserve(64 + index.entries.size() * 48);
+  fmt::format_to(std::back_inserter(out), "{} {}\nshard-bytes {} members {}\n", kTarIndexMagic,
+                 kTarIndexVersion, index.shard_bytes, index.entries.size());
+  std::uint64_t prev_end = 0;
+  for (const TarIndexEntry& e : index.entries) {
+    if (auto why = check_entry(e, prev_end, index.shard_bytes)) {
+      return fail(
+          Error(Errc::kInvalidArgument, fmt::format("cannot index member '{}': {}", e.name, *why)));
+    }
+    prev_end = padded_end(e);
+    fmt::format_to(std::back_inserter(out), "{} {} {} {} {}\n", e.header_offset, e.data_offset,
+                   e.size, e.decoded_size, e.name);
+  }
+  return out;
+}
+
+Result<TarIndex> parse_tar_index(std::string_view text, std::string_view object_name) {
+  std::size_t pos = 0;  // start of the current line
+  auto bad = [&](std::string_view why) {
+    return fail(
+        Error(Errc::kCorrupt, fmt::format("corrupt tar index: {} (line at byte {})", why, pos))
+            .with_object(std::string(object_name))
+            .with_offset(pos)
+            .with_hint("delete the .idx file; feedline scans the shard without it"));
+  };
+  // Returns the next line without its '\n', or nothing when no complete line is left.
+  auto next_line = [&](std::string_view& line) {
+    const std::size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) return false;
+    line = text.substr(pos, nl - pos);
+    return true;
+  };
+  auto advance = [&](std::string_view line) { pos += line.size() + 1; };
+
+  std::string_view line;
+  if (!next_line(line)) return bad("no header line");
+  if (!line.starts_with(kTarIndexMagic) || line.size() <= kTarIndexMagic.size() ||
+      line[kTarIndexMagic.size()] != ' ') {
+    return bad(fmt::format("not a feedline tar index (expected '{} {}')", kTarIndexMagic,
+                           kTarIndexVersion));
+  }
+  std::string_view version = line.substr(kTarIndexMagic.size() + 1);
+  std::uint64_t v = 0;
+  if (!take_number(version, v) || !version.empty()) return bad("bad version number");
+  if (v != kTarIndexVersion) {
+    return fail(Error(Errc::kUnsupported,
+                      fmt::format("tar index version {} is not supported (this build reads {})", v,
+                                  kTarIndexVersion))
+                    .with_object(std::string(object_name)));
+  }
+  advance(line);
+
+  TarIndex index;
+  std::uint64_t members = 0;
+  if (!next_line(line)) return bad("no shard line");
+  {
+    std::string_view rest = line;
+    if (!rest.starts_with("shard-bytes ")) return bad("expected 'shard-bytes N members M'");
+    rest.remove_prefix(12);
+    if (!take_number(rest, index.shard_bytes) || !rest.starts_with("members ")) {
+      return bad("expected 'shard-bytes N members M'");
+    }
+    rest.remove_prefix(8);
+    if (!take_number(rest, members) || !rest.empty())
+      return bad("expected 'shard-bytes N members M'");
+  }
+  advance(line);
+  // Each member line takes at least 10 bytes: never reserve more than the text could hold.
+  index.entries.reserve(
+      static_cast<std::size_t>(std::min<std::uint64_t>(members, text.size() / 10)));
+
+  std::uint64_t prev_end = 0;
+  for (std::uint64_t i = 0; i < members; ++i) {
+    if (!next_line(line)) {
+      return bad(fmt::format("ends after {} of {} member lines (truncated?)", i, members));
+    }
+    TarIndexEntry e;
+    std::string_view rest = line;
+    if (!take_number(rest, e.header_offset) || !take_number(rest, e.data_offset) ||
+        !take_number(rest, e.size) || !take_number(rest, e.decoded_size)) {
+      return bad("expected 'HEADER_OFFSET DATA_OFFSET SIZE DECODED_SIZE NAME'");
+    }
+    e.name.assign(rest);
+    if (auto why = check_entry(e, prev_end, index.shard_bytes)) return bad(*why);
+    prev_end = padded_end(e);
+    index.entries.push_back(std::move(e));
+    advance(line);
+  }
+  if (pos != text.size()) return bad("unexpected text after the last member line");
+  return index;
+}
+
+}  // namespace feedline::loader

@@ -1,0 +1,90 @@
+// Helpers for the dataset-format tests: whole-object reads through a backend, shell commands,
+// and an independent digest of a dataset (its own walk over objects and tar members, sharing
+// nothing with the generator but the tar reader and the zstd codec that other tests check).
+#pragma once
+
+#include <sys/wait.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "feedline/loader/codec.hpp"
+#include "feedline/loader/tar.hpp"
+#include "feedline/storage/backend.hpp"
+
+namespace feedline::testing {
+
+inline std::vector<std::byte> read_object(storage::Backend& backend, const std::string& key) {
+  auto handle = backend.open(key);
+  if (!handle) throw std::runtime_error(handle.error().what());
+  auto queue = backend.make_queue({}).value();
+  std::vector<std::byte> out((*handle)->size());
+  struct Done final : storage::ReadCompletion {
+    bool done = false;
+    void on_read_complete(storage::ReadOp&) noexcept override { done = true; }
+  } done;
+  storage::ReadOp op;
+  op.object = handle->get();
+  op.length = out.size();
+  op.dst = out;
+  op.done = &done;
+  if (!out.empty()) {
+    queue->submit(op);
+    while (!done.done) queue->poll(1, std::chrono::milliseconds(10));
+    if (!op.result) throw std::runtime_error(op.result.error().what());
+    if (*op.result != out.size()) throw std::runtime_error("short read of " + key);
+  }
+  return out;
+}
+
+// Runs a shell command; returns its exit status and fills `out` with stdout+stderr.
+inline int run_command(const std::string& cmd, std::string* out = nullptr) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  std::string text;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+  const int status = ::pclose(p);
+  if (out) *out = std::move(text);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+inline std::uint64_t xxh3(ConstBytes b) { return XXH3_64bits(b.data(), b.size()); }
+
+// Decoded bytes of one member or file (decompressed when the name ends in ".zst").
+inline std::vector<std::byte> decode(std::string_view name, ConstBytes stored) {
+  if (!name.ends_with(".zst")) return {stored.begin(), stored.end()};
+  const std::uint64_t n = loader::Decompressor::content_size(stored).value();
+  std::vector<std::byte> out(n);
+  loader::Decompressor d;
+  if (d.decompress(stored, out).value() != n) throw std::runtime_error("bad decode");
+  return out;
+}
+
+// The exactly-once digest of everything under root: the sum of XXH3-64 over the decoded bytes
+// of every file (skipping *.idx), or of every regular tar member.
+inline std::uint64_t independent_digest(storage::Backend& backend, const std::string& root,
+                                        bool tar) {
+  std::uint64_t sum = 0;
+  const auto objects = backend.list(root).value();
+  for (const auto& o : objects) {
+    if (o.key.ends_with(".idx")) continue;
+    const auto bytes = read_object(backend, o.key);
+    if (!tar) {
+      sum += xxh3(decode(o.key, bytes));
+      continue;
+    }
+    const auto entries = loader::tar::list_entries(bytes, o.key).value();
+    for (const auto& e : entries) {
+      if (!e.regular()) continue;
+      sum += xxh3(decode(e.name, ConstBytes(bytes).subspan(e.data_offset, e.size)));
+    }
+  }
+  return sum;
+}
+
+}  // namespace feedline::testing

@@ -1,0 +1,393 @@
+// open_dataset(): files and tar datasets over the mem:// and file backends, with and without
+// compression and indexes; archives made by GNU tar; and the errors a user sees for bad input.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "feedline/loader/codec.hpp"
+#include "feedline/loader/dataset.hpp"
+#include "feedline/loader/gen.hpp"
+#include "feedline/storage/registry.hpp"
+#include "formats_support.hpp"
+#include "test_support.hpp"
+
+using namespace feedline;
+using namespace feedline::loader;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Store {
+  std::unique_ptr<storage::Backend> backend;
+  std::string root;  // a fresh, empty location
+};
+
+// kind: "mem", "file" or "file-direct" (O_DIRECT: 4 KiB-aligned scans).
+Store make_store(const std::string& kind, const std::string& name) {
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  storage::BackendConfig config;
+  config.file.direct = kind == "file-direct";
+  std::string url;
+  if (kind == "mem") {
+    url = "mem://datasets/" + name;
+  } else {
+    const fs::path dir = testing::scratch_dir("dataset") / (kind + "-" + name);
+    fs::remove_all(dir);
+    url = dir.string();
+  }
+  auto r = registry.open(url, config);
+  REQUIRE(r);
+  return {std::move(r->backend), r->key};
+}
+
+// Reads every sample's byte range and returns the digest of its decoded members: proves the
+// ranges and member offsets are right, whatever path (index or scan) found them.
+std::uint64_t digest_through_samples(storage::Backend& backend, const Dataset& ds) {
+  std::uint64_t sum = 0;
+  std::vector<std::vector<std::byte>> objects(ds.objects.size());
+  for (const Sample& s : ds.samples) {
+    auto& obj = objects[s.object];
+    if (obj.empty()) obj = testing::read_object(backend, ds.objects[s.object].key);
+    REQUIRE(s.offset + s.length <= obj.size());
+    const ConstBytes range = ConstBytes(obj).subspan(s.offset, s.length);
+    for (const Member& m : ds.members_of(s)) {
+      REQUIRE(m.offset + m.size <= s.length);
+      const auto decoded = testing::decode(m.name, range.subspan(m.offset, m.size));
+      if (m.decoded_size != 0) CHECK(m.decoded_size == decoded.size());
+      CHECK(m.zstd == m.name.ends_with(".zst"));
+      sum += testing::xxh3(decoded);
+    }
+  }
+  return sum;
+}
+
+void check_same_samples(const Dataset& a, const Dataset& b) {
+  REQUIRE(a.samples.size() == b.samples.size());
+  REQUIRE(a.members.size() == b.members.size());
+  for (std::size_t i = 0; i < a.samples.size(); ++i) {
+    INFO("sample " << i);
+    CHECK(a.samples[i].key == b.samples[i].key);
+    CHECK(a.samples[i].object == b.samples[i].object);
+    CHECK(a.samples[i].offset == b.samples[i].offset);
+    CHECK(a.samples[i].length == b.samples[i].length);
+    CHECK(a.samples[i].first_member == b.samples[i].first_member);
+    CHECK(a.samples[i].member_count == b.samples[i].member_count);
+  }
+  for (std::size_t i = 0; i < a.members.size(); ++i) {
+    CHECK(a.members[i].name == b.members[i].name);
+    CHECK(a.members[i].offset == b.members[i].offset);
+    CHECK(a.members[i].size == b.members[i].size);
+    CHECK(a.members[i].zstd == b.members[i].zstd);
+  }
+  CHECK(a.total_bytes == b.total_bytes);
+  CHECK(a.max_sample_bytes == b.max_sample_bytes);
+}
+
+std::string join(const std::string& root, const std::string& name) {
+  return root.ends_with('/') ? root + name : root + "/" + name;
+}
+
+}  // namespace
+
+TEST_CASE("dataset: format names", "[dataset][formats]") {
+  CHECK(parse_format("files").value() == DatasetFormat::kFiles);
+  CHECK(parse_format("tar").value() == DatasetFormat::kTar);
+  CHECK(format_name(DatasetFormat::kTar) == "tar");
+  auto r = parse_format("parquet");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == Errc::kInvalidArgument);
+  CHECK(r.error().what().find("parquet") != std::string::npos);
+}
+
+TEST_CASE(
+    "dataset: generated datasets open on every backend, with and without compression and index",
+    "[dataset][formats]") {
+  for (const char* kind : {"mem", "file", "file-direct"}) {
+    for (DatasetFormat f : {DatasetFormat::kFiles, DatasetFormat::kTar}) {
+      for (bool zstd : {false, true}) {
+        if (zstd && !zstd_available()) continue;
+        DYNAMIC_SECTION(kind << " " << format_name(f) << (zstd ? " zstd" : "")) {
+          Store st = make_store(kind, std::string(format_name(f)) + (zstd ? "-zstd" : ""));
+          GenConfig c;
+          c.format = f;
+          c.samples = 45;
+          c.samples_per_shard = 16;
+          // Mostly small samples, some larger than the 1 MiB scan chunk (the scan jumps over them).
+          c.sample_size = SizeDistribution::parse("lognormal:300KiB:600KiB").value();
+          c.max_sample_size = 3 << 20;
+          c.compress = {zstd ? Compression::kZstd : Compression::kNone, 1};
+          c.compressibility = 0.3;
+          c.seed = 9;
+          auto summary = generate_dataset(*st.backend, st.root, c);
+          REQUIRE(summary);
+
+          DatasetOptions o;
+          o.format = f;
+          auto ds = open_dataset(*st.backend, st.root, o);
+          REQUIRE(ds);
+          CHECK(ds->format == f);
+          CHECK(ds->notes.empty());
+          REQUIRE(ds->samples.size() == 45);
+          CHECK(ds->objects.size() == (f == DatasetFormat::kFiles ? 45u : 3u));
+          CHECK(ds->members.size() == (f == DatasetFormat::kFiles ? 45u : 90u));
+          std::uint64_t total = 0, max = 0;
+          for (std::size_t i = 0; i < ds->samples.size(); ++i) {
+            const Sample& s = ds->samples[i];
+            CHECK(s.key == sample_key(i, 45));
+            total += s.length;
+            max = std::max(max, s.length);
+            const auto members = ds->members_of(s);
+            REQUIRE(members.size() == (f == DatasetFormat::kFiles ? 1u : 2u));
+            CHECK(members[0].offset == 0);
+            CHECK(members[0].name == s.key + (zstd ? ".bin.zst" : ".bin"));
+            if (f == DatasetFormat::kTar) {
+              CHECK(members[1].name == s.key + ".cls");
+              CHECK(members[1].offset > members[0].size);  // a tar header lies between them
+              CHECK(s.object == i / 16);
+            } else {
+              CHECK(s.offset == 0);
+              CHECK(s.object == i);
+            }
+          }
+          CHECK(ds->total_bytes == total);
+          CHECK(ds->max_sample_bytes == max);
+          CHECK(max > (1u << 20));
+          CHECK(digest_through_samples(*st.backend, *ds) == summary->digest);
+
+          if (f == DatasetFormat::kTar) {
+            CHECK(ds->indexed);
+            o.use_index = false;
+            auto scanned = open_dataset(*st.backend, st.root, o);
+            REQUIRE(scanned);
+            CHECK_FALSE(scanned->indexed);
+            CHECK(scanned->notes.empty());
+            check_same_samples(*ds, *scanned);
+            CHECK(digest_through_samples(*st.backend, *scanned) == summary->digest);
+            // Only the index knows decoded sizes of compressed members without reading them.
+            CHECK(ds->members[0].decoded_size != 0);
+            CHECK(scanned->members[0].decoded_size == (zstd ? 0 : scanned->members[0].size));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dataset: stale or corrupt indexes are noted and the shard scanned",
+          "[dataset][formats]") {
+  Store st = make_store("mem", "stale");
+  GenConfig c;
+  c.format = DatasetFormat::kTar;
+  c.samples = 20;
+  c.samples_per_shard = 10;
+  c.sample_size = SizeDistribution::parse("normal:8KiB:2KiB").value();
+  REQUIRE(generate_dataset(*st.backend, st.root, c));
+  DatasetOptions o;
+  o.format = DatasetFormat::kTar;
+  o.use_index = false;
+  const Dataset scanned = open_dataset(*st.backend, st.root, o).value();
+  o.use_index = true;
+
+  SECTION("stale: written for another shard size") {
+    const std::string key = join(st.root, "shard-000001.tar.idx");
+    auto bytes = testing::read_object(*st.backend, key);
+    std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const auto at = text.find("shard-bytes ") + 12;
+    text.insert(at, "1");
+    REQUIRE(st.backend->write(key, std::as_bytes(std::span(text))));
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    CHECK_FALSE(ds->indexed);
+    REQUIRE(ds->notes.size() == 1);
+    CHECK(ds->notes[0].find("stale index") != std::string::npos);
+    CHECK(ds->notes[0].find("shard-000001.tar.idx") != std::string::npos);
+    check_same_samples(*ds, scanned);
+  }
+  SECTION("corrupt: garbage") {
+    const std::string key = join(st.root, "shard-000000.tar.idx");
+    REQUIRE(
+        st.backend->write(key, std::as_bytes(std::span("feedline-tar-index 1\nnonsense\n", 30))));
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    REQUIRE(ds->notes.size() == 1);
+    CHECK(ds->notes[0].find("corrupt tar index") != std::string::npos);
+    check_same_samples(*ds, scanned);
+  }
+  SECTION("truncated index") {
+    const std::string key = join(st.root, "shard-000000.tar.idx");
+    auto bytes = testing::read_object(*st.backend, key);
+    bytes.resize(bytes.size() / 2);
+    REQUIRE(st.backend->write(key, bytes));
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    REQUIRE(ds->notes.size() == 1);
+    check_same_samples(*ds, scanned);
+  }
+}
+
+TEST_CASE("dataset: shards made by GNU tar, with directories and links", "[dataset][formats]") {
+  std::string out;
+  if (testing::run_command("tar --version", &out) != 0 ||
+      out.find("GNU tar") == std::string::npos) {
+    FAIL("GNU tar is required by this test (apt-get install tar): " << out);
+  }
+  const fs::path dir = testing::scratch_dir("dataset-gnutar");
+  const fs::path src = dir / "src", data = dir / "data";
+  fs::remove_all(dir / "src");
+  fs::remove_all(data);
+  fs::create_directories(src / "train");
+  fs::create_directories(data);
+  for (int i = 0; i < 5; ++i) {
+    const std::string k = "train/s" + std::to_string(i);
+    testing::write_file(src / (k + ".jpg"), testing::pattern_bytes(1000 + 777 * i, i));
+    testing::write_file(src / (k + ".cls"), {std::byte('0' + i)});
+    testing::write_file(src / (k + ".json"), testing::pattern_bytes(20, 100 + i));
+  }
+  fs::create_symlink("s0.jpg", src / "train" / "zz-link");
+  testing::write_file(src / "train" / ".hidden", testing::pattern_bytes(10, 1));
+  REQUIRE(testing::run_command("tar --format=pax --sort=name -cf '" + (data / "a.tar").string() +
+                               "' -C '" + src.string() + "' train") == 0);
+  testing::write_file(data / "README.txt", testing::pattern_bytes(10, 2));  // not a shard: ignored
+
+  Store st = make_store("file", "unused");
+  DatasetOptions o;
+  o.format = DatasetFormat::kTar;
+  auto ds = open_dataset(*st.backend, data.string(), o);
+  REQUIRE(ds);
+  CHECK_FALSE(ds->indexed);
+  REQUIRE(ds->samples.size() == 5);
+  for (int i = 0; i < 5; ++i) {
+    const Sample& s = ds->samples[i];
+    CHECK(s.key == "train/s" + std::to_string(i));
+    const auto m = ds->members_of(s);
+    REQUIRE(m.size() == 3);  // .cls, .jpg, .json in name order
+    CHECK(m[0].name == s.key + ".cls");
+    CHECK(m[1].name == s.key + ".jpg");
+    CHECK(m[1].size == 1000u + 777u * i);
+    CHECK(m[2].name == s.key + ".json");
+  }
+  // Every member's bytes are where the dataset says.
+  const auto bytes = testing::read_object(*st.backend, (data / "a.tar").string());
+  for (const Sample& s : ds->samples) {
+    for (const Member& m : ds->members_of(s)) {
+      const auto want = testing::read_object(*st.backend, (src / m.name).string());
+      CHECK(std::equal(want.begin(), want.end(),
+                       bytes.begin() + static_cast<std::ptrdiff_t>(s.offset + m.offset)));
+    }
+  }
+
+  SECTION("a root naming one shard is a dataset of that shard") {
+    auto one = open_dataset(*st.backend, (data / "a.tar").string(), o);
+    REQUIRE(one);
+    check_same_samples(*ds, *one);
+  }
+  SECTION("the same files as a files dataset: one sample per file, hidden files skipped") {
+    DatasetOptions fo;
+    auto files = open_dataset(*st.backend, (src / "train").string(), fo);
+    REQUIRE(files);
+    CHECK(files->samples.size() == 16);  // 15 files and the symlink (it names a file)
+    CHECK(files->samples[0].key == "s0");
+    CHECK(files->members[0].name == "s0.cls");
+  }
+}
+
+TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
+  DatasetOptions tar_opts;
+  tar_opts.format = DatasetFormat::kTar;
+
+  SECTION("an empty location") {
+    Store st = make_store("mem", "empty");
+    auto r = open_dataset(*st.backend, st.root, {});
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kNotFound);
+    CHECK(r.error().what().find("no samples under mem://datasets/empty") != std::string::npos);
+    auto t = open_dataset(*st.backend, st.root, tar_opts);
+    REQUIRE_FALSE(t);
+    CHECK(t.error().code() == Errc::kNotFound);
+    CHECK(t.error().what().find("no tar shards under") != std::string::npos);
+  }
+  SECTION("a missing directory") {
+    Store st = make_store("file", "missing");
+    auto r = open_dataset(*st.backend, join(st.root, "nope"), {});
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kNotFound);
+  }
+  SECTION("objects but no tar shards") {
+    Store st = make_store("mem", "noshards");
+    REQUIRE(st.backend->write(join(st.root, "a.bin"), std::as_bytes(std::span("abc", 3))));
+    auto t = open_dataset(*st.backend, st.root, tar_opts);
+    REQUIRE_FALSE(t);
+    CHECK(t.error().what().find("--format files") != std::string::npos);
+  }
+  SECTION("a non-tar object in a tar dataset") {
+    Store st = make_store("file", "nontar");
+    GenConfig c;
+    c.format = DatasetFormat::kTar;
+    c.samples = 4;
+    c.samples_per_shard = 2;
+    REQUIRE(generate_dataset(*st.backend, st.root, c));
+    const std::string bad = join(st.root, "shard-000000.tar");
+    const auto junk = testing::pattern_bytes(5000, 3);
+    REQUIRE(st.backend->write(bad, junk));
+    auto r = open_dataset(*st.backend, st.root, tar_opts);  // the index is stale: scanned
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    CHECK(r.error().object() == bad);
+    CHECK(r.error().offset() == 0u);
+    CHECK(r.error().what().find("not a tar archive: bad header checksum at offset 0") !=
+          std::string::npos);
+  }
+  SECTION("truncated shards") {
+    Store st = make_store("mem", "trunc");
+    GenConfig c;
+    c.format = DatasetFormat::kTar;
+    c.samples = 4;
+    c.samples_per_shard = 4;
+    c.sample_size = SizeDistribution::parse("10000").value();
+    REQUIRE(generate_dataset(*st.backend, st.root, c));
+    const std::string key = join(st.root, "shard-000000.tar");
+    const auto full = testing::read_object(*st.backend, key);
+    tar_opts.use_index = false;
+
+    // Mid-member: sample 1's data starts at 512 + 10240 + 1024 + 512.
+    REQUIRE(st.backend->write(key, ConstBytes(full).first(12288 + 5000)));
+    auto r = open_dataset(*st.backend, st.root, tar_opts);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    CHECK(r.error().object() == key);
+    CHECK(r.error().what().find("truncated tar: member '000001.bin' at offset 11776") !=
+          std::string::npos);
+
+    // Mid-header.
+    REQUIRE(st.backend->write(key, ConstBytes(full).first(11776 + 100)));
+    r = open_dataset(*st.backend, st.root, tar_opts);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().what().find(
+              "truncated tar: header at offset 11776 needs 512 bytes, object ends at 11876") !=
+          std::string::npos);
+
+    // At a member boundary: readable, but noted.
+    REQUIRE(st.backend->write(key, ConstBytes(full).first(11776)));
+    auto ok = open_dataset(*st.backend, st.root, tar_opts);
+    REQUIRE(ok);
+    CHECK(ok->samples.size() == 1);
+    REQUIRE(ok->notes.size() == 1);
+    CHECK(ok->notes[0].find("no end-of-archive marker") != std::string::npos);
+  }
+  SECTION("hidden files, temporary files and indexes are not samples") {
+    Store st = make_store("mem", "hidden");
+    const auto one = std::as_bytes(std::span("x", 1));
+    REQUIRE(st.backend->write(join(st.root, "a.bin"), one));
+    REQUIRE(st.backend->write(join(st.root, ".DS_Store"), one));
+    REQUIRE(st.backend->write(join(st.root, ".git/config"), one));
+    REQUIRE(st.backend->write(join(st.root, "b.bin.feedline-tmp-Ab12Cd"), one));
+    REQUIRE(st.backend->write(join(st.root, "x.tar.idx"), one));
+    auto ds = open_dataset(*st.backend, st.root, {});
+    REQUIRE(ds);
+    REQUIRE(ds->samples.size() == 1);
+    CHECK(ds->samples[0].key == "a");
+  }
+}
