@@ -21,6 +21,16 @@
 namespace feedline::tools {
 namespace {
 
+// The process's peak resident set (VmHWM), to check the memory budget holds from outside.
+std::uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+  }
+  return 0;
+}
+
 struct Options {
   std::string url;
   std::string format = "auto";
@@ -163,6 +173,7 @@ int run(const Options& o) {
     fmt::print(stderr, "feedline: error: {}\n", dataset.error().what());
     return kExitRuntime;
   }
+  for (const auto& note : dataset->notes) fmt::print(stderr, "note: {}\n", note);
   ctx.dataset_samples = dataset->samples.size();
   ctx.dataset_bytes = dataset->total_bytes;
   {
@@ -189,6 +200,7 @@ int run(const Options& o) {
   }
   fmt::print("{}", run_text(report, ctx));
   nlohmann::json doc = run_json(report, ctx);
+  doc["memory"]["peak_rss_bytes"] = peak_rss_bytes();
   if (o.stages_alone && !report.error && !report.interrupted) {
     // DS-Analyzer-style controlled runs: each stage alone, against the end-to-end rate.
     auto alone = loader::measure_stages_alone(*backend, *dataset, c, o.stages_alone_samples);

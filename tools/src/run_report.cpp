@@ -65,6 +65,8 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"depth_cap", r.io_depth},
         {"mean_in_flight", io.mean_depth()},
         {"at_cap_fraction", at_cap},
+        {"window_limited_fraction", r.storage_window_limited_fraction},
+        {"budget_limited_fraction", r.storage_budget_limited_fraction},
         {"retries", io.retries},
         {"errors", io.errors},
         {"latency_ns",

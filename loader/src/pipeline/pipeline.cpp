@@ -92,7 +92,9 @@ Result<void> Pipeline::start() {
     pool_.push_back(std::move(b));
     free_buffers_.push(raw);
   }
-  window_ = std::uint64_t{config_.prefetch_batches + 2} * config_.sampler.batch_size;
+  // At least twice the IO depth, so the window never caps reads in flight below --io-depth.
+  window_ = std::max<std::uint64_t>(std::uint64_t{config_.prefetch_batches + 2} * config_.sampler.batch_size,
+                                    2ull * config_.io_depth);
 
   start_ns_ = now_ns();
   reads_.start();
@@ -180,18 +182,35 @@ void Pipeline::storage_loop() {
     return reads_.push(s, &clock);
   };
 
+  // Why admission stopped, timed: the window ahead of collate (downstream is slow) or the memory
+  // budget. The verdict uses these to tell "storage is slow" from "storage is held back".
+  enum Limit { kNone = 0, kWindow = 1, kBudget = 2 };
+  Limit limit = kNone;
+  std::uint64_t limit_since = now_ns();
+  auto set_limit = [&](Limit l) {
+    if (l == limit) return;
+    const std::uint64_t t = now_ns();
+    if (limit == kWindow) window_limited_ns_ += t - limit_since;
+    if (limit == kBudget) budget_limited_ns_ += t - limit_since;
+    limit = l;
+    limit_since = t;
+  };
+
   while (!stopping()) {
     batch.clear();
     bool limited = false;
+    Limit why = kNone;
     while (pending && !free_slots.empty() && bytes_in_flight < config_.io_max_bytes) {
       if (pending->seq >= collate_cursor_.load(std::memory_order_acquire) + window_) {
         limited = true;
+        why = kWindow;
         break;
       }
       const Sample& smp = dataset_.samples[pending->sample];
       const std::uint64_t need = footprint(smp);
       if (!budget_.try_acquire(need)) {
         limited = true;
+        why = kBudget;
         break;
       }
       ReadSlot* slot = free_slots.back();
@@ -227,6 +246,10 @@ void Pipeline::storage_loop() {
       bytes_in_flight += smp.length;
       batch.push_back(&slot->op);
     }
+    // The window counts as "held back by downstream" only while most of it has already been
+    // read (fewer than half its samples in flight); otherwise storage is still working on it.
+    if (why == kWindow && queue->in_flight() * 2 >= window_) why = kNone;
+    set_limit(why);
     if (!batch.empty()) queue->submit(batch);
     if (queue->in_flight() == 0) {
       if (!pending) break;  // everything read
@@ -270,6 +293,7 @@ void Pipeline::storage_loop() {
     queue->cancel();
     while (queue->in_flight() > 0) queue->poll(1, std::chrono::milliseconds(100));
   }
+  set_limit(kNone);
   io_stats_ = queue->stats();
   reads_.close();
   clock.stop();
@@ -485,6 +509,10 @@ PipelineReport Pipeline::report() {
   r.queues.push_back(batches_.report(r.wall_seconds));
   r.queues.push_back(free_buffers_.report(r.wall_seconds));
   r.io = io_stats_;
+  if (r.wall_seconds > 0) {
+    r.storage_window_limited_fraction = static_cast<double>(window_limited_ns_) / (r.wall_seconds * 1e9);
+    r.storage_budget_limited_fraction = static_cast<double>(budget_limited_ns_) / (r.wall_seconds * 1e9);
+  }
   r.io_depth = config_.io_depth;
   r.memory_budget = config_.memory_budget;
   r.peak_memory = budget_.peak() + pool_grown_bytes_.load();

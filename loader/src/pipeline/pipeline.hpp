@@ -6,7 +6,8 @@
 // Flow control, and why it cannot deadlock:
 //  1. The storage thread admits samples strictly in sampler order. Admission reserves the
 //     sample's footprint (stored bytes + decoded bytes for zstd members) in the memory budget and
-//     requires seq < collate's cursor + window, window = (prefetch_batches + 2) x batch_size.
+//     requires seq < collate's cursor + window, window = max((prefetch_batches + 2) x batch_size,
+//     2 x io_depth).
 //  2. Decode threads take reads in completion order and never wait for memory (the reservation
 //     was made at admission; a zstd frame bigger than estimated is force()d and reported).
 //  3. Collate pulls decoded samples as they come into a reorder map, copies them into the batch
@@ -112,6 +113,8 @@ class Pipeline {
   WorkerClock collate_clock_;
   WorkerClock consumer_clock_;
   storage::QueueStats io_stats_;
+  std::uint64_t window_limited_ns_ = 0;  // storage thread: admission stopped by collate's window
+  std::uint64_t budget_limited_ns_ = 0;  // ... by the memory budget
   std::uint64_t storage_bytes_ = 0;
 
   std::vector<std::jthread> threads_;

@@ -47,19 +47,18 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   }
   const StageStats* collate = find(r, "collate");
   const StageStats* decode = find(r, "decode");
-  const StageStats* storage = find(r, "storage");
   const QueueReport* decoded_q = find_queue(r, "decoded");
   const QueueReport* reads_q = find_queue(r, "reads");
-  if (collate && collate->busy_fraction >= kMostlyBusy) {
+  auto blame_collate = [&](std::string why) -> Verdict {
     return {"collate",
             fmt::format("{}; collate was busy {} of the time ({:.2f} CPU-s) while decode waited to "
-                        "hand it samples {} of the time",
+                        "hand it samples {} of the time{}",
                         wait_text, pct(collate->busy_fraction), collate->cpu_seconds,
-                        pct(decoded_q ? decoded_q->producer_blocked_fraction : 0)),
+                        pct(decoded_q ? decoded_q->producer_blocked_fraction : 0), why),
             "collate copies every sample into its batch on one thread: cut per-batch work "
             "(larger samples per copy, fewer members), or use the direct path"};
-  }
-  if (decode && decode->busy_fraction >= kMostlyBusy) {
+  };
+  auto blame_decode = [&](std::string why) -> Verdict {
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     std::string knob;
     if (config.decode_threads < cores) {
@@ -73,11 +72,23 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
     }
     return {"decode",
             fmt::format("{}; the {} decode threads were busy {} of the time ({:.2f} CPU-s) while "
-                        "collate starved {} and finished reads queued {:.1f} deep on average",
+                        "collate starved {} and finished reads queued {:.1f} deep on average{}",
                         wait_text, decode->threads, pct(decode->busy_fraction), decode->cpu_seconds,
                         pct(collate ? collate->starved_fraction : 0),
-                        reads_q ? reads_q->mean_occupancy : 0.0),
+                        reads_q ? reads_q->mean_occupancy : 0.0, why),
             knob};
+  };
+  if (collate && collate->busy_fraction >= kMostlyBusy) return blame_collate("");
+  if (decode && decode->busy_fraction >= kMostlyBusy) return blame_decode("");
+  // Storage held back by downstream (the window ahead of collate was full, or finished reads
+  // could not be queued for decode): the limit is downstream even if no stage looks saturated
+  // (on a loaded machine a CPU-bound stage shows as runnable-but-waiting, not busy).
+  const double held_back =
+      r.storage_window_limited_fraction + (reads_q ? reads_q->producer_blocked_fraction : 0);
+  if (decode && collate && held_back >= 0.3) {
+    const std::string why =
+        fmt::format("; storage was held back by downstream {} of the time", pct(held_back));
+    return collate->busy_fraction > decode->busy_fraction ? blame_collate(why) : blame_decode(why);
   }
   // Storage: the reads themselves.
   const double at_cap =
@@ -95,10 +106,10 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
         "reads sat at the --io-depth cap: raise --io-depth from {} to {} if the storage has "
         "headroom; if it is already saturated, only faster storage helps",
         r.io_depth, 2 * r.io_depth);
-  } else if (storage && storage->blocked_fraction >= 0.3) {
+  } else if (r.storage_budget_limited_fraction >= 0.3) {
     knob = fmt::format(
-        "reads waited for memory {} of the time: raise --memory-budget (now {}) or --prefetch",
-        pct(storage->blocked_fraction), format_bytes(static_cast<double>(r.memory_budget)));
+        "reads waited for memory {} of the time: raise --memory-budget (now {})",
+        pct(r.storage_budget_limited_fraction), format_bytes(static_cast<double>(r.memory_budget)));
   } else {
     knob = "storage is the limit below the depth cap (latency-bound): faster storage, or more "
            "reads in flight per sample (smaller samples, more shards)";

@@ -134,6 +134,10 @@ struct PipelineReport {
   std::vector<StageStats> stages;
   std::vector<QueueReport> queues;
   storage::QueueStats io;             // the storage stage's reads: latency, depth, at-cap time
+  // Time (of wall) the storage stage could not issue more reads because downstream had not
+  // caught up (the window ahead of collate) or because the memory budget was full.
+  double storage_window_limited_fraction = 0;
+  double storage_budget_limited_fraction = 0;
   unsigned io_depth = 0;
   std::uint64_t memory_budget = 0;
   std::uint64_t peak_memory = 0;      // most bytes held at once by the pipeline's buffers
