@@ -15,6 +15,11 @@ namespace feedline::loader {
 using detail::InFlightSample;
 using detail::spin_for;
 
+namespace {
+// Bytes of freed sample buffers kept for reuse: an eighth of the budget, at most 64 MiB.
+std::uint64_t recycle_bytes(std::uint64_t budget) { return std::min<std::uint64_t>(budget / 8, 64ull << 20); }
+}  // namespace
+
 
 Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConfig config,
                    Sampler sampler)
@@ -23,6 +28,7 @@ Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConf
       config_(std::move(config)),
       sampler_(std::move(sampler)),
       budget_(config_.memory_budget),
+      buffers_(recycle_bytes(config_.memory_budget)),
       reads_("reads", std::max<std::size_t>(2 * config_.io_depth, 64), config_.accounting, 1,
              config_.decode_threads),
       decoded_("decoded", std::max<std::size_t>(2 * config_.sampler.batch_size, 64), config_.accounting,
@@ -71,12 +77,20 @@ Result<void> Pipeline::start() {
                                   config_.sampler.batch_size, avg))
                     .with_hint("raise --memory-budget, or lower --batch-size or --prefetch"));
   }
+  // The recycled-buffer cache is charged up front too, so buffers held for reuse stay inside
+  // the budget.
+  pool_bytes_ += recycle_bytes(config_.memory_budget);
+  if (pool_bytes_ >= config_.memory_budget) {
+    return fail(Error(Errc::kResourceExhausted,
+                      fmt::format("the memory budget of {} bytes is too small for the batch buffers", config_.memory_budget))
+                    .with_hint("raise --memory-budget"));
+  }
   const std::uint64_t sample_budget = config_.memory_budget - pool_bytes_;
   if (largest > sample_budget) {
     const Sample& s = dataset_.samples[largest_index];
     return fail(Error(Errc::kResourceExhausted,
                       fmt::format("sample '{}' needs {} bytes, more than the {} bytes of memory budget "
-                                  "left after {} bytes of batch buffers",
+                                  "left after {} bytes of batch and recycled buffers",
                                   s.key, largest, sample_budget, pool_bytes_))
                     .with_object(dataset_.objects[s.object].key)
                     .with_offset(s.offset)
@@ -227,7 +241,7 @@ void Pipeline::storage_loop() {
         if (!deliver(std::move(s))) break;
         continue;
       }
-      auto buf = AlignedBuffer::allocate(align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
+      auto buf = buffers_.get(smp.length);
       if (!buf) {
         fail_run(std::move(buf).error());
         break;
@@ -308,7 +322,7 @@ void Pipeline::decode_loop(unsigned index) {
   while (auto item = reads_.pop(&clock)) {
     clock.to(WorkState::kBusy);
     if (!item->error) {
-      const std::uint64_t extra = detail::decode_sample(dataset_, *item, zstd);
+      const std::uint64_t extra = detail::decode_sample(dataset_, *item, zstd, &buffers_);
       if (extra) {  // a zstd frame larger than the reservation's estimate
         budget_.force(extra);
         item->reserved += extra;
@@ -392,6 +406,8 @@ void Pipeline::collate_loop() {
       batch->bytes_ += s.decoded_bytes;
       clock.count(1, s.decoded_bytes);
     }
+    buffers_.put(std::move(s.raw));
+    buffers_.put(std::move(s.decoded));
     budget_.release(s.reserved);
     const bool last = s.slot.slot + 1 == s.slot.batch_len;
     ++next_seq;

@@ -26,6 +26,7 @@
 
 #include "feedline/loader/bounded_queue.hpp"
 #include "feedline/loader/loader.hpp"
+#include "buffer_pool.hpp"
 #include "memory_budget.hpp"
 
 namespace feedline::loader {
@@ -88,6 +89,7 @@ class Pipeline {
   const LoaderConfig config_;
   Sampler sampler_;
   detail::MemoryBudget budget_;
+  detail::BufferPool buffers_;  // recycled read and decode buffers
   std::uint64_t window_ = 0;
 
   BoundedQueue<detail::InFlightSample> reads_;

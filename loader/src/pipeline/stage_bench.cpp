@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "stage_work.hpp"
@@ -29,6 +31,75 @@ StageAlone finish(std::string name, std::uint64_t samples, std::uint64_t bytes, 
   return s;
 }
 
+// Reads every sample of order at the pipeline's IO depth. With keep, each sample gets a buffer
+// of its own and is appended to *keep; without, reads go into io_depth reused buffers of
+// `longest` bytes, touched before the clock starts.
+Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& config,
+                             std::span<const SampleSlot> order, std::uint64_t longest,
+                             std::vector<InFlightSample>* keep) {
+  storage::QueueOptions qo;
+  qo.depth = config.io_depth;
+  qo.single_thread = true;
+  FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
+  detail::HandleCache handles(backend, dataset);
+  struct Slot {
+    storage::ReadOp op;
+    InFlightSample sample;
+    std::unique_ptr<storage::ObjectHandle> hold;
+  };
+  std::vector<Slot> slots(config.io_depth);
+  std::vector<Slot*> free_slots;
+  for (auto& s : slots) {
+    if (!keep) {
+      FEEDLINE_ASSIGN_OR_RETURN(s.sample.raw, AlignedBuffer::allocate(align_up(longest, kPageAlign)));
+      std::memset(s.sample.raw.data(), 0, s.sample.raw.size());
+    }
+    free_slots.push_back(&s);
+  }
+  Collect done;
+  std::size_t next = 0;
+  std::uint64_t bytes = 0;
+  const std::uint64_t t0 = now_ns();
+  while (next < order.size() || queue->in_flight() > 0) {
+    std::vector<storage::ReadOp*> batch;
+    while (next < order.size() && !free_slots.empty()) {
+      const Sample& smp = dataset.samples[order[next].sample];
+      Slot* slot = free_slots.back();
+      free_slots.pop_back();
+      FEEDLINE_ASSIGN_OR_RETURN(const storage::ObjectHandle* h, handles.get(smp.object, slot->hold));
+      if (keep) {
+        FEEDLINE_ASSIGN_OR_RETURN(slot->sample.raw, AlignedBuffer::allocate(align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign)));
+      }
+      slot->sample.slot = order[next];
+      slot->op = storage::ReadOp{};
+      slot->op.object = h;
+      slot->op.offset = smp.offset;
+      slot->op.length = smp.length;
+      slot->op.dst = slot->sample.raw.span();
+      slot->op.done = &done;
+      slot->op.user = slot;
+      batch.push_back(&slot->op);
+      ++next;
+    }
+    queue->submit(batch);
+    done.done.clear();
+    queue->poll(1, std::chrono::milliseconds(100));
+    for (storage::ReadOp* op : done.done) {
+      auto* slot = static_cast<Slot*>(op->user);
+      if (!op->result) return fail(op->result.error());
+      bytes += *op->result;
+      slot->sample.raw_len = *op->result;
+      if (keep) {
+        keep->push_back(std::move(slot->sample));
+        slot->sample = InFlightSample();
+      }
+      slot->hold.reset();
+      free_slots.push_back(slot);
+    }
+  }
+  return finish("storage", order.size(), bytes, t0);
+}
+
 }  // namespace
 
 Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Dataset& dataset,
@@ -43,72 +114,31 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     order.push_back(*slot);
   }
 
-  // Storage alone. The first samples that fit in half the budget are kept as the cache that
-  // decode alone runs on.
-  const std::uint64_t cache_limit = config.memory_budget / 2;
-  std::uint64_t cached_bytes = 0;
-  std::vector<InFlightSample> cache;
+  // Storage alone, timed: every sample read into a small set of reused, pre-touched buffers (a
+  // fresh buffer per read would time page faults, not storage).
   StagesAlone out;
-  {
-    storage::QueueOptions qo;
-    qo.depth = config.io_depth;
-    qo.single_thread = true;
-    FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
-    detail::HandleCache handles(backend, dataset);
-    struct Slot {
-      storage::ReadOp op;
-      InFlightSample sample;
-      std::unique_ptr<storage::ObjectHandle> hold;
-    };
-    std::vector<Slot> slots(config.io_depth);
-    std::vector<Slot*> free_slots;
-    for (auto& s : slots) free_slots.push_back(&s);
-    Collect done;
-    std::size_t next = 0;
-    std::uint64_t bytes = 0;
-    const std::uint64_t t0 = now_ns();
-    while (next < order.size() || queue->in_flight() > 0) {
-      std::vector<storage::ReadOp*> batch;
-      while (next < order.size() && !free_slots.empty()) {
-        const Sample& smp = dataset.samples[order[next].sample];
-        Slot* slot = free_slots.back();
-        free_slots.pop_back();
-        FEEDLINE_ASSIGN_OR_RETURN(const storage::ObjectHandle* h, handles.get(smp.object, slot->hold));
-        FEEDLINE_ASSIGN_OR_RETURN(slot->sample.raw,
-                                  AlignedBuffer::allocate(align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign)));
-        slot->sample.slot = order[next];
-        slot->op = storage::ReadOp{};
-        slot->op.object = h;
-        slot->op.offset = smp.offset;
-        slot->op.length = smp.length;
-        slot->op.dst = slot->sample.raw.span();
-        slot->op.done = &done;
-        slot->op.user = slot;
-        batch.push_back(&slot->op);
-        ++next;
-      }
-      queue->submit(batch);
-      done.done.clear();
-      queue->poll(1, std::chrono::milliseconds(100));
-      for (storage::ReadOp* op : done.done) {
-        auto* slot = static_cast<Slot*>(op->user);
-        if (!op->result) return fail(op->result.error());
-        bytes += *op->result;
-        slot->sample.raw_len = *op->result;
-        if (cached_bytes + slot->sample.raw.size() <= cache_limit) {
-          cached_bytes += slot->sample.raw.size();
-          cache.push_back(std::move(slot->sample));
-        }
-        slot->sample = InFlightSample();
-        slot->hold.reset();
-        free_slots.push_back(slot);
-      }
-    }
-    out.stages.push_back(finish("storage", order.size(), bytes, t0));
-  }
-  if (cache.empty()) return fail(Errc::kResourceExhausted, "no sample fits half the memory budget for decode alone");
+  std::uint64_t longest = 1;
+  for (const auto& slot : order) longest = std::max(longest, dataset.samples[slot.sample].length);
+  FEEDLINE_ASSIGN_OR_RETURN(StageAlone storage_alone, read_pass(backend, dataset, config, order, longest, nullptr));
+  out.stages.push_back(storage_alone);
 
-  // Decode alone: the pipeline's decode threads on cached samples.
+  // The cache for decode and collate alone: the first samples that fit in half the budget,
+  // read again (untimed) into buffers of their own.
+  std::vector<InFlightSample> cache;
+  {
+    const std::uint64_t cache_limit = config.memory_budget / 2;
+    std::uint64_t bytes = 0;
+    std::size_t n = 0;
+    while (n < order.size() && bytes + align_up(dataset.samples[order[n].sample].length, kPageAlign) <= cache_limit) {
+      bytes += align_up(dataset.samples[order[n].sample].length, kPageAlign);
+      ++n;
+    }
+    if (n == 0) return fail(Errc::kResourceExhausted, "no sample fits half the memory budget for decode alone");
+    FEEDLINE_TRY(read_pass(backend, dataset, config, std::span<const SampleSlot>(order).first(n), longest, &cache));
+  }
+
+  // Decode alone, timed: the pipeline's decode threads on cached samples, each thread reusing
+  // one output buffer (the outputs are not kept).
   {
     std::atomic<std::size_t> next{0};
     std::atomic<std::uint64_t> bytes{0};
@@ -121,22 +151,31 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
       for (unsigned t = 0; t < config.decode_threads; ++t) {
         threads.emplace_back([&] {
           Decompressor zstd;
+          AlignedBuffer scratch;
           for (std::size_t i = next++; i < cache.size() && !failed; i = next++) {
-            detail::decode_sample(dataset, cache[i], zstd);
-            if (cache[i].error) {
+            InFlightSample& s = cache[i];
+            s.decoded = std::move(scratch);
+            detail::decode_sample(dataset, s, zstd);
+            scratch = std::move(s.decoded);
+            if (s.error) {
               std::lock_guard lock(error_mu);
-              error = cache[i].error;
+              error = s.error;
               failed = true;
               return;
             }
             detail::spin_for(config.decode_cost);
-            bytes += cache[i].decoded_bytes;
+            bytes += s.decoded_bytes;
           }
         });
       }
     }
     if (error) return fail(*error);
     out.stages.push_back(finish("decode", cache.size(), bytes.load(), t0));
+  }
+  // Decoded outputs for collate alone (untimed).
+  {
+    Decompressor zstd;
+    for (InFlightSample& s : cache) detail::decode_sample(dataset, s, zstd);
   }
 
   // Collate alone: the batch copy, one thread, one reused buffer.
@@ -146,6 +185,13 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     std::uint64_t used = 0;
     std::uint64_t bytes = 0;
     std::uint32_t in_batch = 0;
+    // One untimed pass over a batch's worth grows (and touches) the batch buffer first.
+    for (std::size_t i = 0; i < cache.size() && i < config.sampler.batch_size; ++i) {
+      FEEDLINE_TRY(detail::ensure_room(buffer, used, cache[i], config.lock_memory));
+      (void)detail::copy_into_batch(dataset, cache[i], buffer, used, members);
+    }
+    used = 0;
+    members.clear();
     const std::uint64_t t0 = now_ns();
     for (const InFlightSample& s : cache) {
       FEEDLINE_TRY(detail::ensure_room(buffer, used, s, config.lock_memory));

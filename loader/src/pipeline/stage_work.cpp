@@ -36,7 +36,8 @@ void spin_for(std::chrono::nanoseconds d) {
   }
 }
 
-std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd) {
+std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
+                            BufferPool* pool) {
   const Sample& smp = dataset.samples[s.slot.sample];
   const auto members = dataset.members_of(smp);
   const std::string& object = dataset.objects[smp.object].key;
@@ -61,8 +62,8 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
       estimated += decoded_estimate(m);
     }
   }
-  if (zstd_total > 0) {
-    auto buf = AlignedBuffer::allocate(zstd_total);
+  if (zstd_total > 0 && s.decoded.size() < zstd_total) {
+    auto buf = pool ? pool->get(zstd_total) : AlignedBuffer::allocate(zstd_total);
     if (!buf) {
       s.error = std::move(buf).error();
       return 0;

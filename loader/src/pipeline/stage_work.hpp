@@ -3,6 +3,7 @@
 #pragma once
 
 #include "feedline/loader/codec.hpp"
+#include "buffer_pool.hpp"
 #include "pipeline.hpp"
 
 namespace feedline::loader::detail {
@@ -36,8 +37,10 @@ void spin_for(std::chrono::nanoseconds d);
 
 // Cuts s's members out of its raw bytes, decompresses zstd members into s.decoded and computes
 // the digest. On failure sets s.error (naming object and offset). Returns the bytes by which the
-// decoded size exceeded the reservation's estimate (0 normally).
-std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd);
+// decoded size exceeded the reservation's estimate (0 normally). The output buffer comes from
+// pool when given (s.decoded is reused when already large enough).
+std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
+                            BufferPool* pool = nullptr);
 
 // Makes room in buffer for s's members after `used` bytes, growing (and re-locking) it when
 // needed. Returns the bytes the buffer grew by.

@@ -326,11 +326,28 @@ class FileBackend final : public Backend {
     return out;
   }
 
+  // stat() first, then open(): two system calls per object (small-file datasets open every
+  // sample), and a FIFO or socket is refused before open() could block on it.
   Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) override {
     const std::string path(key);
-    // O_NONBLOCK so that opening a FIFO cannot hang; it is cleared again below once we know the
-    // object is a regular file or block device (io_uring would honour it and return EAGAIN).
-    int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0) {
+      const int err = errno;
+      Error e = Error::from_errno(err, "opening for read").with_object(path);
+      if (err == EACCES || err == EPERM) e.with_hint("check the file's permissions");
+      if (err == ENOENT || err == ENOTDIR) e.with_hint("check the path");
+      return fail(std::move(e));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      return fail(Error(Errc::kIsDirectory, "expected a file, found a directory")
+                      .with_object(path).with_hint("name a file inside it"));
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+      return fail(Error(Errc::kInvalidArgument, "not a regular file or block device")
+                      .with_object(path)
+                      .with_hint("name a regular file (pipes, sockets and character devices cannot be read as datasets)"));
+    }
+    int flags = O_RDONLY | O_CLOEXEC;
     if (config_.direct) flags |= O_DIRECT;
     const int fd = ::open(path.c_str(), flags);
     if (fd < 0) {
@@ -345,34 +362,11 @@ class FileBackend final : public Backend {
       }
       return fail(std::move(e));
     }
-    struct stat st{};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return fail(Error::from_errno(err, "fstat").with_object(path));
-    }
     std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
-    if (S_ISDIR(st.st_mode)) {
-      ::close(fd);
-      return fail(Error(Errc::kIsDirectory, "expected a file, found a directory")
-                      .with_object(path).with_hint("name a file inside it"));
-    }
-    if (S_ISBLK(st.st_mode)) {
-      if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
-        const int err = errno;
-        ::close(fd);
-        return fail(Error::from_errno(err, "reading the block device size").with_object(path));
-      }
-    } else if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return fail(Error(Errc::kInvalidArgument, "not a regular file or block device")
-                      .with_object(path)
-                      .with_hint("name a regular file (pipes, sockets and character devices cannot be benchmarked)"));
-    }
-    if (::fcntl(fd, F_SETFL, config_.direct ? O_DIRECT : 0) != 0) {  // keeps O_DIRECT, drops O_NONBLOCK
+    if (S_ISBLK(st.st_mode) && ::ioctl(fd, BLKGETSIZE64, &size) != 0) {
       const int err = errno;
       ::close(fd);
-      return fail(Error::from_errno(err, "clearing O_NONBLOCK").with_object(path));
+      return fail(Error::from_errno(err, "reading the block device size").with_object(path));
     }
     return std::make_unique<FileHandle>(path, size, fd, config_.direct);
   }
