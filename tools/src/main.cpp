@@ -7,13 +7,18 @@
 
 #include "bench_storage_cmd.hpp"
 #include "cli_error.hpp"
+#include "feedline/loader/codec.hpp"
+#include "feedline/transports/file_engine.hpp"
 #include "gen_cmd.hpp"
 #include "run_cmd.hpp"
 
 int main(int argc, char** argv) {
   using namespace feedline::tools;
   CLI::App app{"feedline: dataset storage -> pipeline -> GPU, and where it stalls"};
-  app.set_version_flag("--version", "feedline 0.1.0");
+  // The version line names the optional parts compiled in, for scripts that need to know.
+  app.set_version_flag("--version", fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {})",
+                                                feedline::transports::uring_compiled_in() ? "yes" : "no",
+                                                feedline::loader::zstd_available() ? "yes" : "no"));
   app.require_subcommand(1);
   int exit_code = kExitOk;
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
