@@ -269,6 +269,7 @@ PipelineReport run_planted(MemDataset& ds, const LoaderConfig& config, std::chro
                   << report.bottleneck.suggestion);
   REQUIRE_FALSE(report.error);
   REQUIRE(report.samples == ds.dataset.samples.size() * config.sampler.epochs);
+  UNSCOPED_INFO("verdict " << report.bottleneck.stage << ": " << report.bottleneck.evidence);
   return report;
 }
 }  // namespace

@@ -29,6 +29,14 @@ const QueueReport* find_queue(const PipelineReport& r, std::string_view name) {
 
 std::string pct(double f) { return fmt::format("{:.0f}%", f * 100); }
 
+// How busy a CPU stage really was: its busy time, but no more than the CPU it actually got. A
+// thread that is runnable but not running (other threads, other processes) shows as busy on the
+// wall clock without doing work; its CPU time tells the two apart.
+double cpu_busy(const StageStats& s, double wall_seconds) {
+  const double cpu = wall_seconds > 0 && s.threads ? s.cpu_seconds / (wall_seconds * s.threads) : 0;
+  return std::min(s.busy_fraction, cpu);
+}
+
 }  // namespace
 
 Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
@@ -78,8 +86,10 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
                         reads_q ? reads_q->mean_occupancy : 0.0, why),
             knob};
   };
-  if (collate && collate->busy_fraction >= kMostlyBusy) return blame_collate("");
-  if (decode && decode->busy_fraction >= kMostlyBusy) return blame_decode("");
+  const double collate_busy = collate ? cpu_busy(*collate, r.wall_seconds) : 0;
+  const double decode_busy = decode ? cpu_busy(*decode, r.wall_seconds) : 0;
+  if (collate && collate_busy >= kMostlyBusy) return blame_collate("");
+  if (decode && decode_busy >= kMostlyBusy) return blame_decode("");
   // Storage held back by downstream (the window ahead of collate was full, or finished reads
   // could not be queued for decode): the limit is downstream even if no stage looks saturated
   // (on a loaded machine a CPU-bound stage shows as runnable-but-waiting, not busy).
@@ -88,7 +98,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   if (decode && collate && held_back >= 0.3) {
     const std::string why =
         fmt::format("; storage was held back by downstream {} of the time", pct(held_back));
-    return collate->busy_fraction > decode->busy_fraction ? blame_collate(why) : blame_decode(why);
+    return collate_busy > decode_busy ? blame_collate(why) : blame_decode(why);
   }
   // Storage: the reads themselves.
   const double at_cap =
