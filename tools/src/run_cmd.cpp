@@ -156,6 +156,7 @@ int run(const Options& o) {
 
   loader::DatasetOptions dopt;
   dopt.use_index = !o.no_index;
+  dopt.skip_bad_objects = c.on_error == loader::OnError::kSkip;
   if (format) {
     dopt.format = *format;
   } else {
@@ -174,6 +175,7 @@ int run(const Options& o) {
     return kExitRuntime;
   }
   for (const auto& note : dataset->notes) fmt::print(stderr, "note: {}\n", note);
+  for (const auto& why : dataset->skipped) fmt::print(stderr, "skipped (--on-error skip): {}\n", why);
   ctx.dataset_samples = dataset->samples.size();
   ctx.dataset_bytes = dataset->total_bytes;
   {
@@ -199,7 +201,10 @@ int run(const Options& o) {
     report = loader::run_emulated(**loader_r, compute, &stop, &delivered);
   }
   fmt::print("{}", run_text(report, ctx));
+  // Objects left out of the dataset itself (unreadable shards) are skipped work too.
+  report.skipped_examples.insert(report.skipped_examples.begin(), dataset->skipped.begin(), dataset->skipped.end());
   nlohmann::json doc = run_json(report, ctx);
+  doc["skipped"]["objects"] = dataset->skipped.size();
   doc["memory"]["peak_rss_bytes"] = peak_rss_bytes();
   if (o.stages_alone && !report.error && !report.interrupted) {
     // DS-Analyzer-style controlled runs: each stage alone, against the end-to-end rate.

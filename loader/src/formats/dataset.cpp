@@ -272,8 +272,20 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
         }
       }
       if (!indexed) {
-        FEEDLINE_TRY(members_from_scan(backend, *queue, *shard, object, builder, ds.notes));
+        auto scanned = members_from_scan(backend, *queue, *shard, object, builder, ds.notes);
         builder.close();
+        if (!scanned) {
+          if (!options.skip_bad_objects) return fail(std::move(scanned).error());
+          // Keep the whole samples before the damage; drop the last one read when it has fewer
+          // members than the shard's first sample (the damage cut it short), and say so.
+          if (ds.samples.size() > samples_before &&
+              ds.samples.back().member_count < ds.samples[samples_before].member_count) {
+            ds.members.resize(ds.samples.back().first_member);
+            ds.samples.pop_back();
+          }
+          ds.skipped.push_back(scanned.error().what());
+          continue;
+        }
       }
       all_indexed = all_indexed && indexed;
     }

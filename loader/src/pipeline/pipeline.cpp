@@ -52,49 +52,55 @@ std::uint64_t Pipeline::footprint(const Sample& s) const {
 }
 
 Result<void> Pipeline::start() {
-  // Batch buffers: sized from the average decoded sample, grown on demand.
+  const std::uint64_t recycle = recycle_bytes(config_.memory_budget);
+  const std::size_t buffers = config_.prefetch_batches + 2;
+  auto too_large = [&](std::size_t index, std::uint64_t need, std::uint64_t room) {
+    const Sample& s = dataset_.samples[index];
+    return Error(Errc::kResourceExhausted,
+                 fmt::format("sample '{}' needs {} bytes, more than the {} bytes of memory budget it "
+                             "can have (the rest holds batch and recycled buffers)",
+                             s.key, need, room))
+        .with_object(dataset_.objects[s.object].key)
+        .with_offset(s.offset)
+        .with_hint("raise --memory-budget, or --on-error skip to leave such samples out");
+  };
+  // A sample may use at most half of what is left after the recycled buffers: the other half
+  // holds batches.
+  const std::uint64_t sample_cap = (config_.memory_budget - std::min(config_.memory_budget, recycle)) / 2;
   std::uint64_t est_total = 0;
+  std::uint64_t counted = 0;
   std::uint64_t largest = 0;
   std::size_t largest_index = 0;
   for (std::size_t i = 0; i < dataset_.samples.size(); ++i) {
     const std::uint64_t f = footprint(dataset_.samples[i]);
+    if (f > sample_cap) {
+      if (config_.on_error == OnError::kFail) return fail(too_large(i, f, sample_cap));
+      continue;  // skipped when its turn comes
+    }
     est_total += f;
+    ++counted;
     if (f > largest) {
       largest = f;
       largest_index = i;
     }
   }
-  const std::uint64_t avg = est_total / std::max<std::size_t>(1, dataset_.samples.size());
+  // Batch buffers: sized from the average decoded sample, grown on demand.
+  const std::uint64_t avg = est_total / std::max<std::uint64_t>(1, counted);
   const std::uint64_t batch_cap =
       align_up(std::uint64_t{config_.sampler.batch_size} * (avg + 2 * detail::kMemberAlign) + 65536, kPageAlign);
-  const std::size_t buffers = config_.prefetch_batches + 2;
-  pool_bytes_ = batch_cap * buffers;
+  pool_bytes_ = batch_cap * buffers + recycle;
   if (pool_bytes_ >= config_.memory_budget) {
     return fail(Error(Errc::kResourceExhausted,
                       fmt::format("the memory budget of {} bytes cannot hold {} batch buffers of {} bytes "
-                                  "(batch size {} x ~{} bytes per sample)",
-                                  config_.memory_budget, buffers, batch_cap,
-                                  config_.sampler.batch_size, avg))
+                                  "(batch size {} x ~{} bytes per sample) and {} bytes of recycled buffers",
+                                  config_.memory_budget, buffers, batch_cap, config_.sampler.batch_size, avg,
+                                  recycle))
                     .with_hint("raise --memory-budget, or lower --batch-size or --prefetch"));
   }
-  // The recycled-buffer cache is charged up front too, so buffers held for reuse stay inside
-  // the budget.
-  pool_bytes_ += recycle_bytes(config_.memory_budget);
-  if (pool_bytes_ >= config_.memory_budget) {
-    return fail(Error(Errc::kResourceExhausted,
-                      fmt::format("the memory budget of {} bytes is too small for the batch buffers", config_.memory_budget))
-                    .with_hint("raise --memory-budget"));
-  }
   const std::uint64_t sample_budget = config_.memory_budget - pool_bytes_;
-  if (largest > sample_budget) {
-    const Sample& s = dataset_.samples[largest_index];
-    return fail(Error(Errc::kResourceExhausted,
-                      fmt::format("sample '{}' needs {} bytes, more than the {} bytes of memory budget "
-                                  "left after {} bytes of batch and recycled buffers",
-                                  s.key, largest, sample_budget, pool_bytes_))
-                    .with_object(dataset_.objects[s.object].key)
-                    .with_offset(s.offset)
-                    .with_hint("raise --memory-budget"));
+  sample_limit_ = sample_budget;
+  if (largest > sample_budget && config_.on_error == OnError::kFail) {
+    return fail(too_large(largest_index, largest, sample_budget));
   }
   // The budget object was built with the whole budget; take the pool's share out of it.
   budget_.force(pool_bytes_);
@@ -222,6 +228,18 @@ void Pipeline::storage_loop() {
       }
       const Sample& smp = dataset_.samples[pending->sample];
       const std::uint64_t need = footprint(smp);
+      if (need > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
+        InFlightSample s;
+        s.slot = *pending;
+        s.error = Error(Errc::kResourceExhausted,
+                        fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
+                                    smp.key, need, sample_limit_))
+                      .with_object(dataset_.objects[smp.object].key)
+                      .with_offset(smp.offset);
+        pending = sampler_.next();
+        if (!deliver(std::move(s))) break;
+        continue;
+      }
       if (!budget_.try_acquire(need)) {
         limited = true;
         why = kBudget;
@@ -437,9 +455,7 @@ Result<std::optional<Batch>> Pipeline::next() {
   const std::uint64_t t1 = now_ns();
   consumer_clock_.to(WorkState::kBusy);
   if (!b) {
-    finished_ = true;
-    end_ns_ = t1;
-    shutdown();
+    finish_run(t1);
     std::lock_guard lock(error_mu_);
     if (error_) return fail(*error_);
     return std::optional<Batch>();
@@ -474,13 +490,21 @@ void Pipeline::release(BatchBuffer* buffer) {
   }
 }
 
-PipelineReport Pipeline::report() {
-  if (!finished_) {
-    end_ns_ = now_ns();
-    finished_ = true;
-  }
-  shutdown();
+// Ends the run at `end`: the consumer's clock and the queues' occupancy are measured up to
+// that moment, not up to whenever the report is taken.
+void Pipeline::finish_run(std::uint64_t end) {
+  if (finished_) return;
+  finished_ = true;
+  end_ns_ = end;
   consumer_clock_.stop();
+  shutdown();
+  const double wall = static_cast<double>(end_ns_ - start_ns_) / 1e9;
+  end_queues_ = {reads_.report(wall, end_ns_), decoded_.report(wall, end_ns_),
+                 batches_.report(wall, end_ns_), free_buffers_.report(wall, end_ns_)};
+}
+
+PipelineReport Pipeline::report() {
+  finish_run(now_ns());
   PipelineReport r;
   r.wall_seconds = static_cast<double>(end_ns_ - start_ns_) / 1e9;
   r.samples = delivered_samples_;
@@ -520,10 +544,7 @@ PipelineReport Pipeline::report() {
   r.stages.push_back(stage("decode", decode_clocks_));
   r.stages.push_back(stage("collate", std::span<const WorkerClock>(&collate_clock_, 1)));
   r.stages.push_back(stage("consumer", std::span<const WorkerClock>(&consumer_clock_, 1)));
-  r.queues.push_back(reads_.report(r.wall_seconds));
-  r.queues.push_back(decoded_.report(r.wall_seconds));
-  r.queues.push_back(batches_.report(r.wall_seconds));
-  r.queues.push_back(free_buffers_.report(r.wall_seconds));
+  r.queues = end_queues_;
   r.io = io_stats_;
   if (r.wall_seconds > 0) {
     r.storage_window_limited_fraction = static_cast<double>(window_limited_ns_) / (r.wall_seconds * 1e9);

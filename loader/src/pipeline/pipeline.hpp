@@ -83,6 +83,7 @@ class Pipeline {
   bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
   std::uint64_t footprint(const Sample& s) const;
   void shutdown();
+  void finish_run(std::uint64_t end);
 
   storage::Backend& backend_;
   const Dataset& dataset_;
@@ -91,6 +92,7 @@ class Pipeline {
   detail::MemoryBudget budget_;
   detail::BufferPool buffers_;  // recycled read and decode buffers
   std::uint64_t window_ = 0;
+  std::uint64_t sample_limit_ = ~std::uint64_t{0};  // larger samples are skipped (on_error = skip)
 
   BoundedQueue<detail::InFlightSample> reads_;
   BoundedQueue<detail::InFlightSample> decoded_;
@@ -138,6 +140,7 @@ class Pipeline {
   std::uint64_t compute_after_first_ns_ = 0;
   std::uint64_t first_step_end_ns_ = 0;
   bool finished_ = false;
+  std::vector<QueueReport> end_queues_;  // measured at the end of the run
 };
 
 // Picks the bottleneck from a finished report (verdict.cpp).

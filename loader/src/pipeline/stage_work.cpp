@@ -125,7 +125,7 @@ BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, Bat
   bs.offset = align_up(used, kMemberAlign);
   for (std::size_t i = 0; i < s.members.size(); ++i) {
     used = align_up(used, kMemberAlign);
-    std::memcpy(buffer.buffer.data() + used, s.members[i].data, s.members[i].size);
+    if (s.members[i].size) std::memcpy(buffer.buffer.data() + used, s.members[i].data, s.members[i].size);
     members.push_back({dm[i].name, used, s.members[i].size});
     used += s.members[i].size;
   }

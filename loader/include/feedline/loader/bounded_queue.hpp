@@ -104,11 +104,15 @@ class BoundedQueue {
   void start() {
     std::lock_guard lock(mu_);
     since_ns_ = now_ns();
+    depth_ns_ = 0;  // whatever happened while filling it before the start does not count
+    producer_blocked_ns_ = 0;
+    consumer_starved_ns_ = 0;
   }
 
-  QueueReport report(double wall_seconds) {
+  // Occupancy is integrated up to end_ns (the end of the run), not past it.
+  QueueReport report(double wall_seconds, std::uint64_t end_ns = ~std::uint64_t{0}) {
     std::lock_guard lock(mu_);
-    account();
+    account(std::min(now_ns(), end_ns));
     QueueReport r;
     r.name = name_;
     r.capacity = capacity_;
@@ -124,11 +128,13 @@ class BoundedQueue {
   }
 
  private:
-  void account() {
+  void account() { account(now_ns()); }
+  void account(std::uint64_t t) {
     if (!accounting_) return;
-    const std::uint64_t t = now_ns();
-    if (since_ns_ != 0) depth_ns_ += static_cast<double>(items_.size()) * static_cast<double>(t - since_ns_);
-    since_ns_ = t;
+    if (since_ns_ != 0 && t > since_ns_) {
+      depth_ns_ += static_cast<double>(items_.size()) * static_cast<double>(t - since_ns_);
+    }
+    since_ns_ = std::max(since_ns_, t);
   }
 
   const std::string name_;

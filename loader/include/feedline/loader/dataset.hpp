@@ -64,6 +64,7 @@ struct Dataset {
   std::uint64_t total_bytes = 0;           // sum of sample lengths
   std::uint64_t max_sample_bytes = 0;      // largest sample length
   bool indexed = false;                    // every shard had an index
+  std::vector<std::string> skipped;        // objects left out with skip_bad_objects, and why
   // Things the user should know that did not stop the open, one line each: an index that was
   // stale or corrupt (the shard was scanned instead), a shard without an end-of-archive marker.
   std::vector<std::string> notes;
@@ -76,6 +77,9 @@ struct Dataset {
 struct DatasetOptions {
   DatasetFormat format = DatasetFormat::kFiles;
   bool use_index = true;  // read X.tar.idx where present
+  // A shard that cannot be read (not a tar, truncated, unreadable) is left out and recorded in
+  // Dataset::skipped instead of failing the whole dataset (--on-error skip).
+  bool skip_bad_objects = false;
 };
 
 // Lists the objects under root (a directory or key prefix) and resolves samples: for tar shards

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# CLI test: bottlenecks planted through the CLI are blamed on the right stage. A bandwidth cap
+# (--throttle-bw) must be called storage (input-bound: high), a per-sample decode cost decode, a
+# per-batch collate cost collate, and a slow emulated accelerator (--compute-time) the consumer
+# (input-bound: no). Also: a workload file (configs/workloads/*.toml) given with --config applies
+# its keys, and flags on the command line override them.
+#
+# usage: pipeline_verdict.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
+#   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
+set -euo pipefail
+
+if (($# < 2)); then
+  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
+  exit 2
+fi
+bin=$(realpath -- "$1")
+scratch=$2
+[[ -x $bin ]] || { echo "FAIL: $bin is not an executable"; exit 1; }
+case $(basename -- "$scratch") in
+  scratch*) ;;
+  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
+esac
+rm -rf -- "$scratch"
+mkdir -p -- "$scratch"
+scratch=$(realpath -- "$scratch")
+py=/usr/bin/python3
+workloads=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../../configs/workloads" && pwd)
+
+failures=0
+checks=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+show() {
+  echo "    $1:"
+  if [[ -s $2 ]]; then sed "s/^/      | /" "$2" | head -n 40; else echo "      (empty)"; fi
+}
+crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
+
+out=$scratch/stdout.txt
+err=$scratch/stderr.txt
+rc=0
+run() {
+  rc=0
+  timeout 60 "$bin" "$@" >"$out" 2>"$err" || rc=$?
+}
+must_gen() {
+  run gen "$@"
+  if ((rc != 0)); then
+    echo "FAIL: feedline gen ${*@Q}: exit code $rc"
+    show stderr "$err"
+    exit 1
+  fi
+}
+
+# ~8 MiB for the storage case (4 MiB/s for about a second after the bucket's first second), and
+# a 4 MiB one for the CPU-side cases, so that each run stays around a second.
+big=$scratch/tar-8m
+must_gen "$big" --format tar --samples 256 --sample-size 32KiB --samples-per-shard 64 --seed 1
+small=$scratch/tar-4m
+must_gen "$small" --format tar --samples 128 --sample-size 32KiB --samples-per-shard 32 --seed 2
+
+# expect NAME JSON_CHECKS -- RUN_ARGS...: runs `feedline run RUN_ARGS... --json FILE`, which must
+# exit 0; then each check (a Python expression over the report `d`, '|' and the message) holds.
+expect() {
+  local name=$1; shift
+  local tests=()
+  while [[ $1 != -- ]]; do tests+=("$1"); shift; done
+  shift
+  checks=$((checks + 1))
+  local json=$scratch/report.json
+  rm -f -- "$json"
+  local t0 t1
+  t0=$(date +%s%N)
+  run run "$@" --json "$json"
+  t1=$(date +%s%N)
+  local bad=()
+  ((rc == 0)) || bad+=("exit code $rc, expected 0")
+  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  if ((rc == 0)); then
+    local problems
+    problems=$("$py" - "$json" "${tests[@]}" 2>"$scratch/summary.txt" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print("the JSON report is missing or invalid: %s" % e); sys.exit(0)
+for t in sys.argv[2:]:
+    expr, msg = t.split("|", 1)
+    try:
+        ok = eval(expr)
+    except Exception as e:
+        ok = False
+        msg += " (%s: %s)" % (type(e).__name__, e)
+    if not ok:
+        print(msg)
+b = d.get("bottleneck", {})
+print("    report: bottleneck %r, input_bound %r, consumer_wait %.3f, au %.3f, wall %.2f s" % (
+    b.get("stage"), d.get("input_bound"), d.get("consumer_wait", {}).get("fraction", -1), d.get("au", -1),
+    d.get("wall_seconds", -1)), file=sys.stderr)
+print("    evidence: %s" % b.get("evidence"), file=sys.stderr)
+EOF
+    )
+    if [[ -n $problems ]]; then
+      while IFS= read -r p; do bad+=("$p"); done <<<"$problems"
+    fi
+  fi
+  if ((${#bad[@]} > 0)); then
+    fail "$name: feedline run ${*@Q}"
+    local b
+    for b in "${bad[@]}"; do echo "    - $b"; done
+    [[ -s $scratch/summary.txt ]] && cat "$scratch/summary.txt"
+    show stderr "$err"
+  else
+    echo "ok: $name ($(((t1 - t0) / 1000000)) ms)"
+  fi
+}
+
+has_verdict="isinstance(d['bottleneck']['evidence'], str) and len(d['bottleneck']['evidence']) > 20 and isinstance(d['bottleneck']['suggestion'], str) and len(d['bottleneck']['suggestion']) > 10|the bottleneck has no evidence or suggestion"
+
+expect "storage bottleneck: --throttle-bw 4MiB on 8 MiB" \
+  "d['bottleneck']['stage'] == 'storage'|bottleneck.stage is not 'storage'" \
+  "d['input_bound'] == 'high'|input_bound is not 'high'" \
+  "d['wall_seconds'] >= 0.8|the run took under 0.8 s: the 4 MiB/s cap was not applied" \
+  "$has_verdict" \
+  -- "$big" --throttle-bw 4MiB --batch-size 16
+
+expect "decode bottleneck: --decode-cost 5ms" \
+  "d['bottleneck']['stage'] == 'decode'|bottleneck.stage is not 'decode'" \
+  "d['input_bound'] == 'high'|input_bound is not 'high'" \
+  "'decode' in d['bottleneck']['suggestion']|the suggestion does not mention decode" \
+  "$has_verdict" \
+  -- "$small" --decode-cost 5ms --batch-size 16
+
+expect "collate bottleneck: --collate-cost 30ms" \
+  "d['bottleneck']['stage'] == 'collate'|bottleneck.stage is not 'collate'" \
+  "d['input_bound'] != 'no'|input_bound is 'no', yet the consumer waits for every 30 ms collate" \
+  "$has_verdict" \
+  -- "$small" --collate-cost 30ms --batch-size 8 --epochs 2
+
+expect "consumer bottleneck: --compute-time 30ms" \
+  "d['bottleneck']['stage'] == 'consumer'|bottleneck.stage is not 'consumer'" \
+  "d['input_bound'] == 'no'|input_bound is not 'no'" \
+  "d['au'] >= 0.9|AU is below 90% with a pipeline far faster than the accelerator" \
+  "d['consumer_wait']['fraction'] < 0.05|consumer_wait.fraction is not below 5%" \
+  "$has_verdict" \
+  -- "$small" --compute-time 30ms --batch-size 8 --epochs 2
+
+# --- workload files --------------------------------------------------------------------------------
+# configs/workloads/resnet50.toml: format tar, batch-size 400, compute-time 224ms, au-target 0.90,
+# epochs 1, io-depth 128, decode-threads 2, prefetch 2, memory-budget 1GiB.
+resnet=$workloads/resnet50.toml
+if [[ ! -f $resnet ]]; then
+  fail "no workload file at $resnet"
+else
+  expect "--config resnet50.toml, flags override it" \
+    "d['config']['batch_size'] == 8|config.batch_size is not 8 (the flag must override the file's 400)" \
+    "d['config']['compute_time'] == '1ms'|config.compute_time is not '1ms' (the flag must override the file's 224ms)" \
+    "d['config']['epochs'] == 1|config.epochs is not 1" \
+    "d['config']['io_depth'] == 128|config.io_depth is not 128 (the file's io-depth, not overridden)" \
+    "d['config']['memory_budget'] == 1 << 30|config.memory_budget is not 1 GiB (the file's)" \
+    "d.get('au_target') == 0.9|au_target is not 0.9 (the file's au-target)" \
+    "d['format'] == 'tar'|format is not tar" \
+    "d['delivered']['samples'] == 128|delivered.samples is not the 128 samples of one epoch" \
+    -- "$small" --config "$resnet" --batch-size 8 --compute-time 1ms --epochs 1
+  # A flag given with the value that happens to be its default still overrides the file.
+  expect "--config resnet50.toml --io-depth 64 (the default value, given explicitly)" \
+    "d['config']['io_depth'] == 64|config.io_depth is not 64: an explicit flag equal to its default did not override the file's 128" \
+    "d['config']['batch_size'] == 32|config.batch_size is not 32 (given explicitly)" \
+    -- "$small" --config "$resnet" --io-depth 64 --batch-size 32 --compute-time 1ms
+  # Flags before --config override it too.
+  expect "--batch-size 4 before --config resnet50.toml" \
+    "d['config']['batch_size'] == 4|config.batch_size is not 4" \
+    "d['config']['io_depth'] == 128|config.io_depth is not 128 (the file's)" \
+    -- "$small" --batch-size 4 --compute-time 1ms --config "$resnet"
+fi
+# Every workload file parses and applies; its sizes are overridden to fit a small dataset.
+for wl in "$workloads"/*.toml; do
+  name=$(basename -- "$wl" .toml)
+  keys=$("$py" - "$wl" <<'EOF'
+import sys
+try:
+    import tomllib
+except ImportError:
+    tomllib = None
+if tomllib is None:
+    sys.exit(0)
+d = tomllib.load(open(sys.argv[1], "rb"))
+checks = []
+for key, field in (("io-depth", "io_depth"), ("decode-threads", "decode_threads"), ("prefetch", "prefetch_batches")):
+    if key in d:
+        checks.append("d['config']['%s'] == %d|config.%s is not %d (the file's %s)" % (field, d[key], field, d[key], key))
+if "au-target" in d:
+    checks.append("abs(d.get('au_target', -1) - %r) < 1e-9|au_target is not %r (the file's)" % (d["au-target"], d["au-target"]))
+print("\n".join(checks))
+EOF
+)
+  wl_checks=("d['config']['batch_size'] == 2|config.batch_size is not 2 (the flag)")
+  if [[ -n $keys ]]; then
+    while IFS= read -r k; do wl_checks+=("$k"); done <<<"$keys"
+  fi
+  expect "--config $name.toml applies its keys" "${wl_checks[@]}" \
+    -- "$small" --config "$wl" --format tar --batch-size 2 --compute-time 1ms --epochs 1 --memory-budget 64MiB
+done
+
+if ((failures > 0)); then
+  echo "pipeline_verdict: $failures of $checks checks FAILED"
+  exit 1
+fi
+echo "pipeline_verdict: all $checks checks passed"
