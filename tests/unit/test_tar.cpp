@@ -190,8 +190,9 @@ void set_checksum(Block& h, bool signed_sum = false) {
   std::memset(h.data() + 148, ' ', 8);
   long sum = 0;
   for (unsigned char c : h) sum += signed_sum ? static_cast<signed char>(c) : c;
+  // A header's sum fits six octal digits (at most 512 x 255); the mask tells the compiler so.
   std::snprintf(reinterpret_cast<char*>(h.data() + 148), 7, "%06lo",
-                static_cast<unsigned long>(sum));
+                static_cast<unsigned long>(sum) & 0777777ul);
   h[154] = 0;
   h[155] = ' ';
 }
