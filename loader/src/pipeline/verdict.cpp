@@ -90,6 +90,16 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   const double decode_busy = decode ? cpu_busy(*decode, r.wall_seconds) : 0;
   if (collate && collate_busy >= kMostlyBusy) return blame_collate("");
   if (decode && decode_busy >= kMostlyBusy) return blame_decode("");
+  // The same walk by starvation, which holds when the CPU is shared (a busy stage then gets less
+  // CPU than its wall-clock busy time): a stage that almost never waited for input while the
+  // stage after it did is the one that limits.
+  constexpr double kNeverStarved = 0.10;
+  if (collate && collate->starved_fraction < kNeverStarved) {
+    return blame_collate(fmt::format("; collate almost never waited for input ({})", pct(collate->starved_fraction)));
+  }
+  if (decode && decode->starved_fraction < kNeverStarved) {
+    return blame_decode(fmt::format("; decode almost never waited for input ({})", pct(decode->starved_fraction)));
+  }
   // Storage held back by downstream (the window ahead of collate was full, or finished reads
   // could not be queued for decode): the limit is downstream even if no stage looks saturated
   // (on a loaded machine a CPU-bound stage shows as runnable-but-waiting, not busy).

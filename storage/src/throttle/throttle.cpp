@@ -1,5 +1,5 @@
 // The throttle decorator. A read becomes eligible when the shared token bucket can pay for its
-// bytes (reads larger than one second of tokens wait until the bucket is full, then overdraw it),
+// bytes (reads larger than the bucket wait until it is full, then overdraw it),
 // then runs on the inner queue; its completion is delivered once `latency` has passed since it
 // was issued. Everything is driven by poll(): the decorator has no threads of its own.
 #include <fmt/format.h>
@@ -15,14 +15,16 @@
 namespace feedline::storage {
 namespace {
 
+// Starts empty and holds at most 100 ms of tokens, so even a short run sees the cap (a bucket
+// that starts with a second's worth lets small datasets through unthrottled).
 class TokenBucket {
  public:
-  explicit TokenBucket(double rate) : rate_(rate), tokens_(rate), last_ns_(now_ns()) {}
+  explicit TokenBucket(double rate) : rate_(rate), burst_(rate / 10), tokens_(0), last_ns_(now_ns()) {}
   // Takes n bytes if available now; else returns the ns to wait.
   std::uint64_t take(std::uint64_t n) {
     std::lock_guard lock(mu_);
     refill();
-    const double need = std::min(static_cast<double>(n), rate_);  // big reads overdraw a full bucket
+    const double need = std::min(static_cast<double>(n), burst_);  // big reads overdraw a full bucket
     if (tokens_ >= need) {
       tokens_ -= static_cast<double>(n);
       return 0;
@@ -33,11 +35,12 @@ class TokenBucket {
  private:
   void refill() {
     const std::uint64_t t = now_ns();
-    tokens_ = std::min(rate_, tokens_ + rate_ * static_cast<double>(t - last_ns_) / 1e9);
+    tokens_ = std::min(burst_, tokens_ + rate_ * static_cast<double>(t - last_ns_) / 1e9);
     last_ns_ = t;
   }
   std::mutex mu_;
   const double rate_;
+  const double burst_;
   double tokens_;
   std::uint64_t last_ns_;
 };
