@@ -15,7 +15,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
+bench_name=compare-fio
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$here/lib.sh"
 
 file="$repo/bench/out/fio-test.bin"
 size="1g"
@@ -23,12 +25,6 @@ runtime="10"
 pairs="3"
 jobs="seq,rand,warm"
 out="$repo/bench/out/compare-fio.json"
-if [[ -x "$repo/build/release/tools/feedline" ]]; then
-  feedline="$repo/build/release/tools/feedline"
-else
-  feedline="$repo/build/dev/tools/feedline"
-fi
-python="/usr/bin/python3"
 
 usage() {
   cat <<EOF
@@ -43,38 +39,12 @@ Usage: $0 [options]
 EOF
 }
 
-die() { echo "compare-fio: error: $*" >&2; exit 2; }
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --file) file="${2:?--file needs a value}"; shift 2 ;;
-    --file=*) file="${1#*=}"; shift ;;
-    --size) size="${2:?--size needs a value}"; shift 2 ;;
-    --size=*) size="${1#*=}"; shift ;;
-    --runtime) runtime="${2:?--runtime needs a value}"; shift 2 ;;
-    --runtime=*) runtime="${1#*=}"; shift ;;
-    --pairs) pairs="${2:?--pairs needs a value}"; shift 2 ;;
-    --pairs=*) pairs="${1#*=}"; shift ;;
-    --jobs) jobs="${2:?--jobs needs a value}"; shift 2 ;;
-    --jobs=*) jobs="${1#*=}"; shift ;;
-    --feedline) feedline="${2:?--feedline needs a value}"; shift 2 ;;
-    --feedline=*) feedline="${1#*=}"; shift ;;
-    --out) out="${2:?--out needs a value}"; shift 2 ;;
-    --out=*) out="${1#*=}"; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown option: $1" ;;
-  esac
-done
+parse_options "file size runtime pairs jobs feedline out" "" "$@"
 
 # --- validate arguments ---------------------------------------------------------------------------
-[[ "$pairs" =~ ^[0-9]+$ ]] || die "--pairs must be a whole number, got '$pairs'"
-(( pairs >= 3 )) || die "--pairs must be at least 3 (medians of fewer runs mean little), got $pairs"
+check_pairs
 [[ "$runtime" =~ ^[0-9]+$ && "$runtime" -ge 1 ]] || die "--runtime must be whole seconds >= 1, got '$runtime'"
-IFS=',' read -r -a job_list <<<"$jobs"
-[[ ${#job_list[@]} -gt 0 ]] || die "--jobs is empty"
-for j in "${job_list[@]}"; do
-  case "$j" in seq|rand|warm) ;; *) die "unknown job '$j' in --jobs (choose from seq,rand,warm)" ;; esac
-done
+check_jobs seq,rand,warm
 
 # SIZE -> bytes (binary suffixes, like fio and feedline: 4k = 4096, 1g = 2^30).
 size_bytes() {
@@ -93,20 +63,8 @@ bytes="$(size_bytes "$size")" || die "--size must look like 4096, 512m, 1g; got 
 (( bytes >= 1048576 )) || die "--size must be at least 1 MiB, got '$size'"
 
 # --- tools ----------------------------------------------------------------------------------------
-[[ -x "$python" ]] || die "$python not found (the driver needs Debian's python3; stdlib only)"
-
-[[ -x "$feedline" ]] || die "feedline not found at '$feedline' (build it: cmake --build build/dev, or pass --feedline PATH)"
-feedline="$(cd "$(dirname "$feedline")" && pwd)/$(basename "$feedline")"
-
-if ! command -v fio >/dev/null 2>&1; then
-  if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-    echo "compare-fio: fio not found; installing it with apt-get" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -qq update >/dev/null || true
-    apt-get -qq install -y fio >/dev/null || die "apt-get install fio failed"
-  fi
-  command -v fio >/dev/null 2>&1 || die "fio not found (install it: apt-get install -y fio)"
-fi
+check_tools "cmake --build build/dev"
+need_tool fio
 fio_bin="$(command -v fio)"
 fio --enghelp 2>/dev/null | grep -qw io_uring || die "this fio ($fio_bin) has no io_uring engine"
 

@@ -21,7 +21,9 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
+bench_name=pipeline-bench
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$here/lib.sh"
 
 dir="$repo/bench/out/pipeline-data"
 pairs="3"
@@ -31,12 +33,6 @@ threads="2"
 quick="0"
 cold="0"
 out="$repo/bench/out/pipeline-bench.json"
-if [[ -x "$repo/build/release/tools/feedline" ]]; then
-  feedline="$repo/build/release/tools/feedline"
-else
-  feedline="$repo/build/dev/tools/feedline"
-fi
-python="/usr/bin/python3"
 
 usage() {
   cat <<EOF
@@ -56,65 +52,24 @@ Usage: $0 [options]
 EOF
 }
 
-die() { echo "pipeline-bench: error: $*" >&2; exit 2; }
-
-while [[ $# -gt 0 ]]; do
-  case "$1" in
-    --quick) quick="1"; shift ;;
-    --cold) cold="1"; shift ;;
-    --pairs) pairs="${2:?--pairs needs a value}"; shift 2 ;;
-    --pairs=*) pairs="${1#*=}"; shift ;;
-    --jobs) jobs="${2:?--jobs needs a value}"; shift 2 ;;
-    --jobs=*) jobs="${1#*=}"; shift ;;
-    --files) files="${2:?--files needs a value}"; shift 2 ;;
-    --files=*) files="${1#*=}"; shift ;;
-    --threads) threads="${2:?--threads needs a value}"; shift 2 ;;
-    --threads=*) threads="${1#*=}"; shift ;;
-    --feedline) feedline="${2:?--feedline needs a value}"; shift 2 ;;
-    --feedline=*) feedline="${1#*=}"; shift ;;
-    --dir) dir="${2:?--dir needs a value}"; shift 2 ;;
-    --dir=*) dir="${1#*=}"; shift ;;
-    --out) out="${2:?--out needs a value}"; shift 2 ;;
-    --out=*) out="${1#*=}"; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) usage >&2; die "unknown option: $1" ;;
-  esac
-done
+parse_options "pairs jobs files threads feedline dir out" "quick cold" "$@"
 
 # --- validate arguments ---------------------------------------------------------------------------
-[[ "$pairs" =~ ^[0-9]+$ ]] || die "--pairs must be a whole number, got '$pairs'"
-(( pairs >= 3 )) || die "--pairs must be at least 3 (medians of fewer runs mean little), got $pairs"
+check_pairs
 [[ "$files" =~ ^[0-9]+$ ]] && (( files >= 100 )) || die "--files must be a whole number >= 100, got '$files'"
 [[ "$threads" =~ ^[0-9]+$ ]] && (( threads >= 1 && threads <= 256 )) \
   || die "--threads must be between 1 and 256, got '$threads'"
-IFS=',' read -r -a job_list <<<"$jobs"
-[[ ${#job_list[@]} -gt 0 ]] || die "--jobs is empty"
-for j in "${job_list[@]}"; do
-  case "$j" in efficiency|decode|accounting|smallfiles) ;;
-    *) die "unknown job '$j' in --jobs (choose from efficiency,decode,accounting,smallfiles)" ;;
-  esac
-done
+check_jobs efficiency,decode,accounting,smallfiles
 if [[ "$cold" == 1 && "$(id -u)" -ne 0 ]]; then
   die "--cold drops the page cache, which needs root (echo 3 > /proc/sys/vm/drop_caches)"
 fi
 
 # --- tools ----------------------------------------------------------------------------------------
-[[ -x "$python" ]] || die "$python not found (the driver needs Debian's python3; stdlib only)"
-
-[[ -x "$feedline" ]] || die "feedline not found at '$feedline' (build it: cmake --build build/release --target feedline, or pass --feedline PATH)"
-feedline="$(cd "$(dirname "$feedline")" && pwd)/$(basename "$feedline")"
+check_tools "cmake --build build/release --target feedline"
 
 zstd_bin=""
 if [[ ",$jobs," == *",decode,"* ]]; then
-  if ! command -v zstd >/dev/null 2>&1; then
-    if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
-      echo "pipeline-bench: zstd not found; installing it with apt-get" >&2
-      export DEBIAN_FRONTEND=noninteractive
-      apt-get -qq update >/dev/null || true
-      apt-get -qq install -y zstd >/dev/null || die "apt-get install zstd failed"
-    fi
-    command -v zstd >/dev/null 2>&1 || die "zstd not found (install it: apt-get install -y zstd)"
-  fi
+  need_tool zstd
   zstd_bin="$(command -v zstd)"
 fi
 

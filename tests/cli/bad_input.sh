@@ -7,99 +7,11 @@
 #   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
 #   The third argument says whether the binary was built with io_uring (default: uring).
 set -euo pipefail
-
-if (($# < 2)); then
-  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
-  exit 2
-fi
-bin=$(realpath -- "$1")
-scratch=$2
-mode=${3:-uring}
-[[ -x $bin ]] || { echo "FAIL: $bin is not an executable" >&2; exit 1; }
-[[ $mode == uring || $mode == nouring ]] || { echo "FAIL: third argument must be uring or nouring, got '$mode'" >&2; exit 1; }
-case $(basename -- "$scratch") in
-  scratch*) ;;
-  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
-esac
-rm -rf -- "$scratch"
-mkdir -p -- "$scratch"
-scratch=$(realpath -- "$scratch")
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-show() {  # show LABEL FILE: the captured output, indented, for a failure report
-  echo "    $1:"
-  if [[ -s $2 ]]; then sed "s/^/      | /" "$2"; else echo "      (empty)"; fi
-}
-
-out=$scratch/stdout.txt
-err=$scratch/stderr.txt
-rc=0
-# run [PREFIX_CMD...] -- ARGS...: runs the binary under `timeout 20`, capturing stdout, stderr, rc.
-run() {
-  local prefix=()
-  while (($# > 0)) && [[ $1 != -- ]]; do prefix+=("$1"); shift; done
-  shift
-  rc=0
-  timeout 20 "${prefix[@]}" "$bin" "$@" >"$out" 2>"$err" || rc=$?
-}
-
-crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
-
-# expect_usage NAME [--as PREFIX_CMD... ] NEEDLE... -- ARGS...
-#   Runs `feedline ARGS...` and checks: exit 2, empty stdout, exactly one stderr line starting
-#   with "feedline: error:", each NEEDLE (a fixed string) in that line, no crash, no hang.
-expect_usage() {
-  local name=$1; shift
-  local prefix=()
-  if [[ ${1:-} == --as ]]; then
-    shift
-    while [[ $1 != --needles ]]; do prefix+=("$1"); shift; done
-    shift
-  fi
-  local needles=()
-  while (($# > 0)) && [[ $1 != -- ]]; do needles+=("$1"); shift; done
-  shift
-  checks=$((checks + 1))
-  run "${prefix[@]}" -- "$@"
-  local bad=()
-  if ((rc == 124)); then
-    bad+=("hung: still running after 20 s (killed by timeout)")
-  elif ((rc != 2)); then
-    bad+=("exit code $rc, expected 2")
-  fi
-  [[ -s $out ]] && bad+=("wrote $(wc -c <"$out") bytes to stdout, expected nothing")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
-  local lines
-  lines=$(wc -l <"$err")
-  local first
-  first=$(head -n 1 "$err")
-  if ((rc != 124)); then
-    if [[ ! -s $err ]]; then
-      bad+=("nothing on stderr")
-    else
-      ((lines == 1)) || bad+=("stderr has $lines lines, expected exactly one")
-      [[ $first == "feedline: error: "* ]] || bad+=("stderr does not start with 'feedline: error: '")
-      local n
-      for n in "${needles[@]}"; do
-        [[ $first == *"$n"* ]] || bad+=("error line does not mention '$n'")
-      done
-    fi
-  fi
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline ${*@Q}"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
-    show stdout "$out"
-  else
-    echo "ok: $name"
-  fi
-}
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+run_timeout=20
+show_max_lines=0  # failure reports show the whole output
 
 # --- inputs ------------------------------------------------------------------------------------
 good=$scratch/good.bin      # 64 KiB of data: valid for every option, so option errors are the only problem
@@ -212,7 +124,7 @@ expect_usage "no subcommand" "subcommand" -- bench
 
 # --- help ----------------------------------------------------------------------------------------
 checks=$((checks + 1))
-run -- --help
+run --help
 if ((rc != 0)); then
   fail "feedline --help: exit code $rc, expected 0"; show stderr "$err"
 elif ! grep -q bench "$out"; then
@@ -228,9 +140,9 @@ if [[ $mode == nouring ]]; then
 else
   checks=$((checks + 1))
   # Does the kernel let us use io_uring at all? (auto falls back to posix, with a note, if not.)
-  run -- bench storage "$good" --bs 4k --output json
-  auto_engine=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["engine"])' "$out" 2>/dev/null || echo "?")
-  run -- bench storage "$good" --engine uring --bs 4k --output json
+  run bench storage "$good" --bs 4k --output json
+  auto_engine=$(json_get "$out" 'd["engine"]' 2>/dev/null || echo "?")
+  run bench storage "$good" --engine uring --bs 4k --output json
   if [[ $auto_engine == posix ]]; then
     # io_uring is refused here (seccomp, io_uring_disabled): --engine uring must fail cleanly.
     if ((rc == 0 || rc == 124)) || grep -Eq "$crash_markers" "$out" "$err" || ! grep -q "io_uring" "$err"; then
@@ -241,7 +153,7 @@ else
     fi
   elif ((rc != 0)); then
     fail "--engine uring on a valid file: exit code $rc, expected 0"; show stderr "$err"
-  elif ! engine=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["engine"])' "$out"); then
+  elif ! engine=$(json_get "$out" 'd["engine"]'); then
     fail "--engine uring on a valid file: stdout is not a JSON report"; show stdout "$out"
   elif [[ $engine != uring ]]; then
     fail "--engine uring on a valid file: the report says engine '$engine'"
@@ -250,8 +162,4 @@ else
   fi
 fi
 
-if ((failures > 0)); then
-  echo "bad_input: $failures of $checks checks FAILED"
-  exit 1
-fi
-echo "bad_input: all $checks checks passed"
+finish bad_input

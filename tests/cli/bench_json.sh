@@ -10,43 +10,15 @@
 # usage: bench_json.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 #   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
 set -euo pipefail
-
-if (($# < 2)); then
-  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
-  exit 2
-fi
-bin=$(realpath -- "$1")
-scratch=$2
-mode=${3:-uring}
-[[ -x $bin ]] || { echo "FAIL: $bin is not an executable"; exit 1; }
-case $(basename -- "$scratch") in
-  scratch*) ;;
-  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
-esac
-rm -rf -- "$scratch"
-mkdir -p -- "$scratch"
-scratch=$(realpath -- "$scratch")
-py=/usr/bin/python3
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+show_max_lines=60
 if [[ $(stat -f -c %T "$scratch") == tmpfs ]]; then
   echo "note: $scratch is on tmpfs; the --direct run may fail because tmpfs may refuse O_DIRECT"
 fi
 
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-show() {
-  echo "    $1:"
-  if [[ -s $2 ]]; then sed "s/^/      | /" "$2" | head -n 60; else echo "      (empty)"; fi
-}
-crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
-
 MiB=$((1 << 20))
-out=""
-err=""
-rc=0
 # bench NAME ARGS...: runs `feedline bench storage ARGS...` (timeout 60 s) into NAME.json / NAME.err.
 bench() {
   local name=$1; shift
@@ -147,21 +119,13 @@ expect_ok() {
   bench "$name" "$@"
   local bad=()
   ((rc == 0)) || bad+=("exit code $rc, expected 0")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  check_no_crash "$out" "$err"
   grep -q "error" "$err" && bad+=("stderr reports an error")
   local problems
   problems=$(check_report "$name" "$expect" 2>&1) || problems+=$'\n'"(the python checker failed)"
   local line
   while IFS= read -r line; do [[ -n $line ]] && bad+=("$line"); done <<<"$problems"
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline bench storage $*"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
-    show stdout "$out"
-  else
-    echo "ok: $name"
-  fi
+  conclude "$name: feedline bench storage $*" "$name" stderr "$err" stdout "$out" || true
 }
 
 if [[ $mode == nouring ]]; then
@@ -261,8 +225,4 @@ else
   echo "ok: the created data depends on --seed alone"
 fi
 
-if ((failures > 0)); then
-  echo "bench_json: $failures of $checks checks FAILED"
-  exit 1
-fi
-echo "bench_json: all $checks checks passed"
+finish bench_json

@@ -6,34 +6,9 @@
 # usage: interrupt.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 #   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
 set -euo pipefail
-
-if (($# < 2)); then
-  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
-  exit 2
-fi
-bin=$(realpath -- "$1")
-scratch=$2
-[[ -x $bin ]] || { echo "FAIL: $bin is not an executable"; exit 1; }
-case $(basename -- "$scratch") in
-  scratch*) ;;
-  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
-esac
-rm -rf -- "$scratch"
-mkdir -p -- "$scratch"
-scratch=$(realpath -- "$scratch")
-py=/usr/bin/python3
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-show() {
-  echo "    $1:"
-  if [[ -s $2 ]]; then sed "s/^/      | /" "$2" | head -n 40; else echo "      (empty)"; fi
-}
-crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
 
 data=$scratch/data-64m.bin
 # Lay the file out first, in its own call, so the interrupted runs time the reads only.
@@ -45,12 +20,6 @@ if ((rc != 0)) || [[ $(stat -c %s "$data" 2>/dev/null || echo 0) != 67108864 ]];
   exit 1
 fi
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# A background job of a non-interactive shell starts with SIGINT ignored; a program run from a
-# terminal starts with the default action. Restore that, so the runs see what a Ctrl-C user sees.
-as_terminal=("$py" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])')
-
 # interrupt NAME FORMAT [EXTRA_ARGS...]: starts a 60 s time-based run, sends SIGINT after 2 s,
 # checks how and how fast it ends, then checks the report.
 interrupt() {
@@ -60,34 +29,14 @@ interrupt() {
   "${as_terminal[@]}" "$bin" bench storage "$data" --create 64MiB --bs 4k --rw randread --runtime 60s --time-based \
     --output "$format" "$@" >"$out" 2>"$err" &
   local pid=$!
-  sleep 2
-  local bad=()
-  if ! kill -0 "$pid" 2>/dev/null; then
-    local early=0
-    wait "$pid" || early=$?
+  local bad=() early elapsed exit_rc
+  if ! started "$pid" 2; then
     fail "$name: feedline exited (code $early) before the signal, 2 s into a 60 s run"
     show stderr "$err"
     return
   fi
-  local t0 t1 elapsed
-  t0=$(now_ms)
-  kill -INT "$pid"
-  # Poll for the exit (bash reaps the child as it ends); give up and SIGKILL after 10 s.
-  while kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone) != Z ]]; do
-    if (($(now_ms) - t0 > 10000)); then
-      bad+=("still running 10 s after SIGINT: killed with SIGKILL")
-      kill -KILL "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.01
-  done
-  t1=$(now_ms)
-  local rc=0
-  wait "$pid" || rc=$?
-  elapsed=$((t1 - t0))
-  ((elapsed <= 1000)) || bad+=("took ${elapsed} ms to exit after SIGINT, expected at most 1000 ms")
-  ((rc == 130)) || bad+=("exit code $rc, expected 130")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  interrupt_pid "$pid"
+  check_sigint_exit "$out" "$err"
   if [[ $format == json ]]; then
     local verdict
     verdict=$("$py" - "$out" <<'EOF' || true
@@ -122,15 +71,8 @@ EOF
     grep -q "interrupted" "$out" || bad+=("the text report does not say 'interrupted'")
     grep -Eq "^  read: " "$out" || bad+=("the text report has no 'read:' line")
   fi
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline bench storage ... --output $format $*"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
-    show stdout "$out"
-  else
-    echo "ok: $name (exit $rc, ${elapsed} ms after SIGINT)"
-  fi
+  conclude "$name: feedline bench storage ... --output $format $*" "$name (exit $exit_rc, ${elapsed} ms after SIGINT)" \
+    stderr "$err" stdout "$out" || true
 }
 
 interrupt json json
@@ -144,40 +86,18 @@ checks=$((checks + 1))
 big=$scratch/big.bin
 "${as_terminal[@]}" "$bin" bench storage "$big" --create 4GiB --output json >"$scratch/create-int.out" 2>"$scratch/create-int.err" &
 pid=$!
-sleep 0.5
-if ! kill -0 "$pid" 2>/dev/null; then
-  rc=0
-  wait "$pid" || rc=$?
-  echo "skip: Ctrl-C during --create: the 4 GiB layout finished within 0.5 s (exit $rc)"
+if ! started "$pid" 0.5; then
+  echo "skip: Ctrl-C during --create: the 4 GiB layout finished within 0.5 s (exit $early)"
   rm -f -- "$big"
 else
-  t0=$(now_ms)
-  kill -INT "$pid"
-  while kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone) != Z ]]; do
-    if (($(now_ms) - t0 > 10000)); then kill -KILL "$pid" 2>/dev/null || true; break; fi
-    sleep 0.01
-  done
-  t1=$(now_ms)
-  rc=0
-  wait "$pid" || rc=$?
   bad=()
-  ((t1 - t0 <= 1000)) || bad+=("took $((t1 - t0)) ms to exit after SIGINT, expected at most 1000 ms")
-  ((rc == 130)) || bad+=("exit code $rc, expected 130")
-  if grep -Eq "$crash_markers" "$scratch/create-int.out" "$scratch/create-int.err"; then bad+=("crash or internal error in the output"); fi
+  interrupt_pid "$pid"
+  check_sigint_exit "$scratch/create-int.out" "$scratch/create-int.err"
   leftovers=$(find "$scratch" -name 'big.bin*' -printf '%f (%s bytes) ')
   [[ -z $leftovers ]] || bad+=("left behind: $leftovers")
-  if ((${#bad[@]} > 0)); then
-    fail "Ctrl-C during --create 4GiB"
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$scratch/create-int.err"
-  else
-    echo "ok: Ctrl-C during --create (exit $rc, $((t1 - t0)) ms after SIGINT, nothing left behind)"
-  fi
+  conclude "Ctrl-C during --create 4GiB" "Ctrl-C during --create (exit $exit_rc, $elapsed ms after SIGINT, nothing left behind)" \
+    stderr "$scratch/create-int.err" || true
   rm -f -- "$scratch"/big.bin*
 fi
 
-if ((failures > 0)); then
-  echo "interrupt: $failures of $checks checks FAILED"
-  exit 1
-fi
-echo "interrupt: all $checks checks passed"
+finish interrupt

@@ -10,150 +10,17 @@
 #   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
 #   Needs /usr/bin/python3 with xxhash (python3-xxhash) and python3-zstandard or the zstd tool.
 set -euo pipefail
-
-if (($# < 2)); then
-  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
-  exit 2
-fi
-bin=$(realpath -- "$1")
-scratch=$2
-mode=${3:-uring}
-[[ -x $bin ]] || { echo "FAIL: $bin is not an executable" >&2; exit 1; }
-[[ $mode == uring || $mode == nouring ]] || { echo "FAIL: third argument must be uring or nouring, got '$mode'" >&2; exit 1; }
-case $(basename -- "$scratch") in
-  scratch*) ;;
-  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
-esac
-rm -rf -- "$scratch"
-mkdir -p -- "$scratch"
-scratch=$(realpath -- "$scratch")
-py=/usr/bin/python3
-if ! "$py" -c 'import xxhash; xxhash.xxh3_64_intdigest(b"")' 2>/dev/null; then
-  echo "FAIL: $py cannot import xxhash with xxh3_64_intdigest (install python3-xxhash: scripts/install-deps.sh --test)"
-  exit 1
-fi
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-show() {  # show LABEL FILE: the captured output, indented, for a failure report
-  echo "    $1:"
-  if [[ -s $2 ]]; then sed "s/^/      | /" "$2" | head -n 40; else echo "      (empty)"; fi
-}
-
-out=$scratch/stdout.txt
-err=$scratch/stderr.txt
-rc=0
-# run ARGS...: runs the binary under `timeout 20`, capturing stdout, stderr, rc.
-run() {
-  rc=0
-  timeout 20 "$bin" "$@" >"$out" 2>"$err" || rc=$?
-}
-
-crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
-
-# expect_fail NAME WANT_RC NEEDLE... -- ARGS...
-#   Runs `feedline ARGS...` and checks: exit WANT_RC, exactly one stderr line starting with
-#   "feedline: error:", each NEEDLE in that line (a fixed string; "re:REGEX" for an extended
-#   regular expression), no crash, no hang; with WANT_RC 2 (usage) also nothing on stdout.
-expect_fail() {
-  local name=$1 want=$2; shift 2
-  local needles=()
-  while (($# > 0)) && [[ $1 != -- ]]; do needles+=("$1"); shift; done
-  shift
-  checks=$((checks + 1))
-  run "$@"
-  local bad=()
-  if ((rc == 124)); then
-    bad+=("hung: still running after 20 s (killed by timeout)")
-  elif ((rc != want)); then
-    bad+=("exit code $rc, expected $want")
-  fi
-  if ((want == 2)) && [[ -s $out ]]; then bad+=("wrote $(wc -c <"$out") bytes to stdout, expected nothing"); fi
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
-  local lines first
-  lines=$(wc -l <"$err")
-  first=$(head -n 1 "$err")
-  if ((rc != 124)); then
-    if [[ ! -s $err ]]; then
-      bad+=("nothing on stderr")
-    else
-      ((lines == 1)) || bad+=("stderr has $lines lines, expected exactly one")
-      [[ $first == "feedline: error: "* ]] || bad+=("stderr does not start with 'feedline: error: '")
-      local n
-      for n in "${needles[@]}"; do
-        if [[ $n == re:* ]]; then
-          grep -Eq -- "${n#re:}" <<<"$first" || bad+=("error line does not match /${n#re:}/")
-        else
-          [[ $first == *"$n"* ]] || bad+=("error line does not mention '$n'")
-        fi
-      done
-    fi
-  fi
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline ${*@Q}"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
-    show stdout "$out"
-  else
-    echo "ok: $name"
-  fi
-}
-expect_runtime() { local name=$1; shift; expect_fail "$name" 1 "$@"; }
-expect_usage() { local name=$1; shift; expect_fail "$name" 2 "$@"; }
-
-# must_gen ARGS...: feedline gen, which must work (the test cannot go on otherwise).
-must_gen() {
-  run gen "$@"
-  if ((rc != 0)); then
-    echo "FAIL: feedline gen ${*@Q}: exit code $rc"
-    show stderr "$err"
-    exit 1
-  fi
-}
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+require_xxhash
+require_zstd_decoder
+run_timeout=20
 
 # Python: the digest of a dataset without some samples, as pipeline_digest.sh computes it.
-# digest.py ROOT [SKIP_KEY...]: prints "DIGEST MEMBERS" over every member (tar members and files;
-# ".zst" decompressed) whose key (base name up to the first '.') is not a SKIP_KEY.
-cat >"$scratch/digest.py" <<'EOF'
-import os, subprocess, sys, tarfile, xxhash
-try:
-    import zstandard
-except ImportError:
-    zstandard = None
-def decode(name, data):
-    if not name.endswith(".zst"):
-        return data
-    if zstandard is not None:
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    return subprocess.run(["zstd", "-d", "-c", "-q"], input=data, stdout=subprocess.PIPE, check=True).stdout
-root, skip = sys.argv[1], set(sys.argv[2:])
-total = members = 0
-def add(name, data):
-    global total, members
-    if os.path.basename(name).split(".", 1)[0] in skip:
-        return
-    total = (total + xxhash.xxh3_64_intdigest(decode(name, data))) % 2**64
-    members += 1
-for dirpath, _, filenames in os.walk(root):
-    for f in sorted(filenames):
-        path = os.path.join(dirpath, f)
-        if f.endswith(".idx"):
-            continue
-        if f.endswith(".tar"):
-            with tarfile.open(path, "r:") as t:
-                for m in t:
-                    if m.isreg():
-                        add(m.name, t.extractfile(m).read())
-        else:
-            with open(path, "rb") as fh:
-                add(f, fh.read())
-print(total, members)
-EOF
+# digest.py ROOT [--skip-key KEY]...: prints "DIGEST MEMBERS DECODED_BYTES" over every member (tar
+# members and files; ".zst" decompressed) whose key (base name up to the first '.') is not a KEY.
+write_digest_py "$scratch/digest.py"
 # member_offsets SHARD INDEX: "HEADER_OFFSET DATA_OFFSET SIZE" of the INDEX-th member (Python's tarfile).
 member_offsets() {
   "$py" -c 'import sys, tarfile; m = list(tarfile.open(sys.argv[1], "r:"))[int(sys.argv[2])]; print(m.offset, m.offset_data, m.size)' "$1" "$2"
@@ -162,20 +29,6 @@ member_offsets() {
 overwrite() {
   printf '\xde\xad\xbe\xef\x01\x23\x45\x67\x89\xab\xcd\xef\xde\xad\xbe\xef' |
     dd of="$1" bs=1 seek="$2" conv=notrunc status=none
-}
-# json_check FILE PYTHON_EXPR MESSAGE: the expression (over the report `d`) must be true.
-json_check() {
-  "$py" -c '
-import json, sys
-try:
-    d = json.load(open(sys.argv[1]))
-except (OSError, ValueError) as e:
-    print("the JSON report is missing or invalid: %s" % e); sys.exit(0)
-try:
-    ok = eval(sys.argv[2])
-except Exception as e:
-    ok = False
-print("" if ok else sys.argv[3])' "$@"
 }
 
 # --- datasets ------------------------------------------------------------------------------------
@@ -265,12 +118,12 @@ skip_case() {
   local name=$1 ds=$2 key=$3 object=$4 total=$5; shift 5
   checks=$((checks + 1))
   local json=$scratch/skip-$key.json want
-  want=$("$py" "$scratch/digest.py" "$ds" "$key")
+  want=$("$py" "$scratch/digest.py" "$ds" --skip-key "$key")
   want=${want%% *}
   run run "$ds" --on-error skip --json "$json" "$@"
   local bad=()
   ((rc == 0)) || bad+=("exit code $rc, expected 0")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  check_no_crash "$out" "$err"
   local p
   for p in \
     "d['skipped']['samples'] == 1|skipped.samples is not 1" \
@@ -282,14 +135,8 @@ skip_case() {
     r=$(json_check "$json" "${p%%|*}" "${p#*|}")
     [[ -z $r ]] || bad+=("$r")
   done
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline run ... --on-error skip $*"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
+  if ! conclude "$name: feedline run ... --on-error skip $*" "$name" stderr "$err"; then
     [[ -s $json ]] && "$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); print("    report: delivered %s skipped %s" % (d.get("delivered"), d.get("skipped")))' "$json" 2>/dev/null
-  else
-    echo "ok: $name"
   fi
 }
 skip_case "--on-error skip: corrupt zstd file" "$zfiles" 000007 "$bad_file" 20
@@ -356,7 +203,7 @@ skip_object() {
   run run "$ds" --on-error skip --json "$json" "$@"
   local bad=()
   ((rc == 0)) || bad+=("exit code $rc, expected 0")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  check_no_crash "$out" "$err"
   if ((rc == 0)); then
     local p r
     local set_expr
@@ -369,14 +216,7 @@ skip_object() {
       [[ -z $r ]] || bad+=("$r")
     done
   fi
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline run $ds --on-error skip $*"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
-  else
-    echo "ok: $name"
-  fi
+  conclude "$name: feedline run $ds --on-error skip $*" "$name" stderr "$err" || true
 }
 d=$scratch/not-tar
 head -c 30000 /dev/urandom >"$d/x.tar"
@@ -421,8 +261,4 @@ gen_usage "gen --samples 0" "sample" -- "$scratch/g6" --samples 0
 gen_usage "gen --samples-per-shard 0" "shard" -- "$scratch/g7" --format tar --samples-per-shard 0
 gen_usage "gen --output xml" "--output" "'xml'" -- "$scratch/g8" --output xml
 
-if ((failures > 0)); then
-  echo "pipeline_bad_input: $failures of $checks checks FAILED"
-  exit 1
-fi
-echo "pipeline_bad_input: all $checks checks passed"
+finish pipeline_bad_input

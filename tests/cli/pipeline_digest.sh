@@ -12,114 +12,15 @@
 #   Needs /usr/bin/python3 with xxhash (python3-xxhash), and python3-zstandard or the zstd tool;
 #   GNU tar for the GNU tar datasets.
 set -euo pipefail
-
-if (($# < 2)); then
-  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
-  exit 2
-fi
-bin=$(realpath -- "$1")
-scratch=$2
-mode=${3:-uring}
-[[ -x $bin ]] || { echo "FAIL: $bin is not an executable" >&2; exit 1; }
-[[ $mode == uring || $mode == nouring ]] || { echo "FAIL: third argument must be uring or nouring, got '$mode'" >&2; exit 1; }
-case $(basename -- "$scratch") in
-  scratch*) ;;
-  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
-esac
-rm -rf -- "$scratch"
-mkdir -p -- "$scratch"
-scratch=$(realpath -- "$scratch")
-py=/usr/bin/python3
-
-if ! "$py" -c 'import xxhash; xxhash.xxh3_64_intdigest(b"")' 2>/dev/null; then
-  echo "FAIL: $py cannot import xxhash with xxh3_64_intdigest (install python3-xxhash: scripts/install-deps.sh --test)"
-  exit 1
-fi
-if ! "$py" -c 'import zstandard' 2>/dev/null && ! command -v zstd >/dev/null; then
-  echo "FAIL: neither python3-zstandard nor the zstd tool is installed (scripts/install-deps.sh --test)"
-  exit 1
-fi
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-show() {  # show LABEL FILE: the captured output, indented, for a failure report
-  echo "    $1:"
-  if [[ -s $2 ]]; then sed "s/^/      | /" "$2" | head -n 40; else echo "      (empty)"; fi
-}
-crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
-
-out=$scratch/stdout.txt
-err=$scratch/stderr.txt
-rc=0
-# run ARGS...: runs the binary under `timeout 60`, capturing stdout, stderr, rc.
-run() {
-  rc=0
-  timeout 60 "$bin" "$@" >"$out" 2>"$err" || rc=$?
-}
-# must_run WHAT ARGS...: run, and report a failure (returning 1) unless it exits 0 without a crash.
-must_run() {
-  local what=$1; shift
-  run "$@"
-  if ((rc != 0)) || grep -Eq "$crash_markers" "$out" "$err"; then
-    fail "$what: feedline ${*@Q}: exit code $rc$( ((rc == 124)) && echo ' (hung: killed by timeout)')"
-    show stderr "$err"
-    show stdout "$out"
-    return 1
-  fi
-}
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+require_xxhash
+require_zstd_decoder
 
 # --- the independent computation -----------------------------------------------------------------
-# digest.py ROOT [--skip NAME]...: walks ROOT; every *.tar file is read with tarfile (regular
-# members only), every other file except *.idx is one member; ".zst" members are decompressed.
-# Prints "DIGEST MEMBERS DECODED_BYTES". --skip leaves out files with that base name.
-cat >"$scratch/digest.py" <<'EOF'
-import os, subprocess, sys, tarfile, xxhash
-try:
-    import zstandard
-except ImportError:
-    zstandard = None
-
-def decode(name, data):
-    if not name.endswith(".zst"):
-        return data
-    if zstandard is not None:
-        # decompressobj: also frames that do not record their decompressed size
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    return subprocess.run(["zstd", "-d", "-c", "-q"], input=data, stdout=subprocess.PIPE, check=True).stdout
-
-root, skip = sys.argv[1], set()
-args = sys.argv[2:]
-while args:
-    if args[0] == "--skip":
-        skip.add(args[1]); args = args[2:]
-    else:
-        sys.exit("digest.py: unknown argument %r" % args[0])
-total = members = decoded = 0
-def add(name, data):
-    global total, members, decoded
-    d = decode(name, data)
-    total = (total + xxhash.xxh3_64_intdigest(d)) % 2**64
-    members += 1
-    decoded += len(d)
-for dirpath, dirnames, filenames in os.walk(root):
-    for f in sorted(filenames):
-        path = os.path.join(dirpath, f)
-        if f in skip or f.endswith(".idx"):
-            continue
-        if f.endswith(".tar"):
-            with tarfile.open(path, "r:") as t:
-                for m in t:
-                    if m.isreg():
-                        add(m.name, t.extractfile(m).read())
-        else:
-            with open(path, "rb") as fh:
-                add(f, fh.read())
-print(total, members, decoded)
-EOF
+# digest.py ROOT [--skip NAME]...: prints "DIGEST MEMBERS DECODED_BYTES" (see write_digest_py in lib.sh).
+write_digest_py "$scratch/digest.py"
 
 # check.py REPORT.json KEY=VALUE...: checks the report's required keys and types, and the
 # expectations given (samples, digest, epochs, bytes, world_size, rank, decode_threads,
@@ -248,9 +149,6 @@ py_digest() {
 }
 # times N DIGEST: N x DIGEST mod 2^64.
 times() { "$py" -c 'import sys; print(int(sys.argv[1]) * int(sys.argv[2]) % 2**64)' "$1" "$2"; }
-# json_get FILE EXPR: a value from a JSON file (EXPR in Python over `d`).
-json_get() { "$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
-
 # check_run NAME JSON KEY=VALUE... : the report at JSON meets check.py's expectations (counts a
 # failure otherwise; always returns 0).
 check_run() {
@@ -543,8 +441,4 @@ else
   echo "skip: empty zstd members: python3-zstandard is not installed"
 fi
 
-if ((failures > 0)); then
-  echo "pipeline_digest: $failures of $checks checks FAILED"
-  exit 1
-fi
-echo "pipeline_digest: all $checks checks passed"
+finish pipeline_digest

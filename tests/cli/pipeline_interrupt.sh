@@ -7,80 +7,15 @@
 # usage: pipeline_interrupt.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 #   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
 set -euo pipefail
-
-if (($# < 2)); then
-  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
-  exit 2
-fi
-bin=$(realpath -- "$1")
-scratch=$2
-[[ -x $bin ]] || { echo "FAIL: $bin is not an executable"; exit 1; }
-case $(basename -- "$scratch") in
-  scratch*) ;;
-  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
-esac
-rm -rf -- "$scratch"
-mkdir -p -- "$scratch"
-scratch=$(realpath -- "$scratch")
-py=/usr/bin/python3
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-show() {
-  echo "    $1:"
-  if [[ -s $2 ]]; then sed "s/^/      | /" "$2" | head -n 40; else echo "      (empty)"; fi
-}
-crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# A background job of a non-interactive shell starts with SIGINT ignored; a program run from a
-# terminal starts with the default action. Restore that, so the runs see what a Ctrl-C user sees.
-as_terminal=("$py" -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])')
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
 
 # A small dataset (the same for every run; generating it is not what is timed).
 data=$scratch/small-tar
-rc=0
-timeout 60 "$bin" gen "$data" --format tar --samples 64 --sample-size 4KiB --samples-per-shard 16 \
-  --compress zstd --compressibility 0.5 >"$scratch/gen.out" 2>"$scratch/gen.err" || rc=$?
-if ((rc != 0)); then
-  echo "FAIL: could not generate the test dataset (exit $rc)"
-  show stderr "$scratch/gen.err"
-  exit 1
-fi
+must_gen "$data" --format tar --samples 64 --sample-size 4KiB --samples-per-shard 16 --compress zstd --compressibility 0.5
 files=$scratch/small-files
-rc=0
-timeout 60 "$bin" gen "$files" --format files --samples 64 --sample-size 4KiB >"$scratch/gen.out" 2>"$scratch/gen.err" || rc=$?
-if ((rc != 0)); then
-  echo "FAIL: could not generate the test dataset (exit $rc)"
-  show stderr "$scratch/gen.err"
-  exit 1
-fi
-
-# interrupt_pid PID: sends SIGINT, waits for the exit (SIGKILL after 10 s); sets elapsed
-# (ms from the signal to the exit), exit_rc, and appends to bad[] when it took more than 10 s.
-interrupt_pid() {
-  local pid=$1
-  local t0
-  t0=$(now_ms)
-  kill -INT "$pid"
-  # Poll for the exit (bash reaps the child as it ends); give up and SIGKILL after 10 s.
-  while kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone) != Z ]]; do
-    if (($(now_ms) - t0 > 10000)); then
-      bad+=("still running 10 s after SIGINT: killed with SIGKILL")
-      kill -KILL "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 0.01
-  done
-  elapsed=$(($(now_ms) - t0))
-  exit_rc=0
-  wait "$pid" || exit_rc=$?
-}
+must_gen "$files" --format files --samples 64 --sample-size 4KiB
 
 # interrupt_run NAME DATASET [EXTRA_ARGS...]: a run of 1000 epochs with a 10 ms accelerator, SIGINT
 # after 2 s: exit 130 within 1 s, the text report says "interrupted", the JSON file is one
@@ -93,19 +28,14 @@ interrupt_run() {
   "${as_terminal[@]}" "$bin" run "$ds" --epochs 1000 --compute-time 10ms --batch-size 8 --json "$json" "$@" \
     >"$out" 2>"$err" &
   local pid=$!
-  sleep 2
-  bad=()
-  if ! kill -0 "$pid" 2>/dev/null; then
-    local early=0
-    wait "$pid" || early=$?
+  local bad=() early
+  if ! started "$pid" 2; then
     fail "$name: feedline exited (code $early) before the signal, 2 s into a run of 1000 epochs"
     show stderr "$err"
     return 0
   fi
   interrupt_pid "$pid"
-  ((elapsed <= 1000)) || bad+=("took ${elapsed} ms to exit after SIGINT, expected at most 1000 ms")
-  ((exit_rc == 130)) || bad+=("exit code $exit_rc, expected 130")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  check_sigint_exit "$out" "$err"
   grep -q "interrupted" "$out" || bad+=("the text report on stdout does not say 'interrupted'")
   grep -q "delivered" "$out" || bad+=("the text report on stdout has no 'delivered' line")
   local verdict
@@ -151,15 +81,8 @@ print("; ".join(problems))
 EOF
 )
   [[ -z $verdict ]] || bad+=("$verdict")
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline run ... $*"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
-    show stdout "$out"
-  else
-    echo "ok: $name (exit $exit_rc, ${elapsed} ms after SIGINT)"
-  fi
+  conclude "$name: feedline run ... $*" "$name (exit $exit_rc, ${elapsed} ms after SIGINT)" \
+    stderr "$err" stdout "$out" || true
 }
 
 interrupt_run run-tar "$data"
@@ -177,19 +100,14 @@ interrupt_gen() {
   "${as_terminal[@]}" "$bin" gen "$ds" --format "$format" --samples 200000 --sample-size 16KiB \
     --samples-per-shard 1000 --compress zstd --compressibility 0.5 >"$out" 2>"$err" &
   local pid=$!
-  sleep 1
-  bad=()
-  if ! kill -0 "$pid" 2>/dev/null; then
-    local early=0
-    wait "$pid" || early=$?
+  local bad=() early
+  if ! started "$pid" 1; then
     fail "$name: feedline gen of 200000 samples exited (code $early) within 1 s, before the signal"
     show stderr "$err"
     return 0
   fi
   interrupt_pid "$pid"
-  ((elapsed <= 1000)) || bad+=("took ${elapsed} ms to exit after SIGINT, expected at most 1000 ms")
-  ((exit_rc == 130)) || bad+=("exit code $exit_rc, expected 130")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  check_sigint_exit "$out" "$err"
   local lines
   lines=$(wc -l <"$err")
   ((lines <= 1)) || bad+=("stderr has $lines lines, expected at most one")
@@ -221,22 +139,13 @@ print("; ".join(problems))
 EOF
 )
   [[ -z $problems ]] || bad+=("$problems")
-  if ((${#bad[@]} > 0)); then
-    fail "$name: Ctrl-C during feedline gen --format $format"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
-    show stderr "$err"
-  else
-    echo "ok: $name (exit $exit_rc, ${elapsed} ms after SIGINT, $(find "$ds" -type f | wc -l) whole objects left)"
-  fi
+  conclude "$name: Ctrl-C during feedline gen --format $format" \
+    "$name (exit $exit_rc, ${elapsed} ms after SIGINT, $(find "$ds" -type f | wc -l) whole objects left)" \
+    stderr "$err" || true
   rm -rf -- "$ds"
 }
 
 interrupt_gen gen-files files
 interrupt_gen gen-tar tar
 
-if ((failures > 0)); then
-  echo "pipeline_interrupt: $failures of $checks checks FAILED"
-  exit 1
-fi
-echo "pipeline_interrupt: all $checks checks passed"
+finish pipeline_interrupt

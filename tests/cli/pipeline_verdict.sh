@@ -8,51 +8,10 @@
 # usage: pipeline_verdict.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 #   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
 set -euo pipefail
-
-if (($# < 2)); then
-  echo "usage: $0 FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]" >&2
-  exit 2
-fi
-bin=$(realpath -- "$1")
-scratch=$2
-[[ -x $bin ]] || { echo "FAIL: $bin is not an executable"; exit 1; }
-case $(basename -- "$scratch") in
-  scratch*) ;;
-  *) echo "refusing to wipe '$scratch': the scratch directory's name must start with 'scratch'" >&2; exit 2 ;;
-esac
-rm -rf -- "$scratch"
-mkdir -p -- "$scratch"
-scratch=$(realpath -- "$scratch")
-py=/usr/bin/python3
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
 workloads=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../../configs/workloads" && pwd)
-
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-show() {
-  echo "    $1:"
-  if [[ -s $2 ]]; then sed "s/^/      | /" "$2" | head -n 40; else echo "      (empty)"; fi
-}
-crash_markers='Segmentation|terminate called|AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error|core dumped|Aborted|internal error'
-
-out=$scratch/stdout.txt
-err=$scratch/stderr.txt
-rc=0
-run() {
-  rc=0
-  timeout 60 "$bin" "$@" >"$out" 2>"$err" || rc=$?
-}
-must_gen() {
-  run gen "$@"
-  if ((rc != 0)); then
-    echo "FAIL: feedline gen ${*@Q}: exit code $rc"
-    show stderr "$err"
-    exit 1
-  fi
-}
 
 # ~8 MiB for the storage case (4 MiB/s for about a second after the bucket's first second), and
 # a 4 MiB one for the CPU-side cases, so that each run stays around a second.
@@ -77,7 +36,7 @@ expect() {
   t1=$(date +%s%N)
   local bad=()
   ((rc == 0)) || bad+=("exit code $rc, expected 0")
-  if grep -Eq "$crash_markers" "$out" "$err"; then bad+=("crash or internal error in the output"); fi
+  check_no_crash "$out" "$err"
   if ((rc == 0)); then
     local problems
     problems=$("$py" - "$json" "${tests[@]}" 2>"$scratch/summary.txt" <<'EOF'
@@ -106,14 +65,9 @@ EOF
       while IFS= read -r p; do bad+=("$p"); done <<<"$problems"
     fi
   fi
-  if ((${#bad[@]} > 0)); then
-    fail "$name: feedline run ${*@Q}"
-    local b
-    for b in "${bad[@]}"; do echo "    - $b"; done
+  if ! conclude "$name: feedline run ${*@Q}" "$name ($(((t1 - t0) / 1000000)) ms)"; then
     [[ -s $scratch/summary.txt ]] && cat "$scratch/summary.txt"
     show stderr "$err"
-  else
-    echo "ok: $name ($(((t1 - t0) / 1000000)) ms)"
   fi
 }
 
@@ -204,8 +158,4 @@ EOF
     -- "$small" --config "$wl" --format tar --batch-size 2 --compute-time 1ms --epochs 1 --memory-budget 64MiB
 done
 
-if ((failures > 0)); then
-  echo "pipeline_verdict: $failures of $checks checks FAILED"
-  exit 1
-fi
-echo "pipeline_verdict: all $checks checks passed"
+finish pipeline_verdict
