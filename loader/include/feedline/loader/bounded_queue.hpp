@@ -72,18 +72,6 @@ class BoundedQueue {
     return out;
   }
 
-  // Non-blocking pop.
-  std::optional<T> try_pop() {
-    std::unique_lock lock(mu_);
-    if (items_.empty()) return std::nullopt;
-    account();
-    std::optional<T> out(std::move(items_.front()));
-    items_.pop_front();
-    lock.unlock();
-    not_full_.notify_one();
-    return out;
-  }
-
   void close() {
     {
       std::lock_guard lock(mu_);
