@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "feedline/storage/registry.hpp"
@@ -97,6 +98,25 @@ Result<std::uint64_t> read_one(IoQueue& q, const ObjectHandle& h, std::uint64_t 
   return op.result;
 }
 
+// n reads of len bytes each into consecutive slices of one buffer, at offset_of(i).
+struct ManyOps {
+  AlignedBuffer buffer;
+  std::vector<ReadOp> ops;
+  std::vector<ReadOp*> ptrs;
+  ManyOps(const ObjectHandle& h, std::size_t n, std::size_t len,
+          const std::function<std::uint64_t(std::size_t)>& offset_of, ReadCompletion& done)
+      : buffer(AlignedBuffer::allocate(n * len).value()), ops(n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      ops[i].object = &h;
+      ops[i].offset = offset_of(i);
+      ops[i].length = len;
+      ops[i].dst = buffer.span().subspan(i * len, len);
+      ops[i].done = &done;
+      ptrs.push_back(&ops[i]);
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("conformance: every backend", "[storage][conformance]") {
@@ -167,18 +187,11 @@ TEST_CASE("conformance: every backend", "[storage][conformance]") {
       }
       SECTION("1,000 ops in flight") {
         constexpr std::size_t kOps = 1000, kLen = 4096;
-        auto big = AlignedBuffer::allocate(kOps * kLen).value();
-        std::vector<ReadOp> ops(kOps);
-        std::vector<ReadOp*> ptrs;
         Collector c;
-        for (std::size_t i = 0; i < kOps; ++i) {
-          ops[i].object = f.handle.get();
-          ops[i].offset = (i * 7919 % 250) * kLen;  // scattered, in range
-          ops[i].length = kLen;
-          ops[i].dst = big.span().subspan(i * kLen, kLen);
-          ops[i].done = &c;
-          ptrs.push_back(&ops[i]);
-        }
+        ManyOps m(*f.handle, kOps, kLen, [](std::size_t i) { return (i * 7919 % 250) * kLen; }, c);  // scattered
+        auto& ops = m.ops;
+        auto& big = m.buffer;
+        auto& ptrs = m.ptrs;
         queue->submit(ptrs);
         CHECK(queue->in_flight() <= kOps);
         run_until(*queue, [&] { return c.seen.size() == kOps; });
@@ -195,19 +208,11 @@ TEST_CASE("conformance: every backend", "[storage][conformance]") {
       }
       SECTION("cancel mid-run: every op completes exactly once, none is lost") {
         constexpr std::size_t kOps = 1000, kLen = 4096;
-        auto big = AlignedBuffer::allocate(kOps * kLen).value();
-        std::vector<ReadOp> ops(kOps);
-        std::vector<ReadOp*> ptrs;
         Collector c;
-        for (std::size_t i = 0; i < kOps; ++i) {
-          ops[i] = ReadOp{};
-          ops[i].object = f.handle.get();
-          ops[i].offset = (i % 256) * kLen;
-          ops[i].length = kLen;
-          ops[i].dst = big.span().subspan(i * kLen, kLen);
-          ops[i].done = &c;
-          ptrs.push_back(&ops[i]);
-        }
+        ManyOps m(*f.handle, kOps, kLen, [](std::size_t i) { return (i % 256) * kLen; }, c);
+        auto& ops = m.ops;
+        auto& big = m.buffer;
+        auto& ptrs = m.ptrs;
         queue->submit(ptrs);
         queue->poll(0, {});
         queue->cancel();

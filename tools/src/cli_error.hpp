@@ -11,7 +11,6 @@ namespace feedline::tools {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;   // the run failed (I/O error, server gone)
 inline constexpr int kExitUsage = 2;     // bad usage, configuration or input
-inline constexpr int kExitInterrupted = 130;
 
 // Thrown by command set-up for bad usage; main() prints "feedline: error: <what>" and exits 2.
 class UsageError : public std::runtime_error {

@@ -131,7 +131,6 @@ class Pipeline {
   std::uint64_t delivered_bytes_ = 0;
   std::uint64_t delivered_batches_ = 0;
   std::uint64_t digest_ = 0;
-  std::uint32_t last_epoch_done_ = 0;
   Histogram wait_ns_;
   std::uint64_t wait_total_ns_ = 0;
   std::uint64_t first_wait_ns_ = 0;
