@@ -7,7 +7,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-      libxxhash-dev)
+      libxxhash-dev libnfs-dev libpugixml-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(fio util-linux python3 gzip clang-16 libclang-rt-16-dev python3-xxhash python3-zstandard zstd tar)
 fi

@@ -19,6 +19,8 @@ void QueueStats::merge(const QueueStats& o) {
   depth_ns += o.depth_ns;
   span_ns += o.span_ns;
   at_cap_ns += o.at_cap_ns;
+  for (const auto& [name, v] : o.counters) counters[name] += v;
+  for (const auto& [name, h] : o.histograms) histograms[name].merge(h);
 }
 
 void IoQueue::account_depth(std::uint64_t now) noexcept {

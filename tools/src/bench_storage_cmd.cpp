@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli_error.hpp"
+#include "net_options.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/storage_bench.hpp"
 #include "feedline/storage/device_stats.hpp"
@@ -20,6 +21,7 @@ namespace {
 
 struct Options {
   std::string url;
+  NetOptions net;
   std::string rw = "read";
   std::string bs = "1MiB";
   unsigned iodepth = 32;
@@ -96,6 +98,9 @@ Plan make_plan(const Options& o) {
   p.backend.file.direct = o.direct;
   p.backend.file.sqpoll = o.sqpoll;
   p.backend.file.register_buffers = o.fixedbufs;
+  std::vector<std::string> notes;
+  apply_net_options(o.net, p.backend, notes);
+  for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
@@ -161,7 +166,11 @@ struct Report {
         {"bounced_bytes", s.bounced_bytes},
         {"errors", s.errors},
         {"interrupted", result.interrupted},
+        {"backend_counters", s.counters},
     };
+    nlohmann::json hist = nlohmann::json::object();
+    for (const auto& [name, h] : s.histograms) hist[name] = latency_json(h);
+    j["backend_histograms"] = hist;
     if (disk) {
       j["device"] = {{"name", disk->device},
                      {"utilisation", disk->utilisation},
@@ -217,6 +226,12 @@ struct Report {
     if (s.retries || s.short_reads || s.bounced_bytes) {
       line(fmt::format("  retries {}  short reads {}  bounced {}", s.retries, s.short_reads,
                        format_bytes(static_cast<double>(s.bounced_bytes))));
+    }
+    for (const auto& [name, h] : s.histograms) line(fmt::format("  {}: {}", name, lat(h)));
+    if (!s.counters.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& [name, v] : s.counters) parts.push_back(fmt::format("{} {}", name, v));
+      line(fmt::format("  backend: {}", fmt::join(parts, "  ")));
     }
     if (result.error) line(fmt::format("  error: {}", result.error->what()));
     return out;
@@ -316,6 +331,7 @@ void add_bench_storage(CLI::App& bench, int& exit_code) {
   cmd->add_option("--numjobs", o->numjobs, "Parallel jobs, each with its own queue")->capture_default_str();
   cmd->add_option("--iodepth_batch,--iodepth-batch", o->iodepth_batch, "Reads re-issued per submission (fio's iodepth_batch_submit)")->capture_default_str();
   cmd->add_flag("--direct", o->direct, "O_DIRECT: bypass the page cache");
+  add_net_options(*cmd, o->net);
   cmd->add_option("--engine", o->engine, "I/O engine: uring, posix or auto")->capture_default_str();
   cmd->add_option("--size", o->size, "Bytes of the file to cover (default: all of it)");
   cmd->add_option("--runtime", o->runtime, "Stop after this long (10s, 2m); with --time-based, loop until then");

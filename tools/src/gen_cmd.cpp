@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <thread>
 
 #include "cli_error.hpp"
+#include "net_options.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/storage/registry.hpp"
@@ -17,6 +19,7 @@ namespace {
 
 struct Options {
   std::string url;
+  NetOptions net;
   std::string format = "files";
   std::uint64_t samples = 1000;
   std::string sample_size = "128KiB";
@@ -59,7 +62,13 @@ int run(const Options& o) {
 
   storage::Registry registry;
   storage::register_builtin_backends(registry);
-  storage::Resolved resolved = value_or_usage(registry.open(o.url, {}));
+  storage::BackendConfig bc;
+  {
+    std::vector<std::string> notes;
+    apply_net_options(o.net, bc, notes);
+    for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
+  }
+  storage::Resolved resolved = value_or_usage(registry.open(o.url, bc));
 
   const std::atomic<bool>& stop_flag = install_stop_handlers();
   std::stop_source stop;
@@ -122,6 +131,7 @@ void add_gen(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("gen", "Write a synthetic dataset (deterministic for a seed)");
   cmd->add_option("url", o->url, "Where: a directory, file:///path or mem://prefix")->required();
+  add_net_options(*cmd, o->net);
   cmd->add_option("--format", o->format, "files (one sample per file) or tar (WebDataset shards)")->capture_default_str();
   cmd->add_option("--samples", o->samples, "Number of samples")->capture_default_str();
   cmd->add_option("--sample-size", o->sample_size, "Size: 128KiB, normal:MEAN:STDEV, lognormal:MEAN:STDEV, uniform:MIN:MAX")

@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 
 #include "cli_error.hpp"
+#include "net_options.hpp"
 #include "config_file.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/dataset.hpp"
@@ -33,6 +35,7 @@ std::uint64_t peak_rss_bytes() {
 
 struct Options {
   std::string url;
+  NetOptions net;
   std::string format = "auto";
   unsigned batch_size = 32;
   unsigned epochs = 1;
@@ -137,6 +140,11 @@ int run(const Options& o) {
     bc.file.engine = *engine;
   }
   bc.file.direct = o.direct;
+  {
+    std::vector<std::string> notes;
+    apply_net_options(o.net, bc, notes);
+    for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
+  }
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   storage::Resolved resolved = value_or_usage(registry.open(o.url, bc));
@@ -278,6 +286,7 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", o->json_path, "Write the report as one JSON document to FILE");
   cmd->add_option("--engine", o->engine, "Local I/O engine: uring, posix or auto")->capture_default_str();
   cmd->add_flag("--direct", o->direct, "O_DIRECT reads of local files");
+  add_net_options(*cmd, o->net);
   cmd->add_option("--throttle-bw", o->throttle_bw, "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
   cmd->add_option("--throttle-latency", o->throttle_latency, "Add latency to every read (e.g. 2ms)");
   cmd->add_flag("--no-index", o->no_index, "Ignore tar indexes and scan the shards' headers");

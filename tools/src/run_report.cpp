@@ -71,7 +71,16 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"errors", io.errors},
         {"latency_ns",
          {{"p50", io.lat.percentile(0.5)}, {"p90", io.lat.percentile(0.9)}, {"p99", io.lat.percentile(0.99)},
-          {"p999", io.lat.percentile(0.999)}, {"max", io.lat.max()}}}}},
+          {"p999", io.lat.percentile(0.999)}, {"max", io.lat.max()}}},
+        {"counters", io.counters},
+        {"histograms", [&io] {
+           json h = json::object();
+           for (const auto& [name, hist] : io.histograms) {
+             h[name] = {{"p50", hist.percentile(0.5)}, {"p90", hist.percentile(0.9)},
+                        {"p99", hist.percentile(0.99)}, {"max", hist.max()}, {"count", hist.count()}};
+           }
+           return h;
+         }()}}},
       {"memory",
        {{"budget_bytes", r.memory_budget}, {"peak_bytes", r.peak_memory}, {"overshoot_bytes", r.budget_overshoot}}},
       {"bottleneck",
@@ -139,6 +148,17 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
                    fmt::format("{:.1f}", io.mean_depth()), r.io_depth,
                    format_duration_ns(static_cast<double>(io.lat.percentile(0.5))),
                    format_duration_ns(static_cast<double>(io.lat.percentile(0.99))), ctx.engine));
+  for (const auto& [name, h] : io.histograms) {
+    line(fmt::format("    {}: p50 {} p90 {} p99 {} ({} samples)", name,
+                     format_duration_ns(static_cast<double>(h.percentile(0.5))),
+                     format_duration_ns(static_cast<double>(h.percentile(0.9))),
+                     format_duration_ns(static_cast<double>(h.percentile(0.99))), h.count()));
+  }
+  if (!io.counters.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [name, v] : io.counters) parts.push_back(fmt::format("{} {}", name, v));
+    line(fmt::format("    backend: {}", fmt::join(parts, "  ")));
+  }
   line(fmt::format("  memory: peak {} of a {} budget{}", format_bytes(static_cast<double>(r.peak_memory)),
                    format_bytes(static_cast<double>(r.memory_budget)),
                    r.budget_overshoot ? fmt::format(" (overshoot {})", format_bytes(static_cast<double>(r.budget_overshoot)))

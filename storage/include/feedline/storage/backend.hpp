@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -98,6 +99,11 @@ struct QueueStats {
   double depth_ns = 0;
   std::uint64_t span_ns = 0;
   std::uint64_t at_cap_ns = 0;
+  // Backend-specific measurements by name, merged by name and printed by every report:
+  // counters ("http_status_503", "reconnects", "copied_bytes", "connections_opened") and
+  // histograms in ns ("ttfb_ns", "transfer_ns", "rtt_ns").
+  std::map<std::string, std::uint64_t, std::less<>> counters;
+  std::map<std::string, Histogram, std::less<>> histograms;
 
   void merge(const QueueStats& other);
   double mean_depth() const noexcept { return span_ns ? depth_ns / static_cast<double>(span_ns) : 0; }

@@ -7,6 +7,8 @@
 // registered as unavailable, so the user gets "built without X" instead of "unknown scheme".
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,10 +30,42 @@ struct FileConfig {
   unsigned posix_threads = 0;     // pread pool size per queue; 0 = one per depth slot
 };
 
+// Settings of the HTTP transport, shared by s3:// and http(s)://.
+struct HttpConfig {
+  unsigned connections = 0;                 // connections per queue; 0 = one per in-flight request
+  bool insecure = false;                    // skip TLS certificate verification (--insecure)
+  std::string ca_bundle;                    // CA file; empty = the system's
+  std::uint64_t part_size = 8ull << 20;     // large reads go as parallel range parts of this size
+  unsigned max_attempts = 5;                // per request, the first try included
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds stall_timeout{30'000};  // no byte for this long fails the attempt
+};
+
+// S3 endpoint and credentials, resolved by tools/ the AWS way (environment, ~/.aws files,
+// --endpoint). Empty keys mean unsigned (anonymous) requests.
+struct S3Config {
+  std::string endpoint;  // scheme://host[:port]; empty = https://s3.<region>.amazonaws.com
+  std::string region = "us-east-1";
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+  bool path_style = true;  // bucket in the path (custom endpoints); false = virtual-hosted
+};
+
+// Settings of the NFS backend (libnfs).
+struct NfsConfig {
+  unsigned connections = 1;  // TCP connections per server (like nconnect)
+  unsigned max_attempts = 5;
+  std::chrono::milliseconds timeout{10'000};
+};
+
 // Every backend's settings, one section each. Libraries never read argv or the environment:
 // tools/ fills this in.
 struct BackendConfig {
   FileConfig file;
+  HttpConfig http;
+  S3Config s3;
+  NfsConfig nfs;
 };
 
 struct ParsedUrl {

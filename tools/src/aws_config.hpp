@@ -1,0 +1,40 @@
+// AWS settings the way the AWS CLI and SDKs find them: environment variables first
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION,
+// AWS_ENDPOINT_URL, AWS_PROFILE), then the profile's entries in ~/.aws/credentials and
+// ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE move them). Only tools/ reads the
+// environment and files; the result fills storage::S3Config.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "feedline/core/error.hpp"
+
+namespace feedline::tools {
+
+struct AwsSettings {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+  std::string region;
+  std::string endpoint;
+  std::string credentials_source;  // "environment", "profile 'x' in /root/.aws/credentials", "none"
+};
+
+// Looks up one environment variable (std::getenv in the tool, a map in tests).
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+EnvLookup process_env();
+
+// An INI file as the AWS tools read it: [section] headers ("[profile x]" in config files),
+// key = value lines, '#'/';' comments. Sections map to key -> value.
+using IniFile = std::map<std::string, std::map<std::string, std::string>, std::less<>>;
+Result<IniFile> parse_aws_ini(std::string_view text, std::string_view file_name);
+
+// profile: --profile if given, else AWS_PROFILE, else "default". A missing file is not an error;
+// an unreadable or malformed one is, and so is a named profile that exists nowhere.
+Result<AwsSettings> load_aws_settings(const EnvLookup& env, std::string_view profile);
+
+}  // namespace feedline::tools
