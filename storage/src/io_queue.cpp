@@ -86,3 +86,17 @@ Result<void> Backend::write(std::string_view key, ConstBytes data) {
 }
 
 }  // namespace feedline::storage
+
+namespace feedline::storage {
+
+Result<std::vector<ObjectInfo>> Backend::stat_many(std::span<const std::string> keys) {
+  std::vector<ObjectInfo> out;
+  out.reserve(keys.size());
+  for (const std::string& k : keys) {
+    FEEDLINE_ASSIGN_OR_RETURN(ObjectInfo info, stat(k));
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+}  // namespace feedline::storage

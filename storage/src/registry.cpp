@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "file/file_backend.hpp"
+#if FEEDLINE_HAVE_HTTP
+#include "http/object_store.hpp"
+#endif
 #include "mem/mem_backend.hpp"
 
 namespace feedline::storage {
@@ -67,10 +70,15 @@ Result<Resolved> Registry::open(std::string_view text, const BackendConfig& conf
 void register_builtin_backends(Registry& registry) {
   registry.add("file", detail::open_file_url);
   registry.add("mem", detail::open_mem_url);
-  // Written in later releases; named here so users get a clear answer instead of "unknown".
+#if FEEDLINE_HAVE_HTTP
+  registry.add("s3", detail::open_s3_url);
+  registry.add("http", detail::open_http_url);
+  registry.add("https", detail::open_http_url);
+#else
   for (const char* s : {"s3", "http", "https"}) {
     registry.add_unavailable(s, "built without the HTTP object-store backend (libcurl)");
   }
+#endif
   registry.add_unavailable("nfs", "built without the NFS backend (libnfs)");
 }
 

@@ -189,6 +189,9 @@ class Backend {
 
   virtual std::string_view scheme() const noexcept = 0;
   virtual Result<ObjectInfo> stat(std::string_view key) = 0;
+  // Sizes of many named objects, in the order given (a brace-expanded dataset needs no listing).
+  // The default asks one by one; network backends ask concurrently.
+  virtual Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys);
   // Objects whose key starts with prefix, in key order. A directory prefix lists recursively.
   virtual Result<std::vector<ObjectInfo>> list(std::string_view prefix) = 0;
   virtual Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) = 0;

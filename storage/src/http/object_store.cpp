@@ -1,0 +1,320 @@
+#include "object_store.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <future>
+
+#include "feedline/core/clock.hpp"
+#include "feedline/storage/s3_xml.hpp"
+
+namespace feedline::storage::detail {
+namespace {
+
+using transports::HttpClient;
+using transports::HttpRequest;
+using transports::HttpResponse;
+
+std::optional<std::uint64_t> to_u64(std::string_view s) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Reads as ranged GETs. Completions arrive on the client's loop thread; they are queued and
+// run by poll() in the caller's thread, like every other queue.
+class HttpQueue final : public IoQueue {
+ public:
+  HttpQueue(unsigned depth, std::unique_ptr<HttpClient> client, std::uint64_t part_size, unsigned connections)
+      : IoQueue(depth), client_(std::move(client)), part_size_(part_size), connections_(connections) {}
+
+  ~HttpQueue() override {
+    client_->cancel_all();
+    while (in_flight() > 0) do_poll(1, std::chrono::milliseconds(100));
+  }
+
+  void cancel() override { client_->cancel_all(); }
+
+  QueueInfo info() const override {
+    QueueInfo i{"http", {"curl-multi-socket", "asio"}, {}};
+    i.features.push_back(fmt::format("{} connections", connections_));
+    i.features.push_back(fmt::format("{} parts", format_part()));
+    return i;
+  }
+
+ protected:
+  void do_submit(std::span<ReadOp* const> ops) override {
+    const std::uint64_t now = now_ns();
+    for (ReadOp* op : ops) {
+      auto st = std::make_shared<OpState>();
+      st->op = op;
+      const auto* h = dynamic_cast<const HttpObject*>(op->object);
+      if (h == nullptr || op->dst.size() < op->length) {
+        st->error = Error(Errc::kInvalidArgument,
+                          h == nullptr ? "not an object of this HTTP backend" : "destination buffer smaller than the read")
+                        .with_object(h ? h->shown() : std::string())
+                        .with_offset(op->offset);
+        push_ready(std::move(st));
+        continue;
+      }
+      st->shown = h->shown();
+      // Reads stop at the object's end (a short read, as from a file): no 416 answers.
+      const std::uint64_t end = std::min(h->size(), op->offset + op->length);
+      if (op->offset >= end) {
+        push_ready(std::move(st));
+        continue;
+      }
+      const std::uint64_t len = end - op->offset;
+      const std::uint64_t parts = (len + part_size_ - 1) / part_size_;
+      st->parts_left = static_cast<unsigned>(parts);
+      op->times.issued_ns = now;
+      for (std::uint64_t i = 0; i < parts; ++i) {
+        const std::uint64_t off = i * part_size_;
+        const std::uint64_t n = std::min(part_size_, len - off);
+        HttpRequest req;
+        req.url = h->url();
+        req.shown = h->shown();
+        req.range_offset = op->offset + off;
+        req.range_length = n;
+        req.dst = op->dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
+        client_->start(std::move(req), [this, st, n](Result<HttpResponse> r) {
+          std::lock_guard lock(mu_);
+          done_.push_back(Part{st, std::move(r), n});
+          cv_.notify_one();
+        });
+      }
+    }
+  }
+
+  std::size_t do_poll(std::size_t min_complete, std::chrono::nanoseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::size_t completed = 0;
+    for (;;) {
+      std::deque<Part> batch;
+      {
+        std::unique_lock lock(mu_);
+        if (done_.empty() && completed < min_complete) {
+          cv_.wait_until(lock, deadline, [this] { return !done_.empty(); });
+        }
+        batch.swap(done_);
+      }
+      for (Part& p : batch) completed += account(p);
+      if (completed >= min_complete || std::chrono::steady_clock::now() >= deadline) return completed;
+      if (batch.empty() && in_flight() == 0) return completed;
+    }
+  }
+
+ private:
+  struct OpState {
+    ReadOp* op = nullptr;
+    unsigned parts_left = 0;
+    std::uint64_t bytes = 0;
+    std::uint32_t retries = 0;
+    std::optional<Error> error;
+    std::string shown;
+  };
+  struct Part {
+    std::shared_ptr<OpState> st;
+    Result<HttpResponse> r;  // a value-less part (an op finished at submit) has parts_left == 0
+    std::uint64_t length = 0;
+  };
+
+  std::string format_part() const {
+    return part_size_ % (1u << 20) == 0 ? fmt::format("{} MiB", part_size_ >> 20) : fmt::format("{} B", part_size_);
+  }
+
+  void push_ready(std::shared_ptr<OpState> st) {
+    std::lock_guard lock(mu_);
+    done_.push_back(Part{std::move(st), HttpResponse{}, 0});
+    cv_.notify_one();
+  }
+
+  // Records one request; returns 1 when it finished its op.
+  std::size_t account(Part& p) {
+    OpState& st = *p.st;
+    auto& stats = mutable_stats();
+    if (p.length > 0) {
+      ++stats.counters["http_requests"];
+      if (p.r) {
+        const HttpResponse& r = *p.r;
+        stats.histograms["ttfb_ns"].record(r.ttfb_ns);
+        stats.histograms["transfer_ns"].record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
+        if (r.connections) stats.counters["http_connections_opened"] += r.connections;
+        for (const auto& [reason, n] : r.retries) {
+          stats.counters["http_retries"] += n;
+          stats.counters["http_retry_" + reason] += n;
+          if (reason == "http_503" || reason == "http_429") stats.counters["http_throttled"] += n;
+          st.retries += n;
+        }
+        if (r.status == 200 || r.status == 206) {
+          st.bytes += r.bytes;
+        } else if (!st.error) {
+          st.error = Error(r.status == 404 ? Errc::kNotFound
+                           : (r.status == 401 || r.status == 403) ? Errc::kPermissionDenied
+                                                                  : Errc::kIo,
+                           fmt::format("HTTP {} to a ranged GET", r.status))
+                         .with_http_status(static_cast<int>(r.status))
+                         .with_object(st.shown)
+                         .with_offset(st.op->offset);
+        }
+      } else {
+        ++stats.counters["http_failed_requests"];
+        if (!st.error) st.error = p.r.error();
+      }
+      if (--st.parts_left > 0) return 0;
+    }
+    const auto max_open = client_->stats().max_open_connections;
+    auto& peak = stats.counters["http_connections_peak"];
+    peak = std::max<std::uint64_t>(peak, max_open);
+    ReadOp& op = *st.op;
+    if (st.error) {
+      op.result = fail(std::move(*st.error));
+    } else {
+      op.result = st.bytes;
+    }
+    complete(op, st.retries);
+    return 1;
+  }
+
+  std::unique_ptr<HttpClient> client_;
+  std::uint64_t part_size_;
+  unsigned connections_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Part> done_;
+};
+
+}  // namespace
+
+ObjectStore::ObjectStore(HttpConfig http, std::optional<transports::SigV4> sigv4)
+    : http_(std::move(http)), sigv4_(std::move(sigv4)) {}
+
+transports::HttpClientOptions ObjectStore::client_options(unsigned connections) const {
+  transports::HttpClientOptions o;
+  o.max_connections = std::max(1u, connections);
+  o.insecure = http_.insecure;
+  o.ca_bundle = http_.ca_bundle;
+  o.connect_timeout = http_.connect_timeout;
+  o.stall_timeout = http_.stall_timeout;
+  o.max_attempts = std::max(1u, http_.max_attempts);
+  o.sigv4 = sigv4_;
+  o.resolve = http_.resolve;
+  return o;
+}
+
+Result<transports::HttpClient*> ObjectStore::control() {
+  std::lock_guard lock(control_mu_);
+  if (!control_) {
+    FEEDLINE_ASSIGN_OR_RETURN(control_, HttpClient::create(client_options(16)));
+  }
+  return control_.get();
+}
+
+Error ObjectStore::http_error(const HttpResponse& r, std::string_view object, std::string_view what) const {
+  const auto body = s3::parse_error(r.body);
+  const std::string code = body ? body->code : std::string();
+  std::string message = fmt::format("{}: HTTP {}", what, r.status);
+  if (body) message += fmt::format(" {}: {}", body->code, body->message);
+  Errc errc = Errc::kIo;
+  std::string hint = "check the URL and the server's log";
+  if (r.status == 401 || r.status == 403) {
+    errc = Errc::kPermissionDenied;
+    hint = code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId"
+               ? "the credentials are wrong: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile "
+                 "(--profile, AWS_PROFILE), and the region"
+               : "access denied: check the credentials (AWS_ACCESS_KEY_ID, --profile) and the bucket's policy";
+  } else if (r.status == 404) {
+    errc = Errc::kNotFound;
+    hint = code == "NoSuchBucket" ? "the bucket does not exist: check its name and the endpoint (--endpoint)"
+                                  : "no object there: check the key (a prefix lists with `aws s3 ls`)";
+  } else if (r.status == 301 || r.status == 307 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
+    hint = "the bucket is in another region: set AWS_REGION or --region";
+  } else if (r.status >= 500) {
+    hint = "the server failed; retries were exhausted (--max-attempts)";
+  }
+  return Error(errc, std::move(message)).with_http_status(static_cast<int>(r.status)).with_object(std::string(object)).with_hint(hint);
+}
+
+Result<ObjectInfo> ObjectStore::stat(std::string_view key) {
+  FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
+  HttpRequest req;
+  req.method = "HEAD";
+  req.url = url_for(key);
+  req.shown = shown(key);
+  FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, c->perform(std::move(req)));
+  if (r.status != 200) return fail(http_error(r, shown(key), "HEAD"));
+  const auto it = r.headers.find("content-length");
+  const auto size = it == r.headers.end() ? std::nullopt : to_u64(it->second);
+  if (!size) {
+    return fail(Error(Errc::kUnsupported, "the server gave no Content-Length for the object")
+                    .with_object(shown(key))
+                    .with_hint("feedline needs object sizes; serve the data from a server that sends them"));
+  }
+  return ObjectInfo{std::string(key), *size};
+}
+
+Result<std::vector<ObjectInfo>> ObjectStore::stat_many(std::span<const std::string> keys) {
+  FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
+  std::vector<ObjectInfo> out(keys.size());
+  std::vector<std::optional<Error>> errors(keys.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t pending = 0, next = 0;
+  constexpr std::size_t kWindow = 64;  // HEADs in flight
+  std::unique_lock lock(mu);
+  while (next < keys.size() || pending > 0) {
+    while (next < keys.size() && pending < kWindow) {
+      const std::size_t i = next++;
+      ++pending;
+      HttpRequest req;
+      req.method = "HEAD";
+      req.url = url_for(keys[i]);
+      req.shown = shown(keys[i]);
+      lock.unlock();
+      c->start(std::move(req), [&, i](Result<HttpResponse> r) {
+        std::lock_guard g(mu);
+        if (!r) {
+          errors[i] = r.error();
+        } else if (r->status != 200) {
+          errors[i] = http_error(*r, shown(keys[i]), "HEAD");
+        } else {
+          const auto it = r->headers.find("content-length");
+          const auto size = it == r->headers.end() ? std::nullopt : to_u64(it->second);
+          if (size) {
+            out[i] = ObjectInfo{keys[i], *size};
+          } else {
+            errors[i] = Error(Errc::kUnsupported, "the server gave no Content-Length").with_object(shown(keys[i]));
+          }
+        }
+        --pending;
+        cv.notify_one();
+      });
+      lock.lock();
+    }
+    cv.wait(lock, [&] { return (next < keys.size() && pending < kWindow) || pending == 0; });
+  }
+  for (auto& e : errors) {
+    if (e) return fail(std::move(*e));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<ObjectHandle>> ObjectStore::open(std::string_view key) {
+  FEEDLINE_ASSIGN_OR_RETURN(ObjectInfo info, stat(key));
+  return std::unique_ptr<ObjectHandle>(std::make_unique<HttpObject>(info.key, info.size, url_for(key), shown(key)));
+}
+
+Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& options) {
+  const unsigned connections = http_.connections ? http_.connections : std::max(1u, options.depth);
+  FEEDLINE_ASSIGN_OR_RETURN(auto client, HttpClient::create(client_options(connections)));
+  return std::unique_ptr<IoQueue>(
+      std::make_unique<HttpQueue>(options.depth, std::move(client), std::max<std::uint64_t>(http_.part_size, 4096), connections));
+}
+
+BackendCaps ObjectStore::caps() const { return BackendCaps{1, 1ull << 40, true}; }
+
+}  // namespace feedline::storage::detail

@@ -1,0 +1,62 @@
+// What s3:// and http(s):// share: objects addressed by URL, sizes from HEAD, reads as ranged GETs
+// through transports::HttpClient (large reads split into parallel parts), and the mapping of HTTP
+// and S3 error answers to errors a user can act on.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "feedline/storage/backend.hpp"
+#include "feedline/storage/registry.hpp"
+#include "feedline/transports/http_client.hpp"
+
+namespace feedline::storage::detail {
+
+class HttpObject final : public ObjectHandle {
+ public:
+  HttpObject(std::string key, std::uint64_t size, std::string url, std::string shown)
+      : ObjectHandle(std::move(key), size), url_(std::move(url)), shown_(std::move(shown)) {}
+  const std::string& url() const noexcept { return url_; }
+  const std::string& shown() const noexcept { return shown_; }
+
+ private:
+  std::string url_;
+  std::string shown_;
+};
+
+class ObjectStore : public Backend {
+ public:
+  Result<ObjectInfo> stat(std::string_view key) override;
+  Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys) override;
+  Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) override;
+  Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override;
+  BackendCaps caps() const override;
+
+ protected:
+  ObjectStore(HttpConfig http, std::optional<transports::SigV4> sigv4);
+
+  virtual std::string url_for(std::string_view key) const = 0;
+  // How the user names the object ("s3://bucket/key", "http://host/path"); never a secret.
+  virtual std::string shown(std::string_view key) const = 0;
+
+  transports::HttpClientOptions client_options(unsigned connections) const;
+  // The client for control requests (HEAD, LIST, PUT), made on first use.
+  Result<transports::HttpClient*> control();
+  // Maps a non-2xx answer (with its S3 error body, if any) to an error naming the object.
+  Error http_error(const transports::HttpResponse& r, std::string_view object, std::string_view what) const;
+
+  const HttpConfig& http_config() const noexcept { return http_; }
+
+ private:
+  HttpConfig http_;
+  std::optional<transports::SigV4> sigv4_;
+  std::mutex control_mu_;
+  std::unique_ptr<transports::HttpClient> control_;
+};
+
+Result<Resolved> open_s3_url(const ParsedUrl& url, const BackendConfig& config);
+Result<Resolved> open_http_url(const ParsedUrl& url, const BackendConfig& config);
+
+}  // namespace feedline::storage::detail

@@ -1,0 +1,214 @@
+// s3://bucket/prefix: ListObjectsV2, HEAD, ranged GET, PUT and multipart upload, signed by curl.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "feedline/storage/s3_xml.hpp"
+#include "object_store.hpp"
+
+namespace feedline::storage::detail {
+namespace {
+
+using transports::HttpClient;
+using transports::HttpRequest;
+using transports::HttpResponse;
+using transports::uri_encode;
+
+// S3's smallest part (all parts but the last).
+constexpr std::uint64_t kMinPart = 5ull << 20;
+constexpr const char* kUnsignedPayload = "x-amz-content-sha256: UNSIGNED-PAYLOAD";
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+class S3Backend;
+
+// Buffers a part at a time; small objects go as one PUT on commit, larger ones as a multipart
+// upload (the object appears only on CompleteMultipartUpload; an abandoned upload is aborted).
+class S3Writer final : public ObjectWriter {
+ public:
+  S3Writer(S3Backend& backend, std::string key, std::uint64_t part_size)
+      : backend_(backend), key_(std::move(key)), part_size_(std::max(part_size, kMinPart)) {}
+  ~S3Writer() override;
+  Result<void> append(ConstBytes data) override;
+  Result<void> commit() override;
+
+ private:
+  Result<void> flush_part();
+
+  S3Backend& backend_;
+  std::string key_;
+  std::uint64_t part_size_;
+  std::vector<std::byte> buf_;
+  std::string upload_id_;
+  std::vector<std::string> etags_;
+  bool committed_ = false;
+};
+
+class S3Backend final : public ObjectStore {
+ public:
+  S3Backend(std::string bucket, HttpConfig http, const S3Config& s3)
+      : ObjectStore(std::move(http), sigv4_for(s3)), bucket_(std::move(bucket)) {
+    if (s3.endpoint.empty()) {
+      // AWS itself: virtual-hosted style.
+      bucket_url_ = fmt::format("https://{}.s3.{}.amazonaws.com", bucket_, s3.region);
+    } else {
+      std::string ep = s3.endpoint;
+      while (ep.ends_with('/')) ep.pop_back();
+      bucket_url_ = s3.path_style ? fmt::format("{}/{}", ep, uri_encode(bucket_, false)) : ep;
+    }
+  }
+
+  std::string_view scheme() const noexcept override { return "s3"; }
+
+  Result<std::vector<ObjectInfo>> list(std::string_view prefix) override {
+    FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
+    std::vector<ObjectInfo> out;
+    std::string token;
+    for (;;) {
+      // Query parameters in canonical (sorted) order and encoded as SigV4 wants them: curl 7.88
+      // signs the query string as given.
+      std::string query;
+      if (!token.empty()) query += "continuation-token=" + uri_encode(token, false) + "&";
+      query += "list-type=2&prefix=" + uri_encode(prefix, false);
+      HttpRequest req;
+      req.url = fmt::format("{}/?{}", bucket_url_, query);
+      req.shown = shown(prefix);
+      FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, c->perform(std::move(req)));
+      if (r.status != 200) return fail(http_error(r, shown(prefix), "ListObjectsV2"));
+      auto page = s3::parse_list_page(r.body);
+      if (!page) return fail(Error(page.error()).with_object(shown(prefix)));
+      for (auto& o : page->objects) out.push_back(std::move(o));
+      if (!page->truncated) break;
+      token = std::move(page->next_token);
+    }
+    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    if (out.empty()) {
+      return fail(Error(Errc::kNotFound, "no objects under this prefix")
+                      .with_object(shown(prefix))
+                      .with_hint("check the bucket and prefix (aws s3 ls)"));
+    }
+    return out;
+  }
+
+  Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {
+    if (key.empty() || key.ends_with('/')) {
+      return fail(Error(Errc::kInvalidArgument, "an object key must not be empty or end in '/'").with_object(shown(key)));
+    }
+    return std::unique_ptr<ObjectWriter>(std::make_unique<S3Writer>(*this, std::string(key), http_config().part_size));
+  }
+
+  std::string url_for(std::string_view key) const override {
+    return fmt::format("{}/{}", bucket_url_, uri_encode(key, true));
+  }
+  std::string shown(std::string_view key) const override { return fmt::format("s3://{}/{}", bucket_, key); }
+
+  // Control requests with a body or a query, for the writer.
+  Result<HttpResponse> request(std::string method, std::string_view key, std::string query, ConstBytes body,
+                               std::string_view what) {
+    FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
+    HttpRequest req;
+    req.method = std::move(method);
+    req.url = url_for(key) + (query.empty() ? "" : "?" + query);
+    req.shown = shown(key);
+    req.upload = body;
+    req.headers.push_back(kUnsignedPayload);
+    FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, c->perform(std::move(req)));
+    if (r.status < 200 || r.status > 299) return fail(http_error(r, shown(key), what));
+    return r;
+  }
+
+ private:
+  static std::optional<transports::SigV4> sigv4_for(const S3Config& s3) {
+    if (s3.access_key_id.empty()) return std::nullopt;  // anonymous (public buckets)
+    return transports::SigV4{s3.access_key_id, s3.secret_access_key, s3.session_token, s3.region, "s3"};
+  }
+
+  std::string bucket_;
+  std::string bucket_url_;
+};
+
+S3Writer::~S3Writer() {
+  if (!committed_ && !upload_id_.empty()) {
+    (void)backend_.request("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false), {}, "AbortMultipartUpload");
+  }
+}
+
+Result<void> S3Writer::append(ConstBytes data) {
+  while (!data.empty()) {
+    const std::size_t room = static_cast<std::size_t>(part_size_ - buf_.size());
+    const std::size_t n = std::min(room, data.size());
+    buf_.insert(buf_.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(n));
+    data = data.subspan(n);
+    if (buf_.size() == part_size_) FEEDLINE_TRY(flush_part());
+  }
+  return {};
+}
+
+Result<void> S3Writer::flush_part() {
+  if (upload_id_.empty()) {
+    FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, backend_.request("POST", key_, "uploads=", {}, "CreateMultipartUpload"));
+    FEEDLINE_ASSIGN_OR_RETURN(upload_id_, s3::parse_upload_id(r.body));
+  }
+  const std::size_t number = etags_.size() + 1;
+  FEEDLINE_ASSIGN_OR_RETURN(
+      HttpResponse r, backend_.request("PUT", key_,
+                                       fmt::format("partNumber={}&uploadId={}", number, uri_encode(upload_id_, false)),
+                                       buf_, "UploadPart"));
+  const auto it = r.headers.find("etag");
+  if (it == r.headers.end()) {
+    return fail(Error(Errc::kCorrupt, fmt::format("no ETag in the answer to part {}", number)).with_object(key_));
+  }
+  etags_.push_back(it->second);
+  buf_.clear();
+  return {};
+}
+
+Result<void> S3Writer::commit() {
+  if (committed_) return fail(Errc::kInvalidArgument, "commit() called twice");
+  if (upload_id_.empty()) {
+    FEEDLINE_TRY(backend_.request("PUT", key_, "", buf_, "PutObject"));
+    committed_ = true;
+    return {};
+  }
+  if (!buf_.empty()) FEEDLINE_TRY(flush_part());
+  std::string xml = "<CompleteMultipartUpload>";
+  for (std::size_t i = 0; i < etags_.size(); ++i) {
+    xml += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", i + 1, xml_escape(etags_[i]));
+  }
+  xml += "</CompleteMultipartUpload>";
+  FEEDLINE_ASSIGN_OR_RETURN(
+      HttpResponse r,
+      backend_.request("POST", key_, "uploadId=" + uri_encode(upload_id_, false),
+                       ConstBytes(reinterpret_cast<const std::byte*>(xml.data()), xml.size()), "CompleteMultipartUpload"));
+  // S3 may answer 200 with an <Error> body when the completion fails late.
+  if (auto e = s3::parse_error(r.body)) {
+    return fail(Error(Errc::kIo, fmt::format("CompleteMultipartUpload: {}: {}", e->code, e->message)).with_object(key_));
+  }
+  committed_ = true;
+  return {};
+}
+
+}  // namespace
+
+Result<Resolved> open_s3_url(const ParsedUrl& url, const BackendConfig& config) {
+  if (url.authority.empty()) {
+    return fail(Error(Errc::kInvalidArgument, "an s3:// URL needs a bucket").with_object(url.text).with_hint("s3://bucket/prefix"));
+  }
+  std::string key = url.path;
+  while (key.starts_with('/')) key.erase(0, 1);
+  return Resolved{std::make_unique<S3Backend>(url.authority, config.http, config.s3), std::move(key)};
+}
+
+}  // namespace feedline::storage::detail

@@ -1,0 +1,119 @@
+// An asynchronous HTTP/1.1 client for object stores: libcurl's multi-socket interface driven by
+// one Boost.Asio event loop thread per client.
+//
+// Requests are started from any thread; completions run on the client's loop thread and must be
+// quick (hand the result to another thread). Bodies of GETs are written straight into the
+// caller's buffer at the right offset: no intermediate copy. Connections are kept alive and
+// reused (curl's connection cache, shared by every request of a client, at most
+// `max_connections` per host).
+//
+// Retries live here, where the bytes are: a request that fails with a retryable outcome (HTTP
+// 429/500/502/503/504, connect or transfer timeout, connection reset, a truncated body) is tried
+// again after an exponential backoff with full jitter, at most `max_attempts` times in all; a GET
+// that had already received part of its range asks only for the missing bytes. Every retry is
+// counted by reason in the response.
+//
+// Signing: with `sigv4` set, curl signs each request (CURLOPT_AWS_SIGV4); we never hand-write
+// SigV4. Secrets are never part of an error message.
+//
+// curl, curl/curl.h and Asio stay inside src/http/.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "feedline/core/bytes.hpp"
+#include "feedline/core/error.hpp"
+
+namespace feedline::transports {
+
+struct SigV4 {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // sent as x-amz-security-token when set
+  std::string region = "us-east-1";
+  std::string service = "s3";
+};
+
+struct HttpClientOptions {
+  unsigned max_connections = 16;  // per host
+  bool insecure = false;          // no TLS peer/host verification
+  std::string ca_bundle;          // empty: the system's CA store
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds stall_timeout{30'000};  // an attempt that gets no byte this long fails
+  unsigned max_attempts = 5;
+  std::chrono::milliseconds backoff_base{50};  // attempt n waits U(0, min(cap, base * 2^n))
+  std::chrono::milliseconds backoff_cap{2'000};
+  std::optional<SigV4> sigv4;
+  // "host:port:address" entries, like curl --resolve (tests point a real host name at 127.0.0.1).
+  std::vector<std::string> resolve;
+};
+
+struct HttpRequest {
+  std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
+  std::string url;             // fully encoded
+  std::vector<std::string> headers;  // "Name: value"
+  // A ranged GET: bytes [offset, offset + length) land in dst (dst.size() >= length). The
+  // response is a short read when the object ends first. Without a range, the body (up to
+  // max_body bytes) is kept in HttpResponse::body.
+  std::optional<std::uint64_t> range_offset;
+  std::uint64_t range_length = 0;
+  MutableBytes dst;
+  ConstBytes upload;  // PUT / POST body; must stay valid until the completion
+  std::size_t max_body = 16u << 20;
+  // The object as the user named it, for error messages (the URL may carry a signature).
+  std::string shown;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::uint64_t bytes = 0;  // body bytes received (into dst, or into body)
+  std::string body;         // bodies of un-ranged requests, and of errors (first 64 KiB)
+  std::map<std::string, std::string, std::less<>> headers;  // lower-case names
+  unsigned attempts = 1;
+  std::map<std::string, std::uint32_t, std::less<>> retries;  // reason ("http_503", "reset", ...) -> count
+  std::uint64_t ttfb_ns = 0;      // last attempt: request start to first response byte
+  std::uint64_t total_ns = 0;     // last attempt: start to end
+  std::uint64_t connections = 0;  // new connections this request opened (all attempts)
+};
+
+using HttpCallback = std::function<void(Result<HttpResponse>)>;
+
+struct HttpClientStats {
+  std::uint64_t connections_opened = 0;
+  std::uint64_t max_open_connections = 0;
+  std::uint64_t open_connections = 0;
+};
+
+class HttpClient {
+ public:
+  static Result<std::unique_ptr<HttpClient>> create(const HttpClientOptions& options);
+  virtual ~HttpClient() = default;
+
+  // Thread-safe. The callback runs on the client's thread exactly once (also on cancel()).
+  virtual void start(HttpRequest request, HttpCallback done) = 0;
+  // Blocking convenience for control requests (HEAD, LIST, PUT).
+  Result<HttpResponse> perform(HttpRequest request);
+  // Fails every request not yet completed with kCancelled (their callbacks still run).
+  virtual void cancel_all() = 0;
+  virtual HttpClientStats stats() const = 0;
+
+ protected:
+  HttpClient() = default;
+};
+
+// "libcurl/7.88.1 OpenSSL/3.0.x ..." or "not built in".
+std::string http_library_version();
+bool http_compiled_in() noexcept;
+
+// S3/AWS-style URI encoding of one path segment or query value (RFC 3986 unreserved kept;
+// '/' kept when keep_slash).
+std::string uri_encode(std::string_view text, bool keep_slash);
+
+}  // namespace feedline::transports
