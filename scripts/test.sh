@@ -5,11 +5,14 @@
 #   tsan     (ThreadSanitizer)           all tests
 #   minimal  (every optional dependency off) all tests
 #   fuzz     (clang 16 libFuzzer + ASan)  each fuzz target for FEEDLINE_FUZZ_SECONDS (20)
-# Idempotent; incremental when build/ exists. FEEDLINE_PRESETS="release asan" runs a subset.
+# Idempotent; incremental when build/ exists. The S3/HTTP tests start their own servers
+# (s3rver installed by tests/servers/setup.sh, nginx, tests/servers/s3proxy.py). FEEDLINE_PRESETS="release asan" runs a subset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh --test
+# s3rver (npm, pinned) for the S3 protocol tests; no-op when tests/servers/node_modules is current.
+tests/servers/setup.sh
 presets=${FEEDLINE_PRESETS:-release asan tsan minimal fuzz}
 jobs=$(nproc)
 failed=()

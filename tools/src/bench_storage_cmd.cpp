@@ -13,6 +13,7 @@
 #include "feedline/loader/storage_bench.hpp"
 #include "feedline/storage/device_stats.hpp"
 #include "feedline/storage/registry.hpp"
+#include "feedline/storage/url_pattern.hpp"
 #include "progress.hpp"
 #include "signals.hpp"
 
@@ -242,6 +243,9 @@ int run(const Options& o) {
   const Plan plan = make_plan(o);
   storage::Registry registry;
   storage::register_builtin_backends(registry);
+  if (storage::has_brace_pattern(o.url)) {
+    throw UsageError("bench storage reads one object; brace patterns name datasets (use `feedline run`)");
+  }
   storage::Resolved resolved = value_or_usage(registry.open(o.url, plan.backend));
   storage::Backend& backend = *resolved.backend;
 

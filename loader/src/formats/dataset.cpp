@@ -10,10 +10,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
+#include "feedline/storage/url_pattern.hpp"
 #include "sequential_reader.hpp"
 
 namespace feedline::loader {
@@ -200,19 +202,42 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   std::string prefix(root);
   if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
   std::vector<storage::ObjectInfo> listing;
-  if (auto l = backend.list(prefix)) {
+  std::optional<Error> list_error;
+  if (storage::has_brace_pattern(root)) {
+    // Objects named by brace notation (train-{000000..000127}.tar): no listing, one stat each
+    // (concurrent on network backends); tar indexes are used when every shard has one.
+    FEEDLINE_ASSIGN_OR_RETURN(std::vector<std::string> keys, storage::expand_braces(root));
+    const std::string_view head = root.substr(0, root.find('{'));
+    const std::size_t slash = head.rfind('/');
+    prefix = slash == std::string_view::npos ? std::string() : std::string(head.substr(0, slash + 1));
+    FEEDLINE_ASSIGN_OR_RETURN(listing, backend.stat_many(keys));
+    if (options.format == DatasetFormat::kTar && options.use_index) {
+      std::vector<std::string> idx_keys;
+      for (const auto& k : keys) idx_keys.push_back(k + std::string(kTarIndexSuffix));
+      if (auto idx = backend.stat_many(idx_keys)) {
+        for (auto& o : *idx) listing.push_back(std::move(o));
+      } else {
+        ds.notes.push_back("not every shard has a .tar.idx index: reading the shards' headers instead");
+      }
+    }
+  } else if (auto l = backend.list(prefix)) {
     listing = std::move(*l);
+  } else if (l.error().code() == Errc::kUnsupported) {
+    list_error = std::move(l).error();  // no listing (plain HTTP): the root may name one object
   } else if (l.error().code() != Errc::kNotFound) {
     return fail(std::move(l).error());
   }
-  if (listing.empty() && !root.empty() && !root.ends_with('/')) {
+  if (listing.empty() && !root.empty() && !root.ends_with('/') && !storage::has_brace_pattern(root)) {
     if (auto st = backend.stat(root)) {
       const std::size_t slash = root.rfind('/');
       prefix =
           slash == std::string_view::npos ? std::string() : std::string(root.substr(0, slash + 1));
       listing.push_back(std::move(*st));
+    } else if (list_error && st.error().code() != Errc::kNotFound) {
+      return fail(std::move(st).error());
     }
   }
+  if (listing.empty() && list_error) return fail(std::move(*list_error));
   auto relative = [&](const storage::ObjectInfo& o) {
     return std::string_view(o.key).substr(std::min(prefix.size(), o.key.size()));
   };

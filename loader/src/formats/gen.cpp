@@ -305,8 +305,8 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
                         .with_hint("generate into an empty location, or remove what is there"));
       }
     }
-  } else if (existing.error().code() != Errc::kNotFound) {
-    return fail(std::move(existing).error());
+  } else if (existing.error().code() != Errc::kNotFound && existing.error().code() != Errc::kUnsupported) {
+    return fail(std::move(existing).error());  // kUnsupported: no listing (plain HTTP): nothing to check
   }
 
   GenSummary sum;

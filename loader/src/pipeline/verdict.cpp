@@ -120,8 +120,42 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       wait_text, pct(decode ? decode->starved_fraction : 0), format_rate(rate), r.io.mean_depth(),
       r.io_depth, pct(at_cap), format_duration_ns(static_cast<double>(r.io.lat.percentile(0.5))),
       format_duration_ns(static_cast<double>(r.io.lat.percentile(0.99))));
+  std::string net_evidence, net_knob;
+  if (auto it = r.io.histograms.find("ttfb_ns"); it != r.io.histograms.end() && it->second.count() > 0) {
+    // Object stores: is a read waiting for its first byte (request latency: more requests in
+    // flight help) or for the rest of its bytes (bandwidth: they do not)?
+    const Histogram& ttfb = it->second;
+    const auto tr = r.io.histograms.find("transfer_ns");
+    const double t50 = static_cast<double>(ttfb.percentile(0.5));
+    const double x50 = tr == r.io.histograms.end() ? 0 : static_cast<double>(tr->second.percentile(0.5));
+    auto counter = [&r](const char* name) {
+      const auto c = r.io.counters.find(name);
+      return c == r.io.counters.end() ? std::uint64_t{0} : c->second;
+    };
+    net_evidence = fmt::format("; HTTP time to first byte p50 {} vs transfer p50 {}, {} retries ({} throttled)",
+                               format_duration_ns(t50), format_duration_ns(x50), counter("http_retries"),
+                               counter("http_throttled"));
+    if (counter("http_throttled") * 20 > counter("http_requests") && counter("http_throttled") > 0) {
+      net_knob = "the server throttled requests (HTTP 503/429): lower --io-depth/--connections, or spread keys "
+                 "over more prefixes";
+    } else if (t50 >= x50 && at_cap >= 0.5) {
+      net_knob = fmt::format("reads wait mostly for the first byte (request latency) with --io-depth {} always "
+                             "full: raise --io-depth (and --connections) to {}",
+                             r.io_depth, 2 * r.io_depth);
+    } else if (t50 >= x50) {
+      net_knob = fmt::format("reads wait mostly for the first byte (request latency) and only {:.1f} were in "
+                             "flight on average (cap {}): keep more samples ahead (--prefetch, --memory-budget) "
+                             "or use smaller --part-size so more requests overlap",
+                             r.io.mean_depth(), r.io_depth);
+    } else {
+      net_knob = "reads spend most of their time transferring bytes (bandwidth-bound): more requests will not "
+                 "help; a faster network or server, or less data (compression) will";
+    }
+  }
   std::string knob;
-  if (at_cap >= 0.5) {
+  if (!net_knob.empty()) {
+    knob = net_knob;
+  } else if (at_cap >= 0.5) {
     knob = fmt::format(
         "reads sat at the --io-depth cap: raise --io-depth from {} to {} if the storage has "
         "headroom; if it is already saturated, only faster storage helps",
@@ -134,7 +168,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
     knob = "storage is the limit below the depth cap (latency-bound): faster storage, or more "
            "reads in flight per sample (smaller samples, more shards)";
   }
-  return {"storage", evidence, knob};
+  return {"storage", evidence + net_evidence, knob};
 }
 
 }  // namespace feedline::loader

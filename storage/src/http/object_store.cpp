@@ -202,7 +202,7 @@ transports::HttpClientOptions ObjectStore::client_options(unsigned connections) 
   o.stall_timeout = http_.stall_timeout;
   o.max_attempts = std::max(1u, http_.max_attempts);
   o.sigv4 = sigv4_;
-  o.resolve = http_.resolve;
+  o.connect_to = http_.connect_to;
   return o;
 }
 

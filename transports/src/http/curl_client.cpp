@@ -104,7 +104,7 @@ class CurlClient final : public HttpClient {
     curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
     curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(std::max(1u, options_.max_connections)));
     curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max(1u, options_.max_connections) * 2));
-    for (const auto& r : options_.resolve) resolve_ = curl_slist_append(resolve_, r.c_str());
+    for (const auto& r : options_.connect_to) connect_to_ = curl_slist_append(connect_to_, r.c_str());
     if (options_.sigv4) {
       sigv4_param_ = fmt::format("aws:amz:{}:{}", options_.sigv4->region, options_.sigv4->service);
     }
@@ -116,7 +116,7 @@ class CurlClient final : public HttpClient {
     asio::post(io_, [this] { shutdown(); });
     work_.reset();
     if (thread_.joinable()) thread_.join();
-    if (resolve_) curl_slist_free_all(resolve_);
+    if (connect_to_) curl_slist_free_all(connect_to_);
   }
 
   void start(HttpRequest request, HttpCallback done) override {
@@ -201,7 +201,7 @@ class CurlClient final : public HttpClient {
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, options_.insecure ? 0L : 1L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, options_.insecure ? 0L : 2L);
     if (!options_.ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_bundle.c_str());
-    if (resolve_) curl_easy_setopt(e, CURLOPT_RESOLVE, resolve_);
+    if (connect_to_) curl_easy_setopt(e, CURLOPT_CONNECT_TO, connect_to_);
 
     if (t->headers) {
       curl_slist_free_all(t->headers);
@@ -541,7 +541,7 @@ class CurlClient final : public HttpClient {
   asio::steady_timer timer_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   CURLM* multi_ = nullptr;
-  curl_slist* resolve_ = nullptr;
+  curl_slist* connect_to_ = nullptr;
   std::string sigv4_param_;
   std::unordered_map<curl_socket_t, std::shared_ptr<Sock>> socks_;
   std::unordered_set<Transfer*> active_;

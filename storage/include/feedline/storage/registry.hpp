@@ -40,7 +40,7 @@ struct HttpConfig {
   unsigned max_attempts = 5;                // per request, the first try included
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds stall_timeout{30'000};  // no byte for this long fails the attempt
-  std::vector<std::string> resolve;  // "host:port:address", like curl --resolve
+  std::vector<std::string> connect_to;  // "HOST:PORT:TO-HOST:TO-PORT", like curl --connect-to
 };
 
 // S3 endpoint and credentials, resolved by tools/ the AWS way (environment, ~/.aws files,

@@ -51,8 +51,9 @@ struct HttpClientOptions {
   std::chrono::milliseconds backoff_base{50};  // attempt n waits U(0, min(cap, base * 2^n))
   std::chrono::milliseconds backoff_cap{2'000};
   std::optional<SigV4> sigv4;
-  // "host:port:address" entries, like curl --resolve (tests point a real host name at 127.0.0.1).
-  std::vector<std::string> resolve;
+  // "HOST:PORT:CONNECT-HOST:CONNECT-PORT" entries, like curl --connect-to: requests for HOST:PORT
+  // go to another address while the URL (and the signed Host header) stay as written.
+  std::vector<std::string> connect_to;
 };
 
 struct HttpRequest {

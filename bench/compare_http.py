@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Summarise bench/compare-http.sh's runs: medians per job and tool, ratios against the targets.
+
+Usage: compare_http.py RESULTS.tsv OUT.json CONCURRENCY PAIRS FEEDLINE_OK
+RESULTS.tsv lines: job tool units bytes wall user sys [feedline JSON report]
+"""
+import json
+import statistics
+import sys
+
+GIB = 1 << 30
+
+
+def main():
+    path, out, concurrency, pairs, feedline_ok = sys.argv[1:6]
+    runs = []
+    for line in open(path):
+        parts = line.rstrip("\n").split("\t")
+        job, tool, units, nbytes, times = parts[0], parts[1], int(parts[2]), int(parts[3]), parts[4]
+        wall, user, sys_ = (float(x) for x in times.split())
+        report = {}
+        if len(parts) > 5 and parts[5].strip():
+            try:
+                report = json.loads(parts[5])
+            except ValueError:
+                report = {}
+        r = {"job": job, "tool": tool, "wall_s": wall, "cpu_s": user + sys_, "bytes": nbytes, "units": units,
+             "gb_per_s": nbytes / wall / 1e9 if wall > 0 else 0.0,
+             "objects_per_s": units / wall if wall > 0 else 0.0,
+             "cpu_s_per_gib": (user + sys_) / (nbytes / GIB) if nbytes else 0.0}
+        if report:
+            if "bandwidth_bytes_per_second" in report:
+                r["self_reported_gb_per_s"] = report["bandwidth_bytes_per_second"] / 1e9
+                r["self_reported_cpu_s_per_gib"] = report.get("cpu_seconds_per_gib")
+            if "samples_per_second" in report:
+                r["self_reported_objects_per_s"] = report["samples_per_second"]
+            d = report.get("delivered", {})
+            if d:
+                r["delivered_samples"] = d.get("samples")
+        runs.append(r)
+
+    med = {}
+    for job in ("large", "small"):
+        for tool in sorted({r["tool"] for r in runs if r["job"] == job}):
+            rs = [r for r in runs if r["job"] == job and r["tool"] == tool]
+            m = {k: statistics.median([r[k] for r in rs]) for k in ("gb_per_s", "objects_per_s", "cpu_s_per_gib", "wall_s")}
+            for k in ("self_reported_gb_per_s", "self_reported_objects_per_s"):
+                vals = [r[k] for r in rs if r.get(k) is not None]
+                if vals:
+                    m[k] = statistics.median(vals)
+            m["runs"] = len(rs)
+            med.setdefault(job, {})[tool] = m
+
+    lines = ["compare-http: medians at concurrency %s over %s round(s) (same nginx server for every tool)" % (concurrency, pairs)]
+    ratios = {}
+
+    def ratio(name, ours, peer, target, higher_is_better=True):
+        if ours is None or peer is None or peer == 0:
+            lines.append("  %-48s n/a" % name)
+            return
+        q = ours / peer
+        ok = q >= target if higher_is_better else q <= target
+        ratios[name] = {"ratio": q, "target": target, "met": ok}
+        lines.append("  %-48s %.2f  (target %s %.2f: %s)" % (name, q, ">=" if higher_is_better else "<=", target,
+                                                             "met" if ok else "MISSED"))
+
+    if "large" in med:
+        lines.append("large object:")
+        lines.append("  %-12s %10s %14s %8s" % ("tool", "GB/s", "CPU s/GiB", "runs"))
+        for tool, m in med["large"].items():
+            note = " (one stream: rclone cat has no parallel mode)" if tool == "rclone" else ""
+            lines.append("  %-12s %10.3f %14.3f %8d%s" % (tool, m["gb_per_s"], m["cpu_s_per_gib"], m["runs"], note))
+        L = med["large"]
+        f = L.get("feedline")
+        peers = {t: L[t]["gb_per_s"] for t in ("curl", "aws") if t in L}
+        if peers:
+            best = max(peers, key=peers.get)
+            ratio("large: feedline / best peer at C (%s) GB/s" % best, f and f["gb_per_s"], peers[best], 1.0)
+        if "curl" in L:
+            ratio("large: feedline / curl CPU s/GiB", f and f["cpu_s_per_gib"], L["curl"]["cpu_s_per_gib"], 1.0, False)
+    if "small" in med:
+        lines.append("small objects:")
+        lines.append("  %-12s %10s %14s %8s" % ("tool", "objects/s", "CPU s/GiB", "runs"))
+        for tool, m in med["small"].items():
+            lines.append("  %-12s %10.0f %14.3f %8d" % (tool, m["objects_per_s"], m["cpu_s_per_gib"], m["runs"]))
+        S = med["small"]
+        for ours in ("feedline", "feedline-s3"):
+            o = S.get(ours)
+            if "aws" in S:
+                ratio("small: %s / aws objects/s" % ours, o and o["objects_per_s"], S["aws"]["objects_per_s"], 2.0)
+            if "curl" in S:
+                ratio("small: %s / curl objects/s" % ours, o and o["objects_per_s"], S["curl"]["objects_per_s"], 1.0)
+        if "curl" in S:
+            ratio("small: feedline / curl CPU s/GiB", S.get("feedline") and S["feedline"]["cpu_s_per_gib"],
+                  S["curl"]["cpu_s_per_gib"], 1.0, False)
+    if feedline_ok != "1":
+        lines.append("feedline: NOT MEASURED (it cannot read http:// in this build; see the message above)")
+    print("\n".join(lines))
+    with open(out, "w") as fh:
+        json.dump({"concurrency": int(concurrency), "pairs": int(pairs), "runs": runs, "medians": med,
+                   "ratios": ratios, "table": lines}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

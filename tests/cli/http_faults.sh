@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# http:// under faults: nginx serves a dataset through tests/servers/s3proxy.py, which injects 503
+# bursts, resets mid-body (RST), truncated bodies and slow first bytes. Each run must complete with
+# the local run's digest (no sample lost or doubled), report its retries, and the proxy must have
+# injected what it was asked to. A server without Range support is a clear error.
+# Usage: http_faults.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+source "$here/net_lib.sh"
+source "$here/../servers/servers.sh"
+cli_init "$@"
+servers_cleanup_on_exit
+require_net_tools
+require_http_backend
+run_timeout=120
+
+www=$scratch/www
+mkdir -p "$www"
+must_gen "$www/ds" --format tar --samples 400 --samples-per-shard 20 --sample-size normal:24KiB:8KiB --compress zstd:3 \
+  --compressibility 0.5 --seed 21
+head -c $((32 << 20)) /dev/urandom >"$www/big.bin"
+ngport=$(free_port)
+start_nginx "$www" "$ngport" || { echo "FAIL: nginx did not start"; exit 1; }
+shards='shard-{000000..000019}.tar'
+
+checks=$((checks + 1))
+must_frun "run local" run "$www/ds" --batch-size 16 --json "$scratch/local.json" || { finish http_faults; exit 1; }
+checks=$((checks + 1))
+must_frun "run over nginx" run "http://127.0.0.1:$ngport/ds/$shards" --format tar --batch-size 16 --json "$scratch/plain.json" &&
+  same_digest "run over nginx, no faults" "$scratch/local.json" "$scratch/plain.json"
+
+# fault_run NAME COUNTER_CHECK PROXY_OPTIONS...: a run through the proxy with these faults.
+#   COUNTER_CHECK: "retries" (io.counters.http_retries > 0) or "ttfb:MS" (ttfb max >= MS).
+fault_run() {
+  local name=$1 want=$2; shift 2
+  local port stats=$scratch/proxy-$name.json json=$scratch/run-$name.json
+  port=$(free_port)
+  start_s3proxy "$ngport" "$port" --stats "$stats" "$@" || { fail "$name: s3proxy.py did not start"; return; }
+  checks=$((checks + 1))
+  must_frun "run with $name" run "http://127.0.0.1:$port/ds/$shards" --format tar --batch-size 16 --max-attempts 10 \
+    --json "$json" || return
+  same_digest "run with $name ($*)" "$scratch/local.json" "$json"
+  checks=$((checks + 1))
+  local injected retries
+  injected=$("$py" -c 'import json,sys; print(sum(json.load(open(sys.argv[1]))["faults"].values()))' "$stats" 2>/dev/null || echo 0)
+  retries=$(counter "$json" http_retries)
+  case $want in
+    retries)
+      if ((injected > 0 && retries > 0)); then
+        echo "ok: $name: the proxy injected $injected faults, feedline reports $retries retries ($(json_get "$json" "{k: v for k, v in d['io']['counters'].items() if 'retr' in k or 'http_5' in k}"))"
+      else
+        fail "$name: the proxy injected $injected faults; feedline reports io.counters.http_retries = $retries (expected both > 0)"
+        show "proxy stats" "$stats"
+      fi ;;
+    ttfb:*)
+      local ms=${want#ttfb:} max
+      max=$(json_get "$json" "int(d['io']['histograms']['ttfb_ns']['max'] / 1e6)" 2>/dev/null || echo 0)
+      if ((injected > 0 && max >= ms)); then
+        echo "ok: $name: $injected slow first bytes injected; feedline's ttfb max is $max ms (>= $ms)"
+      else
+        fail "$name: $injected slow first bytes injected; io.histograms.ttfb_ns max = $max ms, expected >= $ms"
+      fi ;;
+  esac
+}
+fault_run fail-503 retries --fail-503 6:3
+fault_run reset retries --reset-mid-body 0.15 --seed 3
+fault_run truncate retries --truncate 0.15 --seed 4
+fault_run slow ttfb:400 --slow-first-byte 400:0.1 --seed 5
+fault_run mixed retries --fail-503 15:2 --reset-mid-body 0.05 --truncate 0.05 --slow-first-byte 100:0.05 --seed 6
+
+# bench storage through faults: no errors reported, every byte read.
+port=$(free_port)
+start_s3proxy "$ngport" "$port" --stats "$scratch/proxy-bench.json" --reset-mid-body 0.1 --fail-503 10:1 --seed 8 &&
+  checks=$((checks + 1)) &&
+  if must_frun "bench storage with faults" bench storage "http://127.0.0.1:$port/big.bin" --bs 1m --iodepth 8 \
+       --max-attempts 10 --output json; then
+    cp "$out" "$scratch/bench-faults.json"
+    problems=$(json_check "$scratch/bench-faults.json" \
+      'd["bytes"] == 32 << 20 and d["errors"] == 0 and d["backend_counters"].get("http_retries", 0) > 0' \
+      "bench storage with faults: expected 32 MiB, no errors, backend_counters.http_retries > 0")
+    [[ -z $problems ]] && echo "ok: bench storage through resets and 503s: 32 MiB, no errors, retries counted" ||
+      { fail "$problems"; show report "$scratch/bench-faults.json"; }
+  fi
+
+# Faults on every attempt: bounded, a clear error naming the URL.
+port=$(free_port)
+start_s3proxy "$ngport" "$port" --fail-503 0:1 --stats "$scratch/proxy-always.json"
+expect_net_error "always 503" 90 "http://127.0.0.1:$port/big.bin" "503" \
+  -- bench storage "http://127.0.0.1:$port/big.bin" --bs 1m --max-attempts 3 --output json
+
+# A server without Range support.
+port=$(free_port)
+start_s3proxy "$ngport" "$port" --no-range --stats "$scratch/proxy-norange.json"
+expect_net_error "server without Range support" 60 "http://127.0.0.1:$port/big.bin" "re:range" \
+  -- bench storage "http://127.0.0.1:$port/big.bin" --bs 1m --output json
+
+finish http_faults

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Plain http:// against nginx: range reads with bench storage (sequential and random, every byte
+# accounted for), pipeline runs over brace-expanded URL lists (tar shards and one file per sample)
+# with the local copy's digest, and clear errors for a missing object, a missing member of a list,
+# a closed port and an unknown host.
+# Usage: http_nginx.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+source "$here/net_lib.sh"
+source "$here/../servers/servers.sh"
+cli_init "$@"
+servers_cleanup_on_exit
+require_net_tools
+require_http_backend
+write_digest_py "$scratch/digest.py"
+require_xxhash
+run_timeout=120
+
+www=$scratch/www
+mkdir -p "$www"
+head -c $((48 << 20)) /dev/urandom >"$www/big.bin"
+must_gen "$www/tar" --format tar --samples 300 --samples-per-shard 30 --sample-size normal:20KiB:6KiB --compress zstd:3 \
+  --compressibility 0.5 --seed 31
+must_gen "$www/files" --format files --samples 120 --sample-size uniform:0:30000 --seed 32
+ngport=$(free_port)
+start_nginx "$www" "$ngport" || { echo "FAIL: nginx did not start"; exit 1; }
+base=http://127.0.0.1:$ngport
+
+# --- bench storage ----------------------------------------------------------------------------------
+for shape in "--rw read --bs 1m --iodepth 8" "--rw read --bs 8m --iodepth 4" "--rw randread --bs 64k --iodepth 16 --size 16m"; do
+  read -ra a <<<"$shape"
+  checks=$((checks + 1))
+  must_frun "bench storage $shape" bench storage "$base/big.bin" "${a[@]}" --output json || continue
+  cp "$out" "$scratch/bench.json"
+  want=$((48 << 20))
+  [[ $shape == *16m* ]] && want=$((16 << 20))
+  problems=$(json_check "$scratch/bench.json" \
+    "d['bytes'] == $want and d['errors'] == 0 and d['engine'] == 'http' and d['backend_counters'].get('http_requests', 0) >= d['ios'] and d['backend_histograms']['ttfb_ns']['count'] > 0 and d['cpu_seconds_per_gib'] > 0" \
+    "bench storage $shape: expected $want bytes, no errors, engine http, http_requests >= ios, ttfb and CPU reported")
+  [[ -z $problems ]] && echo "ok: bench storage $base/big.bin $shape: $want bytes, $(json_get "$scratch/bench.json" "'%.0f MB/s' % (d['bandwidth_bytes_per_second'] / 1e6)")" ||
+    { fail "$problems"; show report "$scratch/bench.json"; }
+done
+
+# --- runs over URL lists ----------------------------------------------------------------------------
+for v in tar files; do
+  checks=$((checks + 1))
+  must_frun "run local $v" run "$www/$v" --batch-size 16 --json "$scratch/local-$v.json" || continue
+  py_digest "$www/$v"
+  checks=$((checks + 1))
+  [[ $(json_get "$scratch/local-$v.json" 'd["delivered"]["digest"]') == "$want_digest" ]] ||
+    fail "run local $v: digest differs from Python's"
+done
+checks=$((checks + 1))
+must_frun "run http tar shards" run "$base/tar/shard-{000000..000009}.tar" --format tar --batch-size 16 --json "$scratch/http-tar.json" &&
+  same_digest "run $base/tar/shard-{000000..000009}.tar --format tar" "$scratch/local-tar.json" "$scratch/http-tar.json"
+# --format auto (the default) must see .tar shards in a URL list as it does in a directory.
+checks=$((checks + 1))
+must_frun "run http tar shards, --format auto" run "$base/tar/shard-{000000..000009}.tar" --batch-size 16 --json "$scratch/http-tar-auto.json" &&
+  same_digest "run $base/tar/shard-{000000..000009}.tar (format auto)" "$scratch/local-tar.json" "$scratch/http-tar-auto.json"
+checks=$((checks + 1))
+must_frun "run http files" run "$base/files/{000000..000119}.bin" --format files --batch-size 16 --io-depth 32 \
+  --json "$scratch/http-files.json" &&
+  same_digest "run $base/files/{000000..000119}.bin" "$scratch/local-files.json" "$scratch/http-files.json"
+checks=$((checks + 1))
+must_frun "run http tar, 2 connections, 2 epochs" run "$base/tar/shard-{000000..000009}.tar" --format tar --connections 2 --epochs 2 \
+  --batch-size 5 --json "$scratch/http-tar-2.json" &&
+  { problems=$(json_check "$scratch/http-tar-2.json" "d['delivered']['samples'] == 600 and str(d['delivered']['digest']) == '$(times 2 "$(json_get "$scratch/local-tar.json" 'd["delivered"]["digest"]')")'" \
+      "run over 2 connections, 2 epochs: expected 600 samples with twice the digest")
+    [[ -z $problems ]] && echo "ok: run over 2 connections, 2 epochs: exactly once per epoch" || fail "$problems"; }
+
+# --- bad input ----------------------------------------------------------------------------------------
+expect_net_error "missing object" 60 "$base/nope.bin" "404" -- bench storage "$base/nope.bin" --output json
+expect_net_error "a missing member of a URL list" 60 "000010.tar" \
+  -- run "$base/tar/shard-{000000..000010}.tar" --json "$scratch/missing.json"
+closed=$(free_port)
+expect_net_error "closed port" 40 "re:127\.0\.0\.1(:| port )$closed" \
+  -- bench storage "http://127.0.0.1:$closed/big.bin" --max-attempts 3 --output json
+expect_net_error "unknown host" 40 "no-such-host.invalid" \
+  -- bench storage "http://no-such-host.invalid:9/big.bin" --max-attempts 2 --output json
+
+finish http_nginx
