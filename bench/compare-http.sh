@@ -87,6 +87,8 @@ if [[ ! -f $big || $(stat -c %s "$big") -ne $big_bytes ]]; then
   echo "$bench_name: writing $size of random data to $big" >&2
   head -c "$big_bytes" /dev/urandom >"$big"
 fi
+mkdir -p "$www/rclone"
+ln -f "$big" "$www/rclone/big.bin"
 digits=${#count}; ((digits < 5)) && digits=5
 last=$(printf "%0${digits}d" $((count - 1)))
 "$python" - "$www/bench" "$count" "$small_bytes" "$digits" <<'PY'
@@ -140,12 +142,15 @@ http {
   server {
     listen 127.0.0.1:$port; root $www;
     # ListObjectsV2 on the bucket: the static page for the continuation token (page0 first).
-    location = /bench {
+    # (aws-cli asks /bench?list-type=2..., others /bench/?list-type=2...)
+    location ~ ^/bench/?\$ {
       default_type application/xml;
       set \$page page0;
       if (\$args ~ "continuation-token=([A-Za-z0-9]+)") { set \$page \$1; }
       rewrite ^ /bench/_list/\$page.xml break;
     }
+    # rclone's http remote finds big.bin in an HTML index.
+    location = /rclone/ { autoindex on; }
   }
 }
 CONF
@@ -165,8 +170,9 @@ s3 =
   multipart_chunksize = 8MB
   multipart_threshold = 8MB
 AWSCFG
-aws_env=(env AWS_CONFIG_FILE="$awsdir/config" AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_ACCESS_KEY_ID=BENCH
-         AWS_SECRET_ACCESS_KEY=BENCH AWS_EC2_METADATA_DISABLED=true AWS_PAGER= -u AWS_PROFILE -u AWS_ENDPOINT_URL)
+aws_env=(env -u AWS_PROFILE -u AWS_ENDPOINT_URL -u AWS_SESSION_TOKEN AWS_CONFIG_FILE="$awsdir/config"
+         AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_ACCESS_KEY_ID=BENCH AWS_SECRET_ACCESS_KEY=BENCH
+         AWS_EC2_METADATA_DISABLED=true AWS_PAGER=)
 
 # curl -K lists.
 part=$((8 << 20))
@@ -215,7 +221,7 @@ for ((round = 1; round <= pairs; round++)); do
     measure large curl 1 "$big_bytes" curl -sS --fail --parallel --parallel-max "$concurrency" -K "$servers_dir/curl-large.cfg" || failed=1
     measure large aws 1 "$big_bytes" bash -c '"$@" /usr/bin/aws --endpoint-url '"$base"' s3 cp s3://bench/big.bin - >/dev/null' _ "${aws_env[@]}" || failed=1
     if command -v rclone >/dev/null; then
-      measure large rclone 1 "$big_bytes" bash -c 'env -u AWS_CA_BUNDLE rclone cat --http-url '"$base"'/bench/ :http:big.bin >/dev/null' || failed=1
+      measure large rclone 1 "$big_bytes" bash -c 'env -u AWS_CA_BUNDLE rclone cat --http-url '"$base"'/rclone/ :http:big.bin >/dev/null' || failed=1
     fi
     if ((feedline_ok)); then
       measure large feedline 1 "$big_bytes" bash -c '"$1" bench storage "$2" --rw read --bs 8m --iodepth "$3" --size "$4" --output json >"$5"' _ \

@@ -122,6 +122,33 @@ if must_frun "bench storage s3" bench storage s3://bench/obj/big.bin --endpoint 
   if [[ -n $problems ]]; then fail "$problems"; show report "$scratch/bench-s3.json"; else echo "ok: bench storage s3://bench/obj/big.bin: 24 MiB, no errors"; fi
 fi
 
+# s3rver_lost_writes LOCAL_DIR PREFIX: true when every object under s3://bench/PREFIX/ that differs
+# from LOCAL_DIR was received intact by s3rver (the MD5 it recorded is the local file's) but stored
+# short; false when any difference is in the bytes s3rver received (the client sent them wrong).
+s3rver_lost_writes() {
+  "$py" - "$1" "$scratch/s3rver-data/bench/$2" <<'PY'
+import hashlib, os, sys
+local, stored = sys.argv[1:3]
+lost = 0
+for d, _, files in os.walk(local):
+    for f in files:
+        p = os.path.join(d, f)
+        rel = os.path.relpath(p, local)
+        data = open(p, "rb").read()
+        obj = os.path.join(stored, rel + "._S3rver_object")
+        if os.path.exists(obj) and open(obj, "rb").read() == data:
+            continue
+        try:
+            md5 = open(obj + ".md5").read().strip()
+        except OSError:
+            sys.exit(1)
+        if md5 != hashlib.md5(data).hexdigest():
+            sys.exit(1)
+        lost += 1
+sys.exit(0 if lost else 1)
+PY
+}
+
 # --- gen s3:// reads back byte-for-byte ------------------------------------------------------------
 for fmt in tar files; do
   gargs=(--format "$fmt" --samples 120 --samples-per-shard 40 --sample-size normal:6KiB:2KiB --compress zstd:2 --compressibility 0.4 --seed 11)
@@ -130,6 +157,15 @@ for fmt in tar files; do
   must_gen "$scratch/gen-local-$fmt" "${gargs[@]}"
   aws_must "download gen-$fmt" s3 cp --recursive --only-show-errors "s3://bench/gen-$fmt/" "$scratch/gen-back-$fmt"
   checks=$((checks + 1))
+  if ! diff -r -q "$scratch/gen-local-$fmt" "$scratch/gen-back-$fmt" >"$scratch/diff.txt" 2>&1 &&
+     s3rver_lost_writes "$scratch/gen-local-$fmt" "gen-$fmt"; then
+    # s3rver received the right bytes (its .md5 says so) but did not keep them: its known race
+    # (see s3_upload in tests/servers/servers.sh). Write again once; a second loss is a failure.
+    echo "note: gen s3://bench/gen-$fmt/: s3rver lost some of the writes it acknowledged; writing again"
+    must_frun "gen s3 $fmt again" gen "s3://bench/gen-$fmt/" --endpoint "$ep" "${gargs[@]}"
+    rm -rf "$scratch/gen-back-$fmt"
+    aws_must "download gen-$fmt" s3 cp --recursive --only-show-errors "s3://bench/gen-$fmt/" "$scratch/gen-back-$fmt"
+  fi
   if diff -r -q "$scratch/gen-local-$fmt" "$scratch/gen-back-$fmt" >"$scratch/diff.txt" 2>&1; then
     echo "ok: gen s3://bench/gen-$fmt/: aws-cli reads back the same bytes as a local gen ($(find "$scratch/gen-back-$fmt" -type f | wc -l) objects)"
   else

@@ -1,4 +1,4 @@
-// libFuzzer target: the parsers of user-typed text (sizes, durations, URLs). They must never
+// libFuzzer target: the parsers of user-typed text (sizes, durations, URLs, brace patterns). They must never
 // crash, and a size they accept must print and re-parse to something close.
 #include <cstddef>
 #include <cstdint>
@@ -6,6 +6,7 @@
 
 #include "feedline/core/units.hpp"
 #include "feedline/storage/registry.hpp"
+#include "feedline/storage/url_pattern.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -20,6 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (auto u = feedline::storage::parse_url(text)) {
     if (u->scheme.empty()) __builtin_trap();
+  }
+  if (auto names = feedline::storage::expand_braces(text, 4096)) {
+    if (names->empty() || names->size() > 4096) __builtin_trap();
+  } else if (!feedline::storage::has_brace_pattern(text)) {
+    __builtin_trap();  // only a pattern can be malformed
   }
   return 0;
 }

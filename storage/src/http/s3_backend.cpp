@@ -86,7 +86,24 @@ class S3Backend final : public ObjectStore {
       req.url = fmt::format("{}/?{}", bucket_url_, query);
       req.shown = shown(prefix);
       FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, c->perform(std::move(req)));
-      if (r.status != 200) return fail(http_error(r, shown(prefix), "ListObjectsV2"));
+      if (r.status != 200) {
+        const auto e = s3::parse_error(r.body);
+        if (!e) {
+          return fail(Error(Errc::kInvalidArgument,
+                            fmt::format("the endpoint does not answer like S3 (ListObjectsV2: HTTP {}, {})", r.status,
+                                        r.headers.contains("content-type") ? r.headers.at("content-type") : "no content type"))
+                          .with_http_status(static_cast<int>(r.status))
+                          .with_object(shown(prefix))
+                          .with_hint("check --endpoint / AWS_ENDPOINT_URL: it must be an S3-compatible server"));
+        }
+        if (e->code == "NoSuchBucket") {
+          return fail(Error(Errc::kInvalidArgument, fmt::format("the bucket '{}' does not exist", bucket_))
+                          .with_http_status(static_cast<int>(r.status))
+                          .with_object(shown(prefix))
+                          .with_hint("check the bucket name and the endpoint (--endpoint); `aws s3 ls` lists buckets"));
+        }
+        return fail(http_error(r, shown(prefix), "ListObjectsV2"));
+      }
       auto page = s3::parse_list_page(r.body);
       if (!page) return fail(Error(page.error()).with_object(shown(prefix)));
       for (auto& o : page->objects) out.push_back(std::move(o));
@@ -94,12 +111,7 @@ class S3Backend final : public ObjectStore {
       token = std::move(page->next_token);
     }
     std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-    if (out.empty()) {
-      return fail(Error(Errc::kNotFound, "no objects under this prefix")
-                      .with_object(shown(prefix))
-                      .with_hint("check the bucket and prefix (aws s3 ls)"));
-    }
-    return out;
+    return out;  // empty: nothing under the prefix (the caller may still stat one object)
   }
 
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {

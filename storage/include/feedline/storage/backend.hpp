@@ -188,6 +188,10 @@ class Backend {
   Backend& operator=(const Backend&) = delete;
 
   virtual std::string_view scheme() const noexcept = 0;
+  // The object as a user would write its URL (for messages): a path, "s3://bucket/key", ...
+  virtual std::string url_of(std::string_view key) const {
+    return scheme() == "file" ? std::string(key) : std::string(scheme()) + "://" + std::string(key);
+  }
   virtual Result<ObjectInfo> stat(std::string_view key) = 0;
   // Sizes of many named objects, in the order given (a brace-expanded dataset needs no listing).
   // The default asks one by one; network backends ask concurrently.
