@@ -103,7 +103,9 @@ http {
   client_body_temp_path $prefix/tmp/body; proxy_temp_path $prefix/tmp/proxy; fastcgi_temp_path $prefix/tmp/fcgi;
   uwsgi_temp_path $prefix/tmp/uwsgi; scgi_temp_path $prefix/tmp/scgi;
   default_type application/octet-stream;
-  server { listen 127.0.0.1:$port; root $root; }
+  # PUT for http:// writes (feedline gen, the conformance suite): WebDAV's, written atomically.
+  server { listen 127.0.0.1:$port; root $root; dav_methods PUT DELETE; create_full_put_path on;
+           client_max_body_size 0; }
 }
 CONF
   local log=$servers_dir/nginx-$port.log
