@@ -77,9 +77,11 @@ start_s3rver() {
   servers_started s3rver "$port" $! term "$log"
 }
 
-# start_nginx ROOT_DIR PORT: nginx serving ROOT_DIR (Range requests, keep-alive, sendfile).
+# start_nginx ROOT_DIR PORT [CERT KEY]: nginx serving ROOT_DIR (Range requests, keep-alive,
+# sendfile, WebDAV PUT); with CERT and KEY (PEM files) over TLS.
 start_nginx() {
-  local root port=$2
+  local root port=$2 tls=""
+  [[ $# -ge 4 ]] && tls="ssl; ssl_certificate $(realpath -- "$3"); ssl_certificate_key $(realpath -- "$4")"
   root=$(realpath -- "$1")
   servers_tmp
   if ! command -v nginx >/dev/null; then
@@ -104,7 +106,7 @@ http {
   uwsgi_temp_path $prefix/tmp/uwsgi; scgi_temp_path $prefix/tmp/scgi;
   default_type application/octet-stream;
   # PUT for http:// writes (feedline gen, the conformance suite): WebDAV's, written atomically.
-  server { listen 127.0.0.1:$port; root $root; dav_methods PUT DELETE; create_full_put_path on;
+  server { listen 127.0.0.1:$port $tls; root $root; dav_methods PUT DELETE; create_full_put_path on;
            client_max_body_size 0; }
 }
 CONF
