@@ -8,7 +8,7 @@
 #            aws      /usr/bin/aws s3 cp s3://bench/big.bin - (max_concurrent_requests C, 8 MiB chunks)
 #            rclone   rclone cat :http:big.bin (one stream: rclone cat has no parallel mode; shown, not a peer at C)
 #            feedline feedline bench storage http://.../big.bin --rw read --bs 8m --iodepth C
-#          target: feedline GB/s >= the best peer at C (curl, aws)
+#          target: feedline GB/s >= the best of curl, aws and rclone
 #   small  --count objects (default 10,000) of --small-size (default 64 KiB) from nginx:
 #            curl       curl --parallel --parallel-max C over a -K list of URLs (output /dev/null)
 #            aws        /usr/bin/aws s3 cp --recursive s3://bench/small/ DIR (max_concurrent_requests C)

@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# The variables of tests/cli/lib.sh and tests/servers/servers.sh are set there:
+# shellcheck disable=SC2154
 # Helpers shared by the S3/HTTP CLI tests (s3_protocol.sh, http_faults.sh, http_nginx.sh), which
 # source tests/cli/lib.sh, then this file, then tests/servers/servers.sh.
 # Variables a test may set: secrets (strings that must appear in no output: checked by

@@ -222,7 +222,7 @@ expect_net_error "unreachable endpoint" 40 "re:127\.0\.0\.1(:| port )$closed" \
   -- run s3://bench/ds/files-none/ --endpoint "http://127.0.0.1:$closed" --max-attempts 3
 expect_net_error "DNS failure" 40 "no-such-host.invalid" \
   -- run s3://bench/ds/files-none/ --endpoint "http://no-such-host.invalid:9" --max-attempts 2
-expect_net_error "not an S3 server (nginx)" 60 "127.0.0.1:$ngport" \
+expect_net_error "not an S3 server (nginx)" 60 "s3://bench/ds/files-none/" "re:127\.0\.0\.1:$ngport|--endpoint" \
   -- run s3://bench/ds/files-none/ --endpoint "http://127.0.0.1:$ngport"
 expect_net_error "malformed endpoint" 20 "--endpoint" \
   -- run s3://bench/ds/ --endpoint "ftp://127.0.0.1:1"

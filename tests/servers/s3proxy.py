@@ -34,7 +34,6 @@ import signal
 import socket
 import socketserver
 import struct
-import sys
 import threading
 import time
 import urllib.parse
