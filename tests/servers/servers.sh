@@ -139,7 +139,7 @@ stop_servers() {
     local n=0
     while kill -0 "$pid" 2>/dev/null && ((n < 100)); do sleep 0.1; n=$((n + 1)); done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true  # (its exit status is not ours: callers may run under set -e)
   done
   servers_pids=()
   servers_kinds=()

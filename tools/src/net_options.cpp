@@ -62,6 +62,10 @@ void apply_net_options(const NetOptions& o, storage::BackendConfig& c, std::vect
   if (!aws->region.empty()) c.s3.region = aws->region;
   if (!o.region.empty()) c.s3.region = o.region;
   c.s3.endpoint = o.endpoint.empty() ? aws->endpoint : o.endpoint;
+  if (!c.s3.endpoint.empty() && !c.s3.endpoint.starts_with("http://") && !c.s3.endpoint.starts_with("https://")) {
+    throw UsageError(fmt::format("{}: the S3 endpoint must be an http:// or https:// URL, got '{}'",
+                                 o.endpoint.empty() ? "AWS_ENDPOINT_URL" : "--endpoint", c.s3.endpoint));
+  }
   // Custom endpoints (MinIO, s3rver, Ceph) want the bucket in the path; AWS takes both.
   c.s3.path_style = !c.s3.endpoint.empty();
 }

@@ -16,6 +16,7 @@
 #include "feedline/loader/stage_bench.hpp"
 #include "feedline/storage/decorators.hpp"
 #include "feedline/storage/registry.hpp"
+#include "feedline/storage/url_pattern.hpp"
 #include "progress.hpp"
 #include "run_report.hpp"
 #include "signals.hpp"
@@ -169,9 +170,13 @@ int run(const Options& o) {
     dopt.format = *format;
   } else {
     // auto: tar when the root holds .tar shards, else one sample per file.
-    auto listing = backend->list(resolved.key);
-    bool tar = false;
-    if (listing) {
+    bool tar = resolved.key.ends_with(".tar");
+    if (storage::has_brace_pattern(resolved.key)) {
+      // Named objects (no listing): their names say.
+      if (auto names = storage::expand_braces(resolved.key)) {
+        for (const auto& n : *names) tar = tar || n.ends_with(".tar");
+      }
+    } else if (auto listing = backend->list(resolved.key)) {
       for (const auto& obj : *listing) tar = tar || obj.key.ends_with(".tar");
     }
     dopt.format = tar ? loader::DatasetFormat::kTar : loader::DatasetFormat::kFiles;

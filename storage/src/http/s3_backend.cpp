@@ -63,9 +63,11 @@ class S3Backend final : public ObjectStore {
     if (s3.endpoint.empty()) {
       // AWS itself: virtual-hosted style.
       bucket_url_ = fmt::format("https://{}.s3.{}.amazonaws.com", bucket_, s3.region);
+      endpoint_ = bucket_url_;
     } else {
       std::string ep = s3.endpoint;
       while (ep.ends_with('/')) ep.pop_back();
+      endpoint_ = ep;
       bucket_url_ = s3.path_style ? fmt::format("{}/{}", ep, uri_encode(bucket_, false)) : ep;
     }
   }
@@ -90,7 +92,7 @@ class S3Backend final : public ObjectStore {
         const auto e = s3::parse_error(r.body);
         if (!e) {
           return fail(Error(Errc::kInvalidArgument,
-                            fmt::format("the endpoint does not answer like S3 (ListObjectsV2: HTTP {}, {})", r.status,
+                            fmt::format("the endpoint {} does not answer like S3 (ListObjectsV2: HTTP {}, {})", endpoint_, r.status,
                                         r.headers.contains("content-type") ? r.headers.at("content-type") : "no content type"))
                           .with_http_status(static_cast<int>(r.status))
                           .with_object(shown(prefix))
@@ -149,6 +151,7 @@ class S3Backend final : public ObjectStore {
 
   std::string bucket_;
   std::string bucket_url_;
+  std::string endpoint_;
 };
 
 S3Writer::~S3Writer() {
