@@ -100,7 +100,7 @@ Result<std::string> read_object(storage::Backend& backend, storage::IoQueue& que
                       fmt::format("{} bytes is too large for an index", info.size))
                     .with_object(info.key));
   }
-  FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open(info.key));
+  FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open_known(info));
   const std::uint64_t align = std::max<std::uint64_t>(backend.caps().alignment, kPageAlign);
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer buf,
                             AlignedBuffer::allocate(static_cast<std::size_t>(
@@ -133,7 +133,7 @@ Result<void> members_from_index(storage::Backend& backend, storage::IoQueue& que
 Result<void> members_from_scan(storage::Backend& backend, storage::IoQueue& queue,
                                const storage::ObjectInfo& shard, std::uint32_t object,
                                SampleBuilder& builder, std::vector<std::string>& notes) {
-  FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open(shard.key));
+  FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open_known(shard));
   const std::uint64_t align = std::max<std::uint64_t>(backend.caps().alignment, kPageAlign);
   const std::size_t chunk = static_cast<std::size_t>(
       std::max<std::uint64_t>(detail::SequentialReader::kDefaultChunk,

@@ -49,6 +49,7 @@ class HttpQueue final : public IoQueue {
  protected:
   void do_submit(std::span<ReadOp* const> ops) override {
     const std::uint64_t now = now_ns();
+    std::vector<std::pair<HttpRequest, transports::HttpCallback>> batch;
     for (ReadOp* op : ops) {
       auto st = std::make_shared<OpState>();
       st->op = op;
@@ -81,13 +82,15 @@ class HttpQueue final : public IoQueue {
         req.range_offset = op->offset + off;
         req.range_length = n;
         req.dst = op->dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
-        client_->start(std::move(req), [this, st, n](Result<HttpResponse> r) {
+        batch.emplace_back(std::move(req), [this, st, n](Result<HttpResponse> r) {
           std::lock_guard lock(mu_);
           done_.push_back(Part{st, std::move(r), n});
-          cv_.notify_one();
+          // The poller drains everything it finds: wake it for the first of a bunch only.
+          if (done_.size() == 1) cv_.notify_one();
         });
       }
     }
+    if (!batch.empty()) client_->start_many(std::move(batch));
   }
 
   std::size_t do_poll(std::size_t min_complete, std::chrono::nanoseconds timeout) override {
@@ -130,7 +133,7 @@ class HttpQueue final : public IoQueue {
   void push_ready(std::shared_ptr<OpState> st) {
     std::lock_guard lock(mu_);
     done_.push_back(Part{std::move(st), HttpResponse{}, 0});
-    cv_.notify_one();
+    if (done_.size() == 1) cv_.notify_one();
   }
 
   // Records one request; returns 1 when it finished its op.

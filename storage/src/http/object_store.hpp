@@ -31,6 +31,9 @@ class ObjectStore : public Backend {
   Result<ObjectInfo> stat(std::string_view key) override;
   Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys) override;
   Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) override;
+  Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) override {
+    return std::unique_ptr<ObjectHandle>(std::make_unique<HttpObject>(info.key, info.size, url_for(info.key), shown(info.key)));
+  }
   Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override;
   BackendCaps caps() const override;
   std::string url_of(std::string_view key) const override { return shown(key); }

@@ -127,6 +127,20 @@ class CurlClient final : public HttpClient {
     asio::post(io_, [this, raw] { launch(raw); });
   }
 
+  void start_many(std::vector<std::pair<HttpRequest, HttpCallback>> requests) override {
+    std::vector<Transfer*> ts;
+    ts.reserve(requests.size());
+    for (auto& [req, done] : requests) {
+      auto t = std::make_unique<Transfer>();
+      t->req = std::move(req);
+      t->done = std::move(done);
+      ts.push_back(t.release());
+    }
+    asio::post(io_, [this, ts = std::move(ts)] {
+      for (Transfer* t : ts) launch(t);
+    });
+  }
+
   void cancel_all() override {
     std::promise<void> p;
     auto f = p.get_future();
@@ -151,7 +165,14 @@ class CurlClient final : public HttpClient {
     }
     active_.insert(t);
     if (t->easy == nullptr) {
-      t->easy = curl_easy_init();
+      // Reuse finished transfers' handles: curl_easy_init/cleanup per request costs more than
+      // the request itself on a fast server.
+      if (!free_easy_.empty()) {
+        t->easy = free_easy_.back();
+        free_easy_.pop_back();
+      } else {
+        t->easy = curl_easy_init();
+      }
       if (t->easy == nullptr) {
         finish(t, fail(Errc::kResourceExhausted, "curl_easy_init failed"));
         return;
@@ -448,8 +469,9 @@ class CurlClient final : public HttpClient {
   void finish(Transfer* t, Result<HttpResponse> result) {
     active_.erase(t);
     std::unique_ptr<Transfer> owned(t);
-    if (result && !result->retries.empty()) {
-      // keep the counts (moved with the response)
+    if (t->easy != nullptr && !shut_down_ && free_easy_.size() < 1024) {
+      free_easy_.push_back(t->easy);  // reset by configure() before its next use
+      t->easy = nullptr;
     }
     HttpCallback cb = std::move(t->done);
     cb(std::move(result));
@@ -468,6 +490,8 @@ class CurlClient final : public HttpClient {
     shut_down_ = true;
     cancel_everything();
     timer_.cancel();
+    for (CURL* e : free_easy_) curl_easy_cleanup(e);
+    free_easy_.clear();
     curl_multi_cleanup(multi_);  // closes cached connections through on_close_socket
     multi_ = nullptr;
     socks_.clear();
@@ -535,8 +559,21 @@ class CurlClient final : public HttpClient {
 
   static int on_timer(CURLM*, long timeout_ms, void* ud) {
     auto* self = static_cast<CurlClient*>(ud);
-    self->timer_.cancel();
-    if (timeout_ms < 0) return 0;
+    if (timeout_ms < 0) {
+      self->timer_.cancel();
+      return 0;
+    }
+    if (timeout_ms == 0) {
+      // "Now": run it from the loop (not from inside this callback, which curl forbids).
+      self->timer_.cancel();
+      asio::post(self->io_, [self] {
+        if (self->multi_ == nullptr) return;
+        int running = 0;
+        curl_multi_socket_action(self->multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+        self->check_done();
+      });
+      return 0;
+    }
     self->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
     self->timer_.async_wait([self](const boost::system::error_code& ec) {
       if (ec || self->multi_ == nullptr) return;
@@ -556,6 +593,7 @@ class CurlClient final : public HttpClient {
   std::string sigv4_param_;
   std::unordered_map<curl_socket_t, std::shared_ptr<Sock>> socks_;
   std::unordered_set<Transfer*> active_;
+  std::vector<CURL*> free_easy_;
   std::mt19937_64 rng_{std::random_device{}()};
   bool shut_down_ = false;
   std::atomic<std::uint64_t> opened_{0}, open_{0}, max_open_{0};

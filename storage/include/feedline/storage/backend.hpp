@@ -199,6 +199,9 @@ class Backend {
   // Objects whose key starts with prefix, in key order. A directory prefix lists recursively.
   virtual Result<std::vector<ObjectInfo>> list(std::string_view prefix) = 0;
   virtual Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) = 0;
+  // Opens an object whose size is already known (from a listing or stat_many). Network backends
+  // skip the round trip open() would make; the default calls open(info.key).
+  virtual Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) { return open(info.key); }
   virtual Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) = 0;
   virtual Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) = 0;
   virtual BackendCaps caps() const = 0;

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,8 @@ class HttpClient {
 
   // Thread-safe. The callback runs on the client's thread exactly once (also on cancel()).
   virtual void start(HttpRequest request, HttpCallback done) = 0;
+  // Starts several at once: one hand-over to the loop thread instead of one per request.
+  virtual void start_many(std::vector<std::pair<HttpRequest, HttpCallback>> requests) = 0;
   // Blocking convenience for control requests (HEAD, LIST, PUT).
   Result<HttpResponse> perform(HttpRequest request);
   // Fails every request not yet completed with kCancelled (their callbacks still run).
