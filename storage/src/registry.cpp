@@ -4,6 +4,9 @@
 
 #include "file/file_backend.hpp"
 #include "mem/mem_backend.hpp"
+#if FEEDLINE_HAVE_NFS
+#include "nfs/nfs_backend.hpp"
+#endif
 
 namespace feedline::storage {
 
@@ -71,7 +74,11 @@ void register_builtin_backends(Registry& registry) {
   for (const char* s : {"s3", "http", "https"}) {
     registry.add_unavailable(s, "built without the HTTP object-store backend (libcurl)");
   }
+#if FEEDLINE_HAVE_NFS
+  registry.add("nfs", detail::open_nfs_url);
+#else
   registry.add_unavailable("nfs", "built without the NFS backend (libnfs)");
+#endif
 }
 
 }  // namespace feedline::storage
