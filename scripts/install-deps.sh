@@ -2,14 +2,16 @@
 # Installs the Debian packages feedline needs to build and test, skipping those already present.
 # Idempotent; needs root (or sudo). Usage: scripts/install-deps.sh [--test]
 #   --test  also the tools the test suite and benchmarks use (fio, clang for sanitizers/fuzzing;
-#           python3-xxhash, python3-zstandard, zstd and tar for the pipeline CLI tests).
+#           python3-xxhash, python3-zstandard, zstd and tar for the pipeline CLI tests; nfs-ganesha
+#           and libnfs-utils (nfs-cat) for the NFS tests and bench/compare-nfs.sh).
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
       libxxhash-dev libnfs-dev libpugixml-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(fio util-linux python3 gzip clang-16 libclang-rt-16-dev python3-xxhash python3-zstandard zstd tar)
+  pkgs+=(fio util-linux python3 gzip clang-16 libclang-rt-16-dev python3-xxhash python3-zstandard zstd tar
+             nfs-ganesha nfs-ganesha-vfs libnfs-utils)
 fi
 
 missing=()

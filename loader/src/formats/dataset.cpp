@@ -87,8 +87,7 @@ class SampleBuilder {
 };
 
 std::string shown(storage::Backend& backend, std::string_view key) {
-  return backend.scheme() == "file" ? std::string(key)
-                                    : fmt::format("{}://{}", backend.scheme(), key);
+  return backend.display_name(key);
 }
 
 // Reads a whole (small) object.

@@ -120,6 +120,17 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       wait_text, pct(decode ? decode->starved_fraction : 0), format_rate(rate), r.io.mean_depth(),
       r.io_depth, pct(at_cap), format_duration_ns(static_cast<double>(r.io.lat.percentile(0.5))),
       format_duration_ns(static_cast<double>(r.io.lat.percentile(0.99))));
+  // Network backends: round trips, retries and reconnects are part of the evidence.
+  std::string net;
+  if (auto it = r.io.histograms.find("rtt_ns"); it != r.io.histograms.end() && it->second.count() > 0) {
+    net += fmt::format("; server round trip p50 {} / p99 {}",
+                       format_duration_ns(static_cast<double>(it->second.percentile(0.5))),
+                       format_duration_ns(static_cast<double>(it->second.percentile(0.99))));
+  }
+  if (r.io.retries > 0) net += fmt::format("; {} retried reads", r.io.retries);
+  if (auto it = r.io.counters.find("reconnects"); it != r.io.counters.end() && it->second > 0) {
+    net += fmt::format("; {} reconnects to the server", it->second);
+  }
   std::string knob;
   if (at_cap >= 0.5) {
     knob = fmt::format(
@@ -134,7 +145,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
     knob = "storage is the limit below the depth cap (latency-bound): faster storage, or more "
            "reads in flight per sample (smaller samples, more shards)";
   }
-  return {"storage", evidence, knob};
+  return {"storage", evidence + net, knob};
 }
 
 }  // namespace feedline::loader

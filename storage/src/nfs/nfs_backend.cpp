@@ -386,6 +386,10 @@ class NfsBackend final : public Backend {
 
   BackendCaps caps() const override { return {1, 1ull << 30, true}; }
 
+  std::string display_name(std::string_view key) const override {
+    return url_of(pool_->session(), normalize(key));
+  }
+
  private:
   NfsSession& session() { return pool_->session(); }
 

@@ -199,6 +199,10 @@ class Backend {
   // Writes a whole object (create + append + commit).
   Result<void> write(std::string_view key, ConstBytes data);
 
+  // How messages name a key: what a user could paste back ("nfs://server/export/key"). The
+  // default is the key for file://, else "scheme://key".
+  virtual std::string display_name(std::string_view key) const;
+
  protected:
   Backend() = default;
 };
