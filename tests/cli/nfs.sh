@@ -213,4 +213,25 @@ check_no_crash "$scratch/replace.out" "$scratch/replace.err"
 conclude "file replaced during the run" "file replaced during the run: bounded, clean outcome" \
   stderr "$scratch/replace.err" || true
 
+# The server dies and stays down: reads give up after --connect-timeout x --max-attempts with a
+# clear error, never a hang. (Last: it leaves the server stopped.)
+checks=$((checks + 1))
+bad=()
+timeout 60 "$bin" bench storage "$(url big.bin)" --rw randread --bs 64k --iodepth 8 --time-based \
+  --runtime 30s --connect-timeout 1s --max-attempts 3 >"$scratch/down.out" 2>"$scratch/down.err" &
+bench_pid=$!
+sleep 1.5
+bash "$server" stop "$state" KILL
+t0=$(now_ms)
+down_rc=0
+wait "$bench_pid" || down_rc=$?
+elapsed=$(($(now_ms) - t0))
+((down_rc == 1)) || bad+=("exit code $down_rc, expected 1$( ((down_rc == 124)) && echo ' (hung: killed by timeout)')")
+((elapsed <= 20000)) || bad+=("took $elapsed ms to give up, expected about 3 s (1 s x 3 attempts)")
+grep -q "feedline: error: .*nfs://127.0.0.1/export/big.bin.*is the server up" "$scratch/down.err" ||
+  bad+=("the error does not name the URL and ask whether the server is up")
+check_no_crash "$scratch/down.out" "$scratch/down.err"
+conclude "server gone for good" "server gone for good: gave up after $elapsed ms with a clear error" \
+  stderr "$scratch/down.err" || true
+
 finish nfs.sh

@@ -1,6 +1,7 @@
 // NFS from user space through libnfs: no mount, no root, several TCP connections per server.
 //
-// Two kinds of object live here, and libnfs stays inside src/nfs/nfs_client.cpp:
+// Two kinds of object live here, and libnfs stays inside src/nfs/ (nfs_session.cpp,
+// nfs_connection.cpp, nfs_util.{hpp,cpp}):
 //
 // - NfsSession: one connection for metadata and writes (stat, directory walk, create, rename,
 //   mkdir). Its calls are synchronous and bounded by NfsOptions::timeout; it is thread-safe (one

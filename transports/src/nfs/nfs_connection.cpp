@@ -1,6 +1,5 @@
-// libnfs behind feedline's NfsSession (metadata, writes) and NfsConnection (reads, one thread each).
-// See the header for the threading and reconnect design; the numbered rules of a connection's
-// thread are here:
+// NfsConnection: one libnfs context driven by one thread. See nfs_client.hpp for why; the
+// numbered rules of a connection's thread are here:
 //
 // 1. Only the connection's thread touches its nfs_context, its open-file table and its RPC table.
 //    Other threads only push into the inbox (under inbox_mu_) and write the eventfd.
@@ -13,19 +12,11 @@
 //    forgotten (their NFSv4 state died with the session), and a new context connects after a
 //    backoff (100 ms doubling to 1 s). Pending reads whose deadline passes fail with kTimeout.
 // 4. A read ends exactly once: finish() removes it from every list before telling its sink.
-#include "feedline/transports/nfs_client.hpp"
-
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
-#include <sys/time.h>
 #include <unistd.h>
-
-// clang-format off
-#include <nfsc/libnfs.h>
-// clang-format on
 
 #include <algorithm>
 #include <cerrno>
@@ -36,337 +27,11 @@
 #include <unordered_map>
 
 #include "feedline/core/clock.hpp"
+#include "nfs_util.hpp"
 
 namespace feedline::transports {
-namespace {
 
-constexpr std::uint64_t kDefaultIoMax = 1 << 20;  // libnfs 4.0 reports 0 for NFSv4 readmax
-// libnfs 4.0 encodes an NFSv4 WRITE into a fixed buffer of about 4 KiB: larger writes fail with
-// "ZDR error: Failed to encode COMPOUND4args" (fixed in later libnfs with an allocation hint).
-// Writes (dataset generation only) therefore go in 2 KiB pieces over NFSv4: slow, but correct.
-constexpr std::uint64_t kNfs4WriteMax = 2048;
-
-std::string hint_for(Errc code, int version) {
-  switch (code) {
-    case Errc::kNotFound: return "check the path on the server";
-    case Errc::kPermissionDenied:
-      return "check the file's permissions and the export's Access_Type/Squash settings; requests "
-             "run as this user's uid unless the URL says ?uid=";
-    case Errc::kTimeout:
-    case Errc::kIo:
-      return version == 4 ? "is the server up? NFSv4 listens on TCP port 2049 unless the URL says ?nfsport="
-                          : "is the server up? NFSv3 needs rpcbind (port 111) and mountd on the server";
-    default: return "";
-  }
-}
-
-bool is_transport_error(int rc, std::string_view detail);
-
-// A negative errno and libnfs's message -> an Error with a hint ("is the server up?" only for
-// transport failures, not for errors the server answered with).
-Error make_error(int rc, std::string_view what, std::string_view detail, int version) {
-  const int err = rc < 0 ? -rc : EIO;
-  Error e = Error::from_errno(err, what);
-  if (!detail.empty()) {
-    e = Error(e.code(), fmt::format("{}: {}", what, detail)).with_sys_errno(err);
-  }
-  if (e.code() == Errc::kIo && !is_transport_error(rc, detail)) return e;
-  if (auto h = hint_for(e.code(), version); !h.empty()) e.with_hint(std::move(h));
-  return e;
-}
-
-// Transport failures, as libnfs 4.0 reports them: the socket failed ("nfs_service failed", EIO),
-// an RPC timed out, or the connection was reset. A server that answers with an NFS error status
-// gives the errno of that status (ENOENT, EACCES, ...) and is not retried here.
-bool is_transport_error(int rc, std::string_view detail) {
-  switch (-rc) {
-    case ETIMEDOUT: case ECONNRESET: case ECONNREFUSED: case ENOTCONN: case EPIPE: case EFAULT:
-    case EINTR: case ECANCELED:
-      return true;
-    case EIO:
-      return detail.find("NFS4ERR_IO") == std::string_view::npos &&
-             detail.find("NFS3ERR_IO") == std::string_view::npos;
-    default:
-      return false;
-  }
-}
-
-std::string error_text(nfs_context* nfs) {
-  const char* e = nfs ? nfs_get_error(nfs) : nullptr;
-  return e ? std::string(e) : std::string();
-}
-
-// A context with the URL's arguments (version, nfsport, uid, ...) applied by libnfs's own parser,
-// libnfs's reconnect off (we reconnect, see the header), RPC timeouts on.
-Result<nfs_context*> make_context(const NfsUrl& url, const NfsOptions& options, const std::string& client) {
-  nfs_context* nfs = nfs_init_context();
-  if (!nfs) return fail(Errc::kResourceExhausted, "cannot create an NFS context (nfs_init_context)");
-  nfs_url* parsed = nfs_parse_url_incomplete(nfs, url.text.c_str());
-  if (!parsed) {
-    Error e(Errc::kInvalidArgument, fmt::format("bad NFS URL: {}", error_text(nfs)));
-    nfs_destroy_context(nfs);
-    return fail(std::move(e).with_object(url.text));
-  }
-  nfs_destroy_url(parsed);
-  nfs_set_autoreconnect(nfs, 0);
-  // libnfs takes whole seconds.
-  const auto ms = std::max<std::int64_t>(1000, (options.timeout.count() + 999) / 1000 * 1000);
-  nfs_set_timeout(nfs, static_cast<int>(ms));
-  nfs_set_dircache(nfs, 0);  // listings must see what another client just wrote
-  if (url.version == 4) nfs4_set_client_name(nfs, client.c_str());
-  return nfs;
-}
-
-std::string client_name(std::string_view role, unsigned index, unsigned generation) {
-  return fmt::format("feedline-{}-{}-{}-{}", ::getpid(), role, index, generation);
-}
-
-std::uint64_t io_max(std::uint64_t reported) { return reported == 0 ? kDefaultIoMax : reported; }
-
-}  // namespace
-
-// --- URL ---------------------------------------------------------------------------------------
-
-Result<NfsUrl> parse_nfs_url(std::string_view text) {
-  NfsUrl url;
-  url.text = std::string(text);
-  auto bad = [&](std::string msg) {
-    return fail(Error(Errc::kInvalidArgument, std::move(msg))
-                    .with_object(url.text)
-                    .with_hint("write nfs://server/export/path[?version=4&nfsport=2049]"));
-  };
-  if (!text.starts_with("nfs://")) return bad("not an nfs:// URL");
-  std::string_view rest = text.substr(6);
-  const auto q = rest.find('?');
-  if (q != std::string_view::npos) {
-    url.query = std::string(rest.substr(q + 1));
-    rest = rest.substr(0, q);
-  }
-  const auto slash = rest.find('/');
-  url.server = std::string(rest.substr(0, slash));
-  if (url.server.empty()) return bad("no server in the URL");
-  url.path = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
-  // Let libnfs check the arguments it owns (unknown ones, bad numbers).
-  nfs_context* nfs = nfs_init_context();
-  if (!nfs) return fail(Errc::kResourceExhausted, "cannot create an NFS context (nfs_init_context)");
-  nfs_url* parsed = nfs_parse_url_incomplete(nfs, url.text.c_str());
-  if (!parsed) {
-    std::string e = error_text(nfs);
-    nfs_destroy_context(nfs);
-    return bad(fmt::format("libnfs cannot parse it: {}", e));
-  }
-  nfs_destroy_url(parsed);
-  nfs_destroy_context(nfs);
-  for (std::string_view args = url.query; !args.empty();) {
-    const auto amp = args.find('&');
-    const std::string_view kv = args.substr(0, amp);
-    args = amp == std::string_view::npos ? std::string_view() : args.substr(amp + 1);
-    if (kv == "version=4") url.version = 4;
-    else if (kv == "version=3") url.version = 3;
-    else if (kv.starts_with("version=")) return bad("version must be 3 or 4");
-  }
-  return url;
-}
-
-// --- NfsSession --------------------------------------------------------------------------------
-
-struct NfsSession::State {
-  std::mutex mu;
-  nfs_context* nfs = nullptr;
-  unsigned generation = 0;
-};
-
-NfsSession::NfsSession(NfsUrl url, NfsOptions options)
-    : url_(std::move(url)), options_(options), state_(std::make_unique<State>()) {}
-
-NfsSession::~NfsSession() {
-  if (state_->nfs) nfs_destroy_context(state_->nfs);
-}
-
-Result<std::unique_ptr<NfsSession>> NfsSession::connect(const NfsUrl& url, const NfsOptions& options) {
-  std::unique_ptr<NfsSession> s(new NfsSession(url, options));
-  // The export is the shortest leading part of the path that mounts.
-  std::vector<std::string> candidates;
-  for (std::size_t pos = 1; pos <= url.path.size(); ++pos) {
-    if (pos == url.path.size() || url.path[pos] == '/') {
-      if (pos > 1) candidates.push_back(url.path.substr(0, pos));
-    }
-  }
-  if (candidates.empty()) candidates.push_back("/");
-  std::string tried;
-  for (const std::string& exp : candidates) {
-    FEEDLINE_ASSIGN_OR_RETURN(nfs_context * nfs,
-                              make_context(url, options, client_name("meta", 0, s->state_->generation++)));
-    const int rc = nfs_mount(nfs, url.server.c_str(), exp.c_str());
-    if (rc == 0) {
-      s->state_->nfs = nfs;
-      s->export_ = exp;
-      s->readmax_ = io_max(nfs_get_readmax(nfs));
-      return s;
-    }
-    const std::string detail = error_text(nfs);
-    nfs_destroy_context(nfs);
-    if (is_transport_error(rc, detail)) {
-      return fail(Error(Errc::kIo, fmt::format("cannot reach the NFS server {}: {}", url.server, detail))
-                      .with_sys_errno(-rc)
-                      .with_object(url.text)
-                      .with_hint(hint_for(Errc::kIo, url.version)));
-    }
-    if (-rc == EACCES || -rc == EPERM) {
-      return fail(make_error(rc, fmt::format("mounting {}", exp), detail, url.version).with_object(url.text));
-    }
-    tried += tried.empty() ? exp : ", " + exp;
-  }
-  return fail(Error(Errc::kNotFound, fmt::format("the server {} exports none of {}", url.server, tried))
-                  .with_object(url.text)
-                  .with_hint("check the export path (the server's EXPORT Path/Pseudo)"));
-}
-
-namespace {
-// Runs fn(nfs) -> rc on the session's context, reconnecting and retrying transport failures up
-// to max_attempts times. Holds the session's lock.
-template <typename Fn>
-int session_call(NfsSession& self, const NfsUrl& url, const NfsOptions& options, const std::string& exp,
-                 std::mutex& mu, nfs_context*& nfs, unsigned& generation,
-                 std::atomic<std::uint64_t>& reconnects, std::string& detail, Fn&& fn) {
-  (void)self;
-  std::lock_guard lock(mu);
-  int rc = -EIO;
-  for (unsigned attempt = 0; attempt < std::max(1u, options.max_attempts); ++attempt) {
-    if (attempt > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000u, 100u << std::min(attempt, 4u))));
-    }
-    if (!nfs) {
-      auto ctx = make_context(url, options, client_name("meta", 0, generation++));
-      if (!ctx) {
-        detail = ctx.error().message();
-        return -EINVAL;
-      }
-      rc = nfs_mount(*ctx, url.server.c_str(), exp.c_str());
-      if (rc != 0) {
-        detail = error_text(*ctx);
-        nfs_destroy_context(*ctx);
-        if (!is_transport_error(rc, detail)) return rc;
-        continue;
-      }
-      nfs = *ctx;
-      reconnects.fetch_add(1);
-    }
-    rc = fn(nfs);
-    if (rc >= 0) return rc;
-    detail = error_text(nfs);
-    if (!is_transport_error(rc, detail)) return rc;
-    nfs_destroy_context(nfs);
-    nfs = nullptr;
-  }
-  return rc;
-}
-}  // namespace
-
-#define FEEDLINE_NFS_CALL(detail, fn) \
-  session_call(*this, url_, options_, export_, state_->mu, state_->nfs, state_->generation, reconnects_, detail, fn)
-
-namespace {
-std::string url_of(const NfsUrl& url, const std::string& exp, const std::string& path) {
-  return fmt::format("nfs://{}{}{}", url.server, exp == "/" ? "" : exp, path);
-}
-}  // namespace
-
-Result<NfsStat> NfsSession::stat(const std::string& path) {
-  nfs_stat_64 st{};
-  std::string detail;
-  const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context* nfs) { return nfs_stat64(nfs, path.c_str(), &st); });
-  if (rc < 0) return fail(make_error(rc, "stat", detail, url_.version).with_object(url_of(url_, export_, path)));
-  return NfsStat{st.nfs_size, S_ISDIR(st.nfs_mode), S_ISREG(st.nfs_mode)};
-}
-
-Result<std::vector<NfsDirEntry>> NfsSession::list_dir(const std::string& path) {
-  std::vector<NfsDirEntry> out;
-  std::string detail;
-  const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context* nfs) {
-    out.clear();
-    nfsdir* dir = nullptr;
-    const int r = nfs_opendir(nfs, path.empty() ? "/" : path.c_str(), &dir);
-    if (r < 0) return r;
-    while (nfsdirent* e = nfs_readdir(nfs, dir)) {
-      const std::string_view name(e->name);
-      if (name == "." || name == "..") continue;
-      out.push_back({std::string(name), e->size, S_ISDIR(e->mode), S_ISREG(e->mode)});
-    }
-    nfs_closedir(nfs, dir);
-    return 0;
-  });
-  if (rc < 0) return fail(make_error(rc, "listing", detail, url_.version).with_object(url_of(url_, export_, path)));
-  return out;
-}
-
-Result<void> NfsSession::mkdir_p(const std::string& dir) {
-  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    const std::string part = dir.substr(0, pos);
-    if (part == "/" || part.empty()) continue;
-    std::string detail;
-    const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context* nfs) { return nfs_mkdir(nfs, part.c_str()); });
-    if (rc < 0 && rc != -EEXIST) {
-      return fail(make_error(rc, "creating the directory", detail, url_.version).with_object(url_of(url_, export_, part)));
-    }
-  }
-  return {};
-}
-
-Result<void> NfsSession::write_at(const std::string& path, std::uint64_t offset, const void* data,
-                                  std::uint64_t size, bool truncate) {
-  std::string detail;
-  std::uint64_t written = 0;
-  const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context* nfs) {
-    nfsfh* fh = nullptr;
-    // libnfs 4.0 sends O_CREAT as a guarded NFSv4 create (EXIST on an existing file), and
-    // ignores the mode: create once, then fchmod to 0644 like the file backend's files (its
-    // path-based nfs_chmod breaks the NFSv4 open seqid: the next open fails with BAD_SEQID).
-    int r = nfs_open2(nfs, path.c_str(), truncate ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY, 0644, &fh);
-    if (r < 0) return r;
-    if (truncate && (r = nfs_fchmod(nfs, fh, 0644)) < 0) {
-      nfs_close(nfs, fh);
-      return r;
-    }
-    const std::uint64_t chunk = url_.version == 4 ? kNfs4WriteMax : io_max(nfs_get_writemax(nfs));
-    written = 0;
-    while (written < size) {
-      const std::uint64_t n = std::min(chunk, size - written);
-      r = nfs_pwrite(nfs, fh, offset + written, n, static_cast<const char*>(data) + written);
-      if (r < 0) break;
-      if (r == 0) {
-        r = -EIO;
-        break;
-      }
-      written += static_cast<std::uint64_t>(r);
-    }
-    const int c = nfs_close(nfs, fh);
-    return r < 0 ? r : c;
-  });
-  if (rc < 0) {
-    return fail(make_error(rc, "writing", detail, url_.version)
-                    .with_object(url_of(url_, export_, path))
-                    .with_offset(offset + written));
-  }
-  return {};
-}
-
-Result<void> NfsSession::rename(const std::string& from, const std::string& to) {
-  std::string detail;
-  const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context* nfs) { return nfs_rename(nfs, from.c_str(), to.c_str()); });
-  if (rc < 0) return fail(make_error(rc, "rename into place", detail, url_.version).with_object(url_of(url_, export_, to)));
-  return {};
-}
-
-Result<void> NfsSession::unlink(const std::string& path) {
-  std::string detail;
-  const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context* nfs) { return nfs_unlink(nfs, path.c_str()); });
-  if (rc < 0) return fail(make_error(rc, "unlink", detail, url_.version).with_object(url_of(url_, export_, path)));
-  return {};
-}
-
-#undef FEEDLINE_NFS_CALL
+using namespace detail;
 
 // --- NfsConnection -----------------------------------------------------------------------------
 
@@ -736,14 +401,14 @@ class NfsConnection::Impl {
   // Rule 3.
   void teardown() {
     broken_ = false;
-    std::vector<NfsRead*> reads = drop_context(false);
+    std::vector<NfsRead*> reads = drop_context();
     next_connect_ns_ = now_ns() + 100'000'000ull;
     for (NfsRead* r : reads) requeue(r);
   }
 
   // Marks every RPC dead, destroys the context (open files die with it) and returns the reads
   // that were on the wire or waiting for an open.
-  std::vector<NfsRead*> drop_context(bool close_files) {
+  std::vector<NfsRead*> drop_context() {
     std::vector<NfsRead*> reads;
     for (auto& [p, rpc] : rpcs_) {
       rpc->dead = true;
@@ -752,7 +417,6 @@ class NfsConnection::Impl {
     for (auto& [path, f] : files_) {
       for (NfsRead* r : f.waiting) reads.push_back(r);
       f.waiting.clear();
-      if (close_files && f.state == File::State::kOpen && nfs_) nfs_close(nfs_, f.fh);
     }
     files_.clear();
     state_ops_.clear();
@@ -775,9 +439,24 @@ class NfsConnection::Impl {
     take_inbox();
     std::vector<NfsRead*> reads(pending_.begin(), pending_.end());
     pending_.clear();
-    // Nothing is in flight when the owner goes (its queues are gone): close files cleanly.
-    const bool idle = rpcs_.empty();
-    for (NfsRead* r : drop_context(idle)) reads.push_back(r);
+    // Nothing is in flight when the owner goes (its queues are gone): close the files (one CLOSE
+    // at a time, as always), giving the server at most a second before the context is dropped.
+    if (nfs_ && !broken_ && rpcs_.empty()) {
+      for (auto& [path, f] : files_) {
+        if (f.state != File::State::kOpen) continue;
+        state_ops_.push_back({Kind::kClose, path, f.fh});
+        f.state = File::State::kClosing;
+        f.fh = nullptr;
+      }
+      const std::uint64_t deadline = now_ns() + 1'000'000'000ull;
+      next_state_op();
+      while (nfs_ && !broken_ && state_op_busy_ && now_ns() < deadline) {
+        pollfd pfd{nfs_get_fd(nfs_), static_cast<short>(nfs_which_events(nfs_)), 0};
+        if (::poll(&pfd, 1, 100) < 0 && errno != EINTR) break;
+        if (nfs_service(nfs_, pfd.revents) < 0) break;
+      }
+    }
+    for (NfsRead* r : drop_context()) reads.push_back(r);
     for (NfsRead* r : reads) finish(r, std::make_unique<Error>(Errc::kCancelled, "the NFS connection closed"));
   }
 
