@@ -27,6 +27,9 @@ run_timeout=120
 bash "$server" start "$state" "$export_dir" "$port"
 trap 'bash "$server" stop "$state"' EXIT
 url() { echo "nfs://127.0.0.1/export/$1?version=4&nfsport=$port"; }
+# hung RC: " (hung: killed by timeout)" for exit code 124, else nothing (always succeeds, so it is
+# safe in an assignment under set -e).
+hung() { if (($1 == 124)); then echo " (hung: killed by timeout)"; fi; }
 
 write_digest_py "$scratch/digest.py"
 
@@ -112,7 +115,7 @@ fi
 restart_rc=0
 wait "$run_pid" || restart_rc=$?
 if ((restart_rc != 0)); then
-  bad+=("exit code $restart_rc$( ((restart_rc == 124)) && echo ' (hung: killed by timeout)')")
+  bad+=("exit code $restart_rc$(hung "$restart_rc")")
 else
   digest=$(json_get "$json" 'd["delivered"]["digest"]')
   want3=$("$py" -c "print(($py_digest * 3) % 2**64)")
@@ -137,7 +140,7 @@ bash "$server" restart "$state" KILL
 bench_rc=0
 wait "$bench_pid" || bench_rc=$?
 if ((bench_rc != 0)); then
-  bad+=("exit code $bench_rc$( ((bench_rc == 124)) && echo ' (hung: killed by timeout)')")
+  bad+=("exit code $bench_rc$(hung "$bench_rc")")
 else
   msg=$(json_check "$json" "d['errors'] == 0 and d['bytes'] > 0" "reads failed across the restart")
   [[ -z $msg ]] || bad+=("$msg")
@@ -179,7 +182,7 @@ sleep 1.5
 truncate -s $((1 << 20)) "$export_dir/shrinks.bin"
 shrink_rc=0
 wait "$bench_pid" || shrink_rc=$?
-((shrink_rc == 1)) || bad+=("exit code $shrink_rc, expected 1$( ((shrink_rc == 124)) && echo ' (hung)')")
+((shrink_rc == 1)) || bad+=("exit code $shrink_rc, expected 1$(hung "$shrink_rc")")
 grep -q "feedline: error: .*nfs://127.0.0.1/export/shrinks.bin.*replaced or truncated" "$scratch/shrink.err" ||
   bad+=("the error does not name the URL and say the file was truncated or replaced")
 check_no_crash "$scratch/shrink.out" "$scratch/shrink.err"
@@ -207,7 +210,7 @@ if ((replace_rc == 1)); then
 elif ((replace_rc == 0)); then
   echo "note: replaced file: the server kept serving the file that was open (NFSv4 open state)"
 else
-  bad+=("exit code $replace_rc$( ((replace_rc == 124)) && echo ' (hung)')")
+  bad+=("exit code $replace_rc$(hung "$replace_rc")")
 fi
 check_no_crash "$scratch/replace.out" "$scratch/replace.err"
 conclude "file replaced during the run" "file replaced during the run: bounded, clean outcome" \
@@ -226,7 +229,7 @@ t0=$(now_ms)
 down_rc=0
 wait "$bench_pid" || down_rc=$?
 elapsed=$(($(now_ms) - t0))
-((down_rc == 1)) || bad+=("exit code $down_rc, expected 1$( ((down_rc == 124)) && echo ' (hung: killed by timeout)')")
+((down_rc == 1)) || bad+=("exit code $down_rc, expected 1$(hung "$down_rc")")
 ((elapsed <= 20000)) || bad+=("took $elapsed ms to give up, expected about 3 s (1 s x 3 attempts)")
 grep -q "feedline: error: .*nfs://127.0.0.1/export/big.bin.*is the server up" "$scratch/down.err" ||
   bad+=("the error does not name the URL and ask whether the server is up")

@@ -417,6 +417,10 @@ class NfsConnection::Impl {
     for (auto& [path, f] : files_) {
       for (NfsRead* r : f.waiting) reads.push_back(r);
       f.waiting.clear();
+      if (f.state == File::State::kOpen && nfs_) release(f.fh);
+    }
+    for (const StateOp& op : state_ops_) {
+      if (op.kind == Kind::kClose && nfs_) release(op.fh);
     }
     files_.clear();
     state_ops_.clear();
@@ -426,6 +430,12 @@ class NfsConnection::Impl {
     rpcs_.clear();
     return reads;
   }
+
+  // libnfs frees a handle only when a CLOSE for it completes, and nfs_destroy_context() does not
+  // free open handles: queue a CLOSE that the destruction right after cancels (libnfs frees the
+  // handle in that callback). The server forgets the state with the old session.
+  void release(nfsfh* fh) { nfs_close_async(nfs_, fh, &Impl::ignore_cb, nullptr); }
+  static void ignore_cb(int, nfs_context*, void*, void*) {}
 
   void fail_all_pending(const Error& e) {
     while (!pending_.empty()) {

@@ -37,10 +37,18 @@ Error make_error(int rc, std::string_view what, std::string_view detail, int ver
   return e;
 }
 
-// Transport failures, as libnfs 4.0 reports them: the socket failed ("nfs_service failed", EIO),
-// an RPC timed out, or the connection was reset. A server that answers with an NFS error status
-// gives the errno of that status (ENOENT, EACCES, ...) and is not retried here.
+// Failures that a new connection can cure, as libnfs 4.0 reports them: the socket failed
+// ("nfs_service failed", EIO), an RPC timed out, the connection was reset; or the server lost our
+// NFSv4 state or asks us to come back (a restarted server: stale client id or stateid, grace
+// period, DELAY), which libnfs reports under various errnos with the status in the message. Other
+// statuses the server answers with (ENOENT, EACCES, ...) are final.
 bool is_transport_error(int rc, std::string_view detail) {
+  for (const char* status : {"NFS4ERR_STALE_CLIENTID", "NFS4ERR_STALE_STATEID", "NFS4ERR_BAD_STATEID",
+                             "NFS4ERR_OLD_STATEID", "NFS4ERR_EXPIRED", "NFS4ERR_BAD_SEQID",
+                             "NFS4ERR_GRACE", "NFS4ERR_DELAY", "NFS3ERR_JUKEBOX", "NFS4ERR_RESOURCE",
+                             "NFS4ERR_LEASE_MOVED", "NFS4ERR_ADMIN_REVOKED"}) {
+    if (detail.find(status) != std::string_view::npos) return true;
+  }
   switch (-rc) {
     case ETIMEDOUT: case ECONNRESET: case ECONNREFUSED: case ENOTCONN: case EPIPE: case EFAULT:
     case EINTR: case ECANCELED:
