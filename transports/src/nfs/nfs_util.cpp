@@ -50,6 +50,11 @@ bool is_transport_error(int rc, std::string_view detail) {
     if (detail.find(status) != std::string_view::npos) return true;
   }
   switch (-rc) {
+    case EPERM:
+      // libnfs's synchronous calls return -1 when the request could not even start ("Failed to
+      // start connection", a name that does not resolve); a server's refusal names its status.
+      return detail.find("ERR_PERM") == std::string_view::npos &&
+             detail.find("ERR_ACCES") == std::string_view::npos;
     case ETIMEDOUT: case ECONNRESET: case ECONNREFUSED: case ENOTCONN: case EPIPE: case EFAULT:
     case EINTR: case ECANCELED:
       return true;
