@@ -21,6 +21,10 @@ die() { echo "ganesha.sh: $*" >&2; exit 1; }
 cmd=$1
 state=$(realpath -m -- "$2")
 
+running() {  # true while PID runs (a zombie, exited but not yet reaped, does not count)
+  kill -0 "$1" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo gone) != Z ]]
+}
+
 answers() {  # true when the port accepts a TCP connection
   timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
 }
@@ -29,7 +33,7 @@ start() {
   local export_dir port
   export_dir=$(cat "$state/export_dir")
   port=$(cat "$state/port")
-  if [[ -f $state/pid ]] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
+  if [[ -f $state/pid ]] && running "$(cat "$state/pid")"; then
     die "already running (pid $(cat "$state/pid")); stop it first"
   fi
   command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not found: install nfs-ganesha nfs-ganesha-vfs (scripts/install-deps.sh --test)"
@@ -52,7 +56,7 @@ CONF
   echo "$pid" >"$state/pid"
   local i
   for ((i = 0; i < 300; i++)); do
-    if ! kill -0 "$pid" 2>/dev/null; then
+    if ! running "$pid"; then
       tail -n 20 "$state/ganesha.log" "$state/ganesha.out" >&2 2>/dev/null || true
       die "ganesha exited at start (log: $state/ganesha.log)"
     fi
@@ -70,15 +74,13 @@ stop() {
   local sig=${1:-TERM} pid i
   [[ -f $state/pid ]] || return 0
   pid=$(cat "$state/pid")
-  if kill -0 "$pid" 2>/dev/null; then
+  if running "$pid"; then
     kill -"$sig" "$pid" 2>/dev/null || true
     for ((i = 0; i < 300; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      # A zombie (our own child) has exited.
-      [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || echo gone) == Z ]] && break
+      running "$pid" || break
       sleep 0.1
     done
-    if kill -0 "$pid" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]; then
+    if running "$pid"; then
       kill -KILL "$pid" 2>/dev/null || true
       sleep 0.5
     fi
