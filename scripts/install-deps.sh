@@ -4,7 +4,8 @@
 #   --test  also the tools the test suite and benchmarks use (fio, clang for sanitizers/fuzzing;
 #           python3-xxhash, python3-zstandard, zstd and tar for the pipeline CLI tests; for the S3/HTTP
 #           tests and benches: nginx, aws-cli 2, boto3/botocore (the independent SigV4 check),
-#           rclone, curl, and node + npm for s3rver (installed by tests/servers/setup.sh)).
+#           rclone, curl, openssl, and node + npm for s3rver (installed by tests/servers/setup.sh);
+#           nfs-ganesha and libnfs-utils (nfs-cat) for the NFS tests and bench/compare-nfs.sh).
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
@@ -12,7 +13,8 @@ pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev lib
       libxxhash-dev libnfs-dev libpugixml-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(fio util-linux python3 gzip clang-16 libclang-rt-16-dev python3-xxhash python3-zstandard zstd tar
-         nginx awscli python3-boto3 python3-botocore rclone curl)
+         nginx awscli python3-boto3 python3-botocore rclone curl openssl
+         nfs-ganesha nfs-ganesha-vfs libnfs-utils)
   # node may come from elsewhere (nodesource's nodejs package ships its own npm, and conflicts with
   # Debian's npm): install Debian's only when the command is missing.
   command -v node >/dev/null || pkgs+=(nodejs)

@@ -85,6 +85,10 @@ Result<void> Backend::write(std::string_view key, ConstBytes data) {
   return writer->commit();
 }
 
+std::string Backend::display_name(std::string_view key) const {
+  return scheme() == "file" ? std::string(key) : fmt::format("{}://{}", scheme(), key);
+}
+
 }  // namespace feedline::storage
 
 namespace feedline::storage {

@@ -7,6 +7,9 @@
 #include "http/object_store.hpp"
 #endif
 #include "mem/mem_backend.hpp"
+#if FEEDLINE_HAVE_NFS
+#include "nfs/nfs_backend.hpp"
+#endif
 
 namespace feedline::storage {
 
@@ -79,7 +82,11 @@ void register_builtin_backends(Registry& registry) {
     registry.add_unavailable(s, "built without the HTTP object-store backend (libcurl)");
   }
 #endif
+#if FEEDLINE_HAVE_NFS
+  registry.add("nfs", detail::open_nfs_url);
+#else
   registry.add_unavailable("nfs", "built without the NFS backend (libnfs)");
+#endif
 }
 
 }  // namespace feedline::storage

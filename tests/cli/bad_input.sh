@@ -93,10 +93,22 @@ fi
 
 # --- URLs ----------------------------------------------------------------------------------------
 expect_usage "unknown URL scheme" "foo://x/y" "'foo'" "supported:" -- bench storage foo://x/y
-expect_usage "s3:// compiled out" "s3://bucket/key" "'s3'" "not available in this build" \
-  -- bench storage s3://bucket/key
-expect_usage "nfs:// compiled out" "nfs://host/export/f" "'nfs'" "not available in this build" \
-  -- bench storage nfs://host/export/f
+if [[ ${FEEDLINE_TEST_HAVE_HTTP:-0} == 1 ]]; then  # set by ctest for builds with libcurl
+  expect_usage "s3:// endpoint that does not resolve" "s3://bucket/key" "resolve" "--endpoint" \
+    -- bench storage s3://bucket/key --endpoint http://no-such-host.invalid:9
+  expect_usage "s3:// endpoint that is not http(s)" "--endpoint" "http:// or https://" \
+    -- bench storage s3://bucket/key --endpoint ftp://127.0.0.1/
+else
+  expect_usage "s3:// compiled out" "s3://bucket/key" "'s3'" "not available in this build" \
+    -- bench storage s3://bucket/key
+fi
+if [[ ${FEEDLINE_TEST_HAVE_NFS:-0} == 1 ]]; then  # set by ctest for builds with libnfs
+  expect_usage "nfs:// server that does not resolve" "nfs://host/export/f" "cannot reach" "is the server up?" \
+    -- bench storage nfs://host/export/f
+else
+  expect_usage "nfs:// compiled out" "nfs://host/export/f" "'nfs'" "not available in this build" \
+    -- bench storage nfs://host/export/f
+fi
 expect_usage "file:// with a host" "file://host/x" "file:///" -- bench storage file://host/x
 expect_usage "empty URL" "empty URL" -- bench storage ""
 expect_usage "no URL" "url" "required" "--help" -- bench storage

@@ -17,9 +17,11 @@ namespace {
 
 struct BackendCase {
   const char* name;
-  const char* scheme;  // "file" or "mem"
+  const char* scheme;  // "file", "mem" or "nfs"
   transports::EngineKind engine;
   bool direct;
+  std::string url = {};      // nfs: the directory to test in (FEEDLINE_TEST_NFS_URL)
+  unsigned connections = 1;  // nfs: --connections
 };
 
 const BackendCase kBackends[] = {
@@ -51,6 +53,8 @@ struct Fixture {
     BackendConfig config;
     config.file.engine = c.engine;
     config.file.direct = c.direct;
+    config.nfs.connections = c.connections;
+    config.nfs.timeout = std::chrono::seconds(5);
     Registry registry;
     register_builtin_backends(registry);
     std::string url;
@@ -67,6 +71,8 @@ struct Fixture {
       config.http.part_size = 256 * 1024;  // several parts per large read
     } else if (scheme == "mem") {
       url = "mem://conformance/";
+    } else if (!c.url.empty()) {
+      url = c.url;
     } else {
       url = (testing::scratch_dir("conformance") / "").string();
     }
@@ -139,13 +145,13 @@ struct ManyOps {
 
 }  // namespace
 
-TEST_CASE("conformance: every backend", "[storage][conformance]") {
-  for (const BackendCase& bc : kBackends) {
-    DYNAMIC_SECTION(bc.name) {
+namespace {
+
+void conformance(const BackendCase& bc) {
       Fixture f(bc);
       if (!f.skip.empty()) {
         WARN("skipped " << bc.name << ": " << f.skip);
-        continue;
+        return;
       }
       auto queue = f.backend->make_queue({}).value();
       const std::uint64_t size = f.content.size();
@@ -295,6 +301,28 @@ TEST_CASE("conformance: every backend", "[storage][conformance]") {
         }
         CHECK(f.backend->stat(f.root + "abandoned.bin").error().code() == Errc::kNotFound);
       }
+}
+
+}  // namespace
+
+TEST_CASE("conformance: every backend", "[storage][conformance]") {
+  for (const BackendCase& bc : kBackends) {
+    DYNAMIC_SECTION(bc.name) { conformance(bc); }
+  }
+}
+
+// Needs a real NFS server: ctest starts nfs-ganesha (tests/servers/ganesha.sh) and sets
+// FEEDLINE_TEST_NFS_URL to a directory in its export; without it the case says it was skipped.
+TEST_CASE("conformance: nfs", "[storage][conformance][nfs]") {
+  const char* url = std::getenv("FEEDLINE_TEST_NFS_URL");
+  if (url == nullptr || *url == '\0') {
+    WARN("skipped: FEEDLINE_TEST_NFS_URL is not set (ctest sets it and starts nfs-ganesha)");
+    return;
+  }
+  for (unsigned connections : {1u, 3u}) {
+    DYNAMIC_SECTION("nfs, " << connections << " connection(s)") {
+      BackendCase bc{"nfs", "nfs", transports::EngineKind::kAuto, false, url, connections};
+      conformance(bc);
     }
   }
 }

@@ -89,7 +89,7 @@ class SampleBuilder {
 };
 
 std::string shown(storage::Backend& backend, std::string_view key) {
-  return backend.url_of(key);
+  return backend.display_name(key);
 }
 
 // Reads a whole (small) object.

@@ -151,6 +151,16 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       net_knob = "reads spend most of their time transferring bytes (bandwidth-bound): more requests will not "
                  "help; a faster network or server, or less data (compression) will";
     }
+  // Network backends: round trips, retries and reconnects are part of the evidence.
+  std::string net;
+  if (auto it = r.io.histograms.find("rtt_ns"); it != r.io.histograms.end() && it->second.count() > 0) {
+    net += fmt::format("; server round trip p50 {} / p99 {}",
+                       format_duration_ns(static_cast<double>(it->second.percentile(0.5))),
+                       format_duration_ns(static_cast<double>(it->second.percentile(0.99))));
+  }
+  if (r.io.retries > 0) net += fmt::format("; {} retried reads", r.io.retries);
+  if (auto it = r.io.counters.find("reconnects"); it != r.io.counters.end() && it->second > 0) {
+    net += fmt::format("; {} reconnects to the server", it->second);
   }
   std::string knob;
   if (!net_knob.empty()) {
@@ -168,7 +178,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
     knob = "storage is the limit below the depth cap (latency-bound): faster storage, or more "
            "reads in flight per sample (smaller samples, more shards)";
   }
-  return {"storage", evidence + net_evidence, knob};
+  return {"storage", evidence + net_evidence + net, knob};
 }
 
 }  // namespace feedline::loader

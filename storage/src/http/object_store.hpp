@@ -36,7 +36,7 @@ class ObjectStore : public Backend {
   }
   Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override;
   BackendCaps caps() const override;
-  std::string url_of(std::string_view key) const override { return shown(key); }
+  std::string display_name(std::string_view key) const override { return shown(key); }
 
  protected:
   ObjectStore(HttpConfig http, std::optional<transports::SigV4> sigv4);

@@ -188,10 +188,6 @@ class Backend {
   Backend& operator=(const Backend&) = delete;
 
   virtual std::string_view scheme() const noexcept = 0;
-  // The object as a user would write its URL (for messages): a path, "s3://bucket/key", ...
-  virtual std::string url_of(std::string_view key) const {
-    return scheme() == "file" ? std::string(key) : std::string(scheme()) + "://" + std::string(key);
-  }
   virtual Result<ObjectInfo> stat(std::string_view key) = 0;
   // Sizes of many named objects, in the order given (a brace-expanded dataset needs no listing).
   // The default asks one by one; network backends ask concurrently.
@@ -208,6 +204,10 @@ class Backend {
 
   // Writes a whole object (create + append + commit).
   Result<void> write(std::string_view key, ConstBytes data);
+
+  // How messages name a key: what a user could paste back ("nfs://server/export/key"). The
+  // default is the key for file://, else "scheme://key".
+  virtual std::string display_name(std::string_view key) const;
 
  protected:
   Backend() = default;
