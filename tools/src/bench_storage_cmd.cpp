@@ -100,7 +100,7 @@ Plan make_plan(const Options& o) {
   p.backend.file.sqpoll = o.sqpoll;
   p.backend.file.register_buffers = o.fixedbufs;
   std::vector<std::string> notes;
-  apply_net_options(o.net, p.backend, notes);
+  apply_net_options(o.net, o.url, p.backend, notes);
   for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));

@@ -65,7 +65,7 @@ int run(const Options& o) {
   storage::BackendConfig bc;
   {
     std::vector<std::string> notes;
-    apply_net_options(o.net, bc, notes);
+    apply_net_options(o.net, o.url, bc, notes);
     for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
   }
   storage::Resolved resolved = value_or_usage(registry.open(o.url, bc));

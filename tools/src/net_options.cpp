@@ -29,7 +29,8 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
   cmd.add_option("--stall-timeout", o.stall_timeout, "Fail an attempt that receives no byte for this long")->group(group);
 }
 
-void apply_net_options(const NetOptions& o, storage::BackendConfig& c, std::vector<std::string>& notes) {
+void apply_net_options(const NetOptions& o, std::string_view url, storage::BackendConfig& c,
+                       std::vector<std::string>& notes) {
   auto duration = [](const std::string& text, const char* flag) {
     auto r = parse_duration(text);
     if (!r) throw UsageError(fmt::format("{}: {}", flag, r.error().message()));
@@ -54,6 +55,12 @@ void apply_net_options(const NetOptions& o, storage::BackendConfig& c, std::vect
   c.nfs.max_attempts = o.max_attempts;
   c.nfs.timeout = c.http.connect_timeout;
 
+  if (!url.starts_with("s3://") && !url.starts_with("S3://")) {
+    if (!o.endpoint.empty() || !o.profile.empty() || !o.region.empty()) {
+      throw UsageError("--endpoint, --region and --profile are for s3:// URLs");
+    }
+    return;
+  }
   auto aws = load_aws_settings(process_env(), o.profile);
   if (!aws) throw UsageError(aws.error().what());
   c.s3.access_key_id = aws->access_key_id;

@@ -143,7 +143,7 @@ int run(const Options& o) {
   bc.file.direct = o.direct;
   {
     std::vector<std::string> notes;
-    apply_net_options(o.net, bc, notes);
+    apply_net_options(o.net, o.url, bc, notes);
     for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
   }
   storage::Registry registry;

@@ -151,6 +151,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       net_knob = "reads spend most of their time transferring bytes (bandwidth-bound): more requests will not "
                  "help; a faster network or server, or less data (compression) will";
     }
+  }
   // Network backends: round trips, retries and reconnects are part of the evidence.
   std::string net;
   if (auto it = r.io.histograms.find("rtt_ns"); it != r.io.histograms.end() && it->second.count() > 0) {
