@@ -140,9 +140,7 @@ int probe(const Options& o) {
                nfs.empty() ? "not built" : nfs, loader::zstd_available() ? "yes" : "not built");
     fmt::print("  memcpy: {} (one thread, 64 MiB, aligned)\n", format_rate(memcpy_bw));
     if (o.h2d_bench) {
-      if (h2d_error) {
-        fmt::print("  h2d: {}\n", h2d_error->what());
-      } else {
+      if (!h2d_error) {
         fmt::print("  h2d (cudaMemcpy, {}): pinned {}, pageable {} ({:.0f}% of pinned)\n",
                    format_bytes(static_cast<double>(*h2d_bytes)),
                    format_rate(doc["h2d"]["pinned_bytes_per_second"].get<double>()),
@@ -151,7 +149,11 @@ int probe(const Options& o) {
       }
     }
   }
-  return h2d_error ? kExitRuntime : kExitOk;
+  if (h2d_error) {
+    fmt::print(stderr, "feedline: error: --h2d-bench: {}\n", h2d_error->what());
+    return kExitRuntime;
+  }
+  return kExitOk;
 }
 
 }  // namespace

@@ -63,8 +63,9 @@ void DeviceSink::pin(BatchBuffer& b) {
   if (rc == cu::kSuccess) {
     b.pinned = true;
     ++pinned_buffers;
-  } else if (pin_failure.empty()) {
-    pin_failure = cuda_->error(rc, "cudaHostRegister").message();
+  } else {
+    std::lock_guard lock(pin_mu_);
+    if (pin_failure_.empty()) pin_failure_ = cuda_->error(rc, "cudaHostRegister").message();
   }
 }
 

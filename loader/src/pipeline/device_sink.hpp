@@ -14,8 +14,10 @@
 // was released with release() (the pipeline does this in its destructor).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,8 +64,12 @@ class DeviceSink {
   double gpu_seconds = 0;        // summed event-timed copy durations
   double wait_seconds = 0;       // host time blocked in wait()
   double peak_bytes_per_second = 0;
-  std::uint64_t pinned_buffers = 0;
-  std::string pin_failure;       // the first cudaHostRegister failure, if any
+  // pin() may run on the storage thread (direct path) or collate's (bounce path).
+  std::atomic<std::uint64_t> pinned_buffers{0};
+  std::string pin_failure() const {
+    std::lock_guard lock(pin_mu_);
+    return pin_failure_;
+  }
 
  private:
   DeviceSink() = default;
@@ -78,6 +84,8 @@ class DeviceSink {
   };
   std::vector<StreamSlot> streams_;
   unsigned next_ = 0;
+  mutable std::mutex pin_mu_;
+  std::string pin_failure_;  // the first cudaHostRegister failure, if any
 };
 
 }  // namespace feedline::loader::detail

@@ -301,7 +301,9 @@ void Pipeline::storage_loop() {
         std::uint64_t off = 0;
         auto place = [&](const SampleSlot& sl) {
           slot_offsets[sl.slot] = off;
-          off += align_up(std::max<std::uint64_t>(dataset_.samples[sl.sample].length, 1), kPageAlign);
+          const Sample& x = dataset_.samples[sl.sample];
+          if (footprint(x) > sample_limit_) return;  // skipped below: no slot
+          off += align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
         };
         place(*pending);
         for (const auto& sl : ahead) place(sl);
@@ -322,10 +324,13 @@ void Pipeline::storage_loop() {
         direct_buf = *b;
         direct_batch = pending->batch;
       }
+      // The direct path reserves nothing per sample (its slot in the batch buffer is charged with
+      // the pool), but a sample too large for the budget is skipped all the same.
       const std::uint64_t need = direct_ ? 0 : footprint(smp);
-      if (need > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
+      if (footprint(smp) > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
         InFlightSample s;
         s.slot = *pending;
+        s.direct_buffer = direct_ ? direct_buf : nullptr;  // the batch's buffer travels with every sample
         s.error = Error(Errc::kResourceExhausted,
                         fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
                                     smp.key, need, sample_limit_))
@@ -767,9 +772,10 @@ PipelineReport Pipeline::report() {
     dv.device = sink_->device();
     dv.name = sink_->cuda().devices()[static_cast<std::size_t>(dv.device)].name;
     dv.streams = sink_->streams();
-    dv.host_memory = sink_->pin_failure.empty()
-                         ? fmt::format("pinned (cudaHostRegister, {} buffers)", sink_->pinned_buffers)
-                         : "pageable: " + sink_->pin_failure;
+    const std::string pin_failure = sink_->pin_failure();
+    dv.host_memory = pin_failure.empty()
+                         ? fmt::format("pinned (cudaHostRegister, {} buffers)", sink_->pinned_buffers.load())
+                         : "pageable: " + pin_failure;
     dv.copies = sink_->copies;
     dv.h2d_bytes = sink_->bytes;
     dv.h2d_seconds = sink_->gpu_seconds;
