@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "feedline/loader/loader.hpp"
 #include "feedline/storage/registry.hpp"
@@ -30,6 +31,7 @@ struct FakeCuda {
   int count_error = 0;          // cudaGetDeviceCount's status (35: no driver)
   int fail_memcpy_at = -1;      // the Nth cudaMemcpyAsync (0-based) fails with error 700
   int fail_host_register = 0;   // cudaHostRegister's status
+  int copy_ms = 0;              // each copy "takes" this long (cudaEventSynchronize sleeps)
   int memcpy_async_calls = 0;
   std::uint64_t async_bytes = 0;
   int registered = 0;
@@ -118,7 +120,10 @@ cu::CudaApi fake_api() {
   a.EventDestroy = [](cu::Event) { return 0; };
   a.EventRecord = [](cu::Event, cu::Stream) { return 0; };
   a.EventQuery = [](cu::Event) { return 0; };
-  a.EventSynchronize = [](cu::Event) { return 0; };
+  a.EventSynchronize = [](cu::Event) {
+    if (g_fake.copy_ms) std::this_thread::sleep_for(std::chrono::milliseconds(g_fake.copy_ms));
+    return 0;
+  };
   a.EventElapsedTime = [](float* ms, cu::Event, cu::Event) {
     *ms = 0.5f;
     return 0;
@@ -515,4 +520,21 @@ TEST_CASE("device sink: a device that does not exist is refused at open", "[gpu]
   auto l = Loader::open(*f.backend, f.dataset, c);
   REQUIRE_FALSE(l);
   CHECK(l.error().message().find("cuda:7") != std::string::npos);
+}
+
+TEST_CASE("device sink: slow copies are named as the bottleneck", "[gpu][device]") {
+  Files f("mem://v/", "v/", 64, 2000);
+  g_fake = FakeCuda{};
+  g_fake.copy_ms = 30;  // a PCIe link far slower than the memory backend
+  LoaderConfig c = config(8, 1);
+  c.device.device = 0;
+  c.device.streams = 1;
+  c.device.calibrate = false;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::unavailable("none");
+  RunResult r = run_and_check(f, c);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.report.device.consumer_wait_on_copy_seconds > 0.1);
+  CHECK(r.report.bottleneck.stage == "device");
+  CHECK(r.report.bottleneck.suggestion.find("--cuda-streams") != std::string::npos);
 }

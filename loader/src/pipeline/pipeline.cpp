@@ -745,7 +745,6 @@ PipelineReport Pipeline::report() {
   }
   r.digest = digest_;
   r.interrupted = stop_requested_by_user_ && !error_;
-  r.bottleneck = diagnose(r, config_);
   {
     // Data paths: one per run (the plan is made once), with every copy the pipeline made.
     DataPathReport d;
@@ -784,6 +783,7 @@ PipelineReport Pipeline::report() {
     dv.copy_wait_seconds = sink_->wait_seconds;
     dv.consumer_wait_on_copy_seconds = static_cast<double>(copy_blocking_ns_) / 1e9;
   }
+  r.bottleneck = diagnose(r, config_);
   return r;
 }
 

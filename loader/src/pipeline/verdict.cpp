@@ -53,6 +53,24 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
             "the input pipeline keeps up: the accelerator is the limit, so faster storage or more "
             "decode threads will not raise throughput"};
   }
+  // The device sink, right before the consumer: it limits when the consumer's waits were mostly
+  // spent with a host-to-device copy as the holdup.
+  if (r.device.enabled && r.consumer_wait_seconds > 0 &&
+      r.device.consumer_wait_on_copy_seconds >= 0.5 * r.consumer_wait_seconds) {
+    const auto& d = r.device;
+    return {"device",
+            fmt::format("{}; for {:.3f} s of the consumer's {:.3f} s of waiting a host-to-device copy was "
+                        "the holdup; copies ran at {} ({} of the {} pinned peak), host memory {}",
+                        wait_text, d.consumer_wait_on_copy_seconds, r.consumer_wait_seconds,
+                        format_rate(d.h2d_bytes_per_second),
+                        d.peak_bytes_per_second > 0 ? pct(d.h2d_bytes_per_second / d.peak_bytes_per_second) : "?",
+                        format_rate(d.peak_bytes_per_second), d.host_memory),
+            d.host_memory.starts_with("pinned")
+                ? fmt::format("raise --cuda-streams from {} so more copies overlap, or check the PCIe link "
+                              "(feedline probe --h2d-bench)", d.streams)
+                : "pin the batch pool (raise RLIMIT_MEMLOCK / ulimit -l): pageable copies run at a fraction "
+                  "of the pinned rate"};
+  }
   const StageStats* collate = find(r, "collate");
   const StageStats* decode = find(r, "decode");
   const QueueReport* decoded_q = find_queue(r, "decoded");

@@ -153,7 +153,7 @@ class Batch {
 };
 
 struct Verdict {
-  std::string stage;       // "storage", "decode", "collate", "consumer" or "none"
+  std::string stage;       // "storage", "decode", "collate", "device", "consumer" or "none"
   std::string evidence;    // the numbers behind the call
   std::string suggestion;  // the next knob to turn
 };
