@@ -13,7 +13,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-bench_name=direct-path
+bench_name="direct-path"
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 source "$here/lib.sh"
 
@@ -39,8 +39,8 @@ USAGE
 buffered=0
 parse_options "pairs samples size depth feedline dir" "buffered" "$@"
 check_pairs
-[[ "$samples" =~ ^[0-9]+$ ]] && (( samples >= 64 )) || die "--samples must be a whole number >= 64"
-[[ "$depth" =~ ^[0-9]+$ ]] && (( depth >= 1 )) || die "--depth must be a whole number >= 1"
+if ! [[ "$samples" =~ ^[0-9]+$ ]] || (( samples < 64 )); then die "--samples must be a whole number >= 64"; fi
+if ! [[ "$depth" =~ ^[0-9]+$ ]] || (( depth < 1 )); then die "--depth must be a whole number >= 1"; fi
 check_tools "cmake --build build/release --target feedline"
 [[ "$buffered" == 1 ]] && direct=0
 direct_flag=()
