@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "feedline/loader/loader.hpp"
@@ -40,6 +41,8 @@ struct FakeCuda {
   int frees = 0;
 };
 FakeCuda g_fake;
+std::mutex g_events_mu;
+std::map<void*, double> g_event_time;  // ms on the host clock when each fake event was recorded
 
 cu::CudaApi fake_api() {
   cu::CudaApi a;
@@ -113,19 +116,28 @@ cu::CudaApi fake_api() {
     g_fake.async_bytes += n;
     return 0;
   };
+  // Events are distinct; recording one stamps the host clock (copies are synchronous here, so an
+  // end event recorded after the memcpy times it).
   a.EventCreateWithFlags = [](cu::Event* e, unsigned) {
-    *e = reinterpret_cast<cu::Event>(std::uintptr_t{0x2000});
+    std::lock_guard lock(g_events_mu);
+    *e = reinterpret_cast<cu::Event>(std::uintptr_t{0x2000} + 16 * g_event_time.size());
+    g_event_time[*e] = 0;
     return 0;
   };
   a.EventDestroy = [](cu::Event) { return 0; };
-  a.EventRecord = [](cu::Event, cu::Stream) { return 0; };
+  a.EventRecord = [](cu::Event e, cu::Stream) {
+    std::lock_guard lock(g_events_mu);
+    g_event_time[e] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return 0;
+  };
   a.EventQuery = [](cu::Event) { return 0; };
   a.EventSynchronize = [](cu::Event) {
     if (g_fake.copy_ms) std::this_thread::sleep_for(std::chrono::milliseconds(g_fake.copy_ms));
     return 0;
   };
-  a.EventElapsedTime = [](float* ms, cu::Event, cu::Event) {
-    *ms = 0.5f;
+  a.EventElapsedTime = [](float* ms, cu::Event from, cu::Event to) {
+    std::lock_guard lock(g_events_mu);
+    *ms = static_cast<float>(g_event_time[to] - g_event_time[from]);
     return 0;
   };
   a.GetErrorString = [](int e) -> const char* {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "pipeline.hpp"
@@ -38,6 +39,9 @@ Result<std::unique_ptr<DeviceSink>> DeviceSink::open(std::shared_ptr<const cu::C
     FEEDLINE_TRY(sink->cuda_->check(a.EventCreateWithFlags(&sink->streams_.back().end, 0), "cudaEventCreate"));
   }
   if (calibrate) FEEDLINE_TRY(sink->calibrate());
+  FEEDLINE_TRY(sink->cuda_->check(a.EventCreateWithFlags(&sink->origin_, 0), "cudaEventCreate"));
+  FEEDLINE_TRY(sink->cuda_->check(a.EventRecord(sink->origin_, sink->streams_.front().stream), "cudaEventRecord"));
+  FEEDLINE_TRY(sink->cuda_->check(a.EventSynchronize(sink->origin_), "cudaEventSynchronize"));
   return sink;
 }
 
@@ -55,6 +59,7 @@ DeviceSink::~DeviceSink() {
     if (s.end) a.EventDestroy(s.end);
     if (s.stream) a.StreamDestroy(s.stream);
   }
+  if (origin_) a.EventDestroy(origin_);
 }
 
 void DeviceSink::pin(BatchBuffer& b) {
@@ -108,8 +113,16 @@ Result<void> DeviceSink::wait(const Ticket& t) {
   const auto t0 = std::chrono::steady_clock::now();
   FEEDLINE_TRY(cuda_->check(a.EventSynchronize(s.end), "cudaEventSynchronize (H2D copy)"));
   wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  float ms = 0;
-  if (a.EventElapsedTime(&ms, s.start, s.end) == cu::kSuccess) gpu_seconds += static_cast<double>(ms) / 1e3;
+  // Copies are waited for in issue order, which is the order the copy engine runs them, so the
+  // union of their intervals grows at the end.
+  float begin_ms = 0;
+  float end_ms = 0;
+  if (a.EventElapsedTime(&begin_ms, origin_, s.start) == cu::kSuccess &&
+      a.EventElapsedTime(&end_ms, origin_, s.end) == cu::kSuccess) {
+    const double from = std::max(static_cast<double>(begin_ms), covered_until_ms_);
+    if (end_ms > from) gpu_seconds += (end_ms - from) / 1e3;
+    covered_until_ms_ = std::max(covered_until_ms_, static_cast<double>(end_ms));
+  }
   ++copies;
   bytes += t.bytes;
   return {};

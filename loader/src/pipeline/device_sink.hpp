@@ -5,7 +5,7 @@
 // (AlignedBuffer memory stays 4 KiB-aligned and mlock'd as before; registering it avoids a second
 // pool type). copy() issues cudaMemcpyAsync on the next of `streams` non-blocking streams,
 // bracketed by two timing events; wait() synchronises the end event and adds the GPU-side copy
-// time. The pipeline's device thread keeps up to `streams` copies in flight, so copies overlap
+// time (the union of copy intervals, measured from an origin event). The pipeline's device thread keeps up to `streams` copies in flight, so copies overlap
 // each other, IO and decode.
 //
 // All CUDA calls go through the CudaRuntime's table (a fake one in tests). Thread-safety: pin(),
@@ -61,7 +61,10 @@ class DeviceSink {
   // For the report.
   std::uint64_t copies = 0;
   std::uint64_t bytes = 0;
-  double gpu_seconds = 0;        // summed event-timed copy durations
+  // GPU-side time during which at least one copy ran: the union of the event-timed copy intervals
+  // (copies on different streams queue for the same copy engine, so summing their durations
+  // would count the queueing too).
+  double gpu_seconds = 0;
   double wait_seconds = 0;       // host time blocked in wait()
   double peak_bytes_per_second = 0;
   // pin() may run on the storage thread (direct path) or collate's (bounce path).
@@ -84,6 +87,8 @@ class DeviceSink {
   };
   std::vector<StreamSlot> streams_;
   unsigned next_ = 0;
+  transports::cuda::Event origin_ = nullptr;  // recorded once at open: the zero of copy times
+  double covered_until_ms_ = 0;
   mutable std::mutex pin_mu_;
   std::string pin_failure_;  // the first cudaHostRegister failure, if any
 };
