@@ -1,7 +1,6 @@
 // GPU-only tests: the device sink on a real GPU (byte-exact device copies, H2D rate against the
 // calibrated pinned peak) and pinned vs pageable copies. Skipped (exit 77, "Not Run" in ctest)
 // where there is no usable GPU, with the reason printed.
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -15,8 +14,10 @@ using namespace feedline;
 using namespace feedline::loader;
 namespace cu = feedline::transports::cuda;
 
+// Set by main() (gpu_main.cpp) before any test runs; available().
+extern std::shared_ptr<const cu::CudaRuntime> g_cuda;
+
 namespace {
-std::shared_ptr<const cu::CudaRuntime> g_cuda;
 
 struct MemFiles {
   std::unique_ptr<storage::Backend> backend;
@@ -85,13 +86,3 @@ TEST_CASE("gpu: pinned copies beat pageable ones", "[gpu]") {
   CHECK(*pinned >= *pageable * 0.95);
 }
 
-int main(int argc, char** argv) {
-  g_cuda = cu::CudaRuntime::load();
-  if (!g_cuda->available()) {
-    fmt::print("skipped: no usable GPU: {}\n", g_cuda->reason());
-    return 77;
-  }
-  fmt::print("GPU: {} ({} device(s), driver {})\n", g_cuda->devices().front().name, g_cuda->devices().size(),
-             cu::version_string(g_cuda->driver_version()));
-  return Catch::Session().run(argc, argv);
-}
