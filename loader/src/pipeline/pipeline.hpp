@@ -16,6 +16,14 @@
 //     for a free batch buffer (which the consumer returns).
 // So the lowest outstanding sample can always make progress, and everything held is bounded by
 // the budget (samples) plus the batch pool.
+//  4. The direct path (samples that need no decode): the storage thread takes a batch buffer from
+//     the pool at each batch's first sample, without blocking (it must keep polling reads in
+//     flight), lays out every slot of the batch and reads each sample into its slot; collate
+//     only records offsets. Every earlier batch already has its buffer and all its samples
+//     admitted, so it completes and the consumer hands its buffer back: no wait is circular.
+//  5. The device sink (a device thread between collate and the consumer) keeps at most one copy
+//     per stream in flight and waits for the oldest; a batch's buffer returns to the pool only
+//     when the consumer drops the batch, after its copy finished.
 #pragma once
 
 #include <atomic>
