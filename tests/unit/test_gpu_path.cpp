@@ -537,7 +537,7 @@ TEST_CASE("device sink: a device that does not exist is refused at open", "[gpu]
 TEST_CASE("device sink: slow copies are named as the bottleneck", "[gpu][device]") {
   Files f("mem://v/", "v/", 64, 2000);
   g_fake = FakeCuda{};
-  g_fake.copy_ms = 30;  // a PCIe link far slower than the memory backend
+  g_fake.copy_ms = 50;  // a PCIe link far slower than the memory backend
   LoaderConfig c = config(8, 1);
   c.device.device = 0;
   c.device.streams = 1;
@@ -546,6 +546,10 @@ TEST_CASE("device sink: slow copies are named as the bottleneck", "[gpu][device]
   c.device.cufile = cf::CufileRuntime::unavailable("none");
   RunResult r = run_and_check(f, c);
   REQUIRE_FALSE(r.error);
+  INFO(fmt::format("waited {:.3f} s (first batch {:.3f} s), on copies {:.3f} s; verdict {}: {}",
+                   r.report.consumer_wait_seconds, r.report.first_batch_seconds,
+                   r.report.device.consumer_wait_on_copy_seconds, r.report.bottleneck.stage,
+                   r.report.bottleneck.evidence));
   CHECK(r.report.device.consumer_wait_on_copy_seconds > 0.1);
   CHECK(r.report.bottleneck.stage == "device");
   CHECK(r.report.bottleneck.suggestion.find("--cuda-streams") != std::string::npos);

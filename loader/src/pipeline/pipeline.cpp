@@ -600,10 +600,9 @@ void Pipeline::device_loop() {
     }
     if (copying.empty()) break;  // closed and drained
     clock.to(WorkState::kBusy);
-    const bool consumer_waiting = device_batches_.size() == 0;
     const std::uint64_t t0 = now_ns();
     auto w = sink_->wait(copying.front().ticket);
-    if (consumer_waiting) copy_blocking_ns_ += now_ns() - t0;
+    const std::uint64_t t1 = now_ns();
     if (!w) {
       copying.pop_front();
       fail_run(std::move(w).error());
@@ -612,6 +611,8 @@ void Pipeline::device_loop() {
     Batch out = std::move(copying.front().batch);
     copying.pop_front();
     out.on_device_ = true;
+    out.copy_wait_from_ns_ = t0;
+    out.copy_done_ns_ = t1;
     clock.count(1, out.bytes());
     if (!device_batches_.push(out, &clock)) break;
     clock.to(WorkState::kStarved);
@@ -643,6 +644,12 @@ Result<std::optional<Batch>> Pipeline::next() {
   }
   wait_ns_.record(t1 - t0);
   wait_total_ns_ += t1 - t0;
+  // The part of this wait during which the device thread was waiting for this batch's copy.
+  if (b->copy_done_ns_ > t0) {
+    const std::uint64_t from = std::max(t0, b->copy_wait_from_ns_);
+    const std::uint64_t to = std::min(t1, b->copy_done_ns_);
+    if (to > from) copy_blocking_ns_ += to - from;
+  }
   if (delivered_batches_ == 0) {
     first_wait_ns_ = t1 - t0;
     first_batch_ns_ = t1 - start_ns_;
@@ -798,7 +805,9 @@ Batch::Batch(Batch&& o) noexcept
       members_(std::move(o.members_)),
       digest_(o.digest_),
       bytes_(o.bytes_),
-      on_device_(o.on_device_) {}
+      on_device_(o.on_device_),
+      copy_wait_from_ns_(o.copy_wait_from_ns_),
+      copy_done_ns_(o.copy_done_ns_) {}
 
 Batch& Batch::operator=(Batch&& o) noexcept {
   if (this != &o) {
@@ -812,6 +821,8 @@ Batch& Batch::operator=(Batch&& o) noexcept {
     digest_ = o.digest_;
     bytes_ = o.bytes_;
     on_device_ = o.on_device_;
+    copy_wait_from_ns_ = o.copy_wait_from_ns_;
+    copy_done_ns_ = o.copy_done_ns_;
   }
   return *this;
 }

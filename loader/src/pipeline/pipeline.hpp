@@ -130,7 +130,7 @@ class Pipeline {
   std::uint64_t collate_copied_bytes_ = 0;  // collate thread: bytes memcpy'd into batches
   std::uint64_t direct_delivered_ = 0;      // collate thread: bytes that arrived in place
   std::uint64_t bounce_delivered_ = 0;      // collate thread: bytes that were copied in
-  std::uint64_t copy_blocking_ns_ = 0;      // device thread: waiting on a copy while the consumer had nothing
+  std::uint64_t copy_blocking_ns_ = 0;      // consumer: waiting while its batch's copy ran
   std::vector<std::string> path_notes_;     // guarded by error_mu_
 
   std::atomic<bool> stop_{false};

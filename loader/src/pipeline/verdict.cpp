@@ -3,6 +3,7 @@
 // the call and the next knob to turn.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "feedline/core/units.hpp"
@@ -55,13 +56,14 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   }
   // The device sink, right before the consumer: it limits when the consumer's waits were mostly
   // spent with a host-to-device copy as the holdup.
-  if (r.device.enabled && r.consumer_wait_seconds > 0 &&
-      r.device.consumer_wait_on_copy_seconds >= 0.5 * r.consumer_wait_seconds) {
+  // The waits are compared without the first step's (the pipeline filling up).
+  const double steady_wait = std::max(0.0, r.consumer_wait_seconds - r.first_batch_seconds);
+  if (r.device.enabled && steady_wait > 0 && r.device.consumer_wait_on_copy_seconds >= 0.5 * steady_wait) {
     const auto& d = r.device;
     return {"device",
-            fmt::format("{}; for {:.3f} s of the consumer's {:.3f} s of waiting a host-to-device copy was "
+            fmt::format("{}; for {:.3f} s of the consumer's {:.3f} s of waiting after the first batch a host-to-device copy was "
                         "the holdup; copies ran at {} ({} of the {} pinned peak), host memory {}",
-                        wait_text, d.consumer_wait_on_copy_seconds, r.consumer_wait_seconds,
+                        wait_text, d.consumer_wait_on_copy_seconds, steady_wait,
                         format_rate(d.h2d_bytes_per_second),
                         d.peak_bytes_per_second > 0 ? pct(d.h2d_bytes_per_second / d.peak_bytes_per_second) : "?",
                         format_rate(d.peak_bytes_per_second), d.host_memory),

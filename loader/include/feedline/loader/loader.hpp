@@ -150,6 +150,10 @@ class Batch {
   std::uint64_t digest_ = 0;
   std::uint64_t bytes_ = 0;
   bool on_device_ = false;
+  // The device thread's wait for this batch's copy (ns, steady clock), for the consumer to tell
+  // how much of its own wait the copy caused.
+  std::uint64_t copy_wait_from_ns_ = 0;
+  std::uint64_t copy_done_ns_ = 0;
 };
 
 struct Verdict {
