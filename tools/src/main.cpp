@@ -10,6 +10,7 @@
 #include "feedline/loader/codec.hpp"
 #include "feedline/transports/file_engine.hpp"
 #include "gen_cmd.hpp"
+#include "probe_cmd.hpp"
 #include "run_cmd.hpp"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   add_bench_storage(*bench, exit_code);
   add_gen(app, exit_code);
   add_run(app, exit_code);
+  add_probe(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -17,6 +17,7 @@
 #include "feedline/storage/decorators.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/storage/url_pattern.hpp"
+#include "feedline/transports/cuda.hpp"
 #include "progress.hpp"
 #include "run_report.hpp"
 #include "signals.hpp"
@@ -62,6 +63,9 @@ struct Options {
   bool no_index = false;
   double au_target = 0;
   bool stages_alone = false;
+  std::string device;                 // "cuda:N" copies batches to that GPU
+  std::string gpu_direct = "auto";
+  unsigned cuda_streams = 4;
   std::uint64_t stages_alone_samples = 20000;
 };
 
@@ -121,6 +125,17 @@ int run(const Options& o) {
     throw UsageError(fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
   }
   c.accounting = !o.no_accounting;
+  {
+    auto mode = loader::parse_gpu_direct(o.gpu_direct);
+    if (!mode) throw UsageError(fmt::format("--gpu-direct: {}", mode.error().message()));
+    c.gpu_direct = *mode;
+    auto dev = transports::cuda::parse_device(o.device);
+    if (!dev) throw UsageError(fmt::format("--device: {} ({})", dev.error().message(), dev.error().hint()));
+    c.device.device = *dev;
+    if (o.cuda_streams == 0 || o.cuda_streams > 64) throw UsageError("--cuda-streams must be between 1 and 64");
+    c.device.streams = o.cuda_streams;
+    if (*dev >= 0) c.device.cuda = transports::cuda::CudaRuntime::load();  // loaded once, for the plan and the run
+  }
   loader::ComputeModel compute;
   if (!o.compute_time.empty()) {
     auto m = loader::parse_compute_time(o.compute_time);
@@ -196,6 +211,11 @@ int run(const Options& o) {
     ctx.engine = q ? (*q)->info().engine : "?";
   }
 
+  // The data path: "impossible" (--gpu-direct on, a GPU that is not there) is a usage error.
+  {
+    auto plan = loader::plan_data_path(*dataset, c);
+    if (!plan) throw UsageError(plan.error());
+  }
   auto loader_r = loader::Loader::open(*backend, *dataset, c);
   if (!loader_r) {
     fmt::print(stderr, "feedline: error: {}\n", loader_r.error().what());
@@ -291,6 +311,12 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", o->json_path, "Write the report as one JSON document to FILE");
   cmd->add_option("--engine", o->engine, "Local I/O engine: uring, posix or auto")->capture_default_str();
   cmd->add_flag("--direct", o->direct, "O_DIRECT reads of local files");
+  cmd->add_option("--device", o->device, "Copy each batch to this GPU (cuda:N) with overlapped async copies");
+  cmd->add_option("--gpu-direct", o->gpu_direct,
+                  "Direct path for samples that need no decode: auto, on (an error when impossible) or off")
+      ->capture_default_str();
+  cmd->add_option("--cuda-streams", o->cuda_streams, "Host-to-device copies in flight (one per stream)")
+      ->capture_default_str();
   add_net_options(*cmd, o->net);
   cmd->add_option("--throttle-bw", o->throttle_bw, "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
   cmd->add_option("--throttle-latency", o->throttle_latency, "Add latency to every read (e.g. 2ms)");

@@ -105,6 +105,34 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"dataset", {{"samples", ctx.dataset_samples}, {"bytes", ctx.dataset_bytes}}},
   };
   j["error"] = r.error ? json(r.error->what()) : json(nullptr);
+  {
+    json paths = json::array();
+    for (const auto& p : r.data_paths) {
+      paths.push_back({{"path", p.path}, {"bytes", p.bytes}, {"copied_bytes", p.copied_bytes},
+                       {"copy_amplification", p.copy_amplification}, {"detail", p.detail}});
+    }
+    j["data_paths"] = paths;
+    j["data_path"] = {{"gpu_direct", std::string(loader::gpu_direct_name(ctx.config.gpu_direct))},
+                      {"reason", r.data_path_reason},
+                      {"notes", r.data_path_notes}};
+    if (r.device.enabled) {
+      const auto& d = r.device;
+      j["device"] = {{"device", fmt::format("cuda:{}", d.device)},
+                     {"name", d.name},
+                     {"streams", d.streams},
+                     {"host_memory", d.host_memory},
+                     {"copies", d.copies},
+                     {"h2d_bytes", d.h2d_bytes},
+                     {"h2d_seconds", d.h2d_seconds},
+                     {"h2d_bytes_per_second", d.h2d_bytes_per_second},
+                     {"peak_bytes_per_second", d.peak_bytes_per_second},
+                     {"h2d_of_peak", d.peak_bytes_per_second > 0 ? d.h2d_bytes_per_second / d.peak_bytes_per_second : 0},
+                     {"copy_wait_seconds", d.copy_wait_seconds},
+                     {"consumer_wait_on_copy_seconds", d.consumer_wait_on_copy_seconds}};
+    } else {
+      j["device"] = nullptr;
+    }
+  }
   if (ctx.au_target > 0) {
     j["au_target"] = ctx.au_target;
     j["au_pass"] = r.au >= ctx.au_target;
@@ -166,6 +194,27 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   if (r.skipped) {
     line(fmt::format("  skipped {} sample(s) (--on-error skip), e.g. {}", r.skipped,
                      r.skipped_examples.empty() ? "" : r.skipped_examples.front()));
+  }
+  for (const auto& p : r.data_paths) {
+    line(fmt::format("  data path: {} for {}, copy amplification {:.2f}{}", p.path,
+                     format_bytes(static_cast<double>(p.bytes)), p.copy_amplification,
+                     p.detail.empty() ? "" : " (" + p.detail + ")"));
+  }
+  if (!r.data_path_reason.empty()) line(fmt::format("    why: {}", r.data_path_reason));
+  for (const auto& n : r.data_path_notes) line(fmt::format("    note: {}", n));
+  if (r.device.enabled) {
+    const auto& d = r.device;
+    line(fmt::format("  device cuda:{} ({}): {} copies, {} H2D at {}{} on {} stream(s); host memory {}", d.device,
+                     d.name, d.copies, format_bytes(static_cast<double>(d.h2d_bytes)),
+                     format_rate(d.h2d_bytes_per_second),
+                     d.peak_bytes_per_second > 0
+                         ? fmt::format(" ({:.0f}% of the {} pinned peak)",
+                                       100 * d.h2d_bytes_per_second / d.peak_bytes_per_second,
+                                       format_rate(d.peak_bytes_per_second))
+                         : "",
+                     d.streams, d.host_memory));
+    line(fmt::format("    copy stage waited {:.3f} s on copies, {:.3f} s of it while the consumer had no batch",
+                     d.copy_wait_seconds, d.consumer_wait_on_copy_seconds));
   }
   line(fmt::format("  bottleneck: {}", r.bottleneck.stage));
   line(fmt::format("    evidence: {}", r.bottleneck.evidence));

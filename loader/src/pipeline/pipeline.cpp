@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "feedline/loader/codec.hpp"
+#include "feedline/transports/cuda.hpp"
 
 namespace feedline::loader {
 
@@ -35,13 +37,20 @@ Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConf
                config_.decode_threads, 1),
       free_buffers_("batch-pool", config_.prefetch_batches + 2, config_.accounting),
       batches_("batches", std::max(1u, config_.prefetch_batches), config_.accounting),
+      device_batches_("device", std::max(1u, config_.prefetch_batches), config_.accounting),
       storage_clock_(config_.accounting),
       collate_clock_(config_.accounting),
+      device_clock_(config_.accounting),
       consumer_clock_(config_.accounting) {
   for (unsigned i = 0; i < config_.decode_threads; ++i) decode_clocks_.emplace_back(config_.accounting);
 }
 
-Pipeline::~Pipeline() { shutdown(); }
+Pipeline::~Pipeline() {
+  shutdown();
+  if (sink_) {
+    for (auto& b : pool_) sink_->release(*b);
+  }
+}
 
 std::uint64_t Pipeline::footprint(const Sample& s) const {
   std::uint64_t bytes = align_up(s.length, kPageAlign);
@@ -52,6 +61,13 @@ std::uint64_t Pipeline::footprint(const Sample& s) const {
 }
 
 Result<void> Pipeline::start() {
+  FEEDLINE_ASSIGN_OR_RETURN(plan_, plan_data_path(dataset_, config_));
+  direct_ = plan_.direct;
+  if (config_.device.device >= 0) {
+    auto cuda = config_.device.cuda ? config_.device.cuda : transports::cuda::CudaRuntime::load();
+    FEEDLINE_ASSIGN_OR_RETURN(sink_, detail::DeviceSink::open(std::move(cuda), config_.device.device,
+                                                              config_.device.streams, config_.device.calibrate));
+  }
   const std::uint64_t recycle = recycle_bytes(config_.memory_budget);
   const std::size_t buffers = config_.prefetch_batches + 2;
   auto too_large = [&](std::size_t index, std::uint64_t need, std::uint64_t room) {
@@ -86,8 +102,16 @@ Result<void> Pipeline::start() {
   }
   // Batch buffers: sized from the average decoded sample, grown on demand.
   const std::uint64_t avg = est_total / std::max<std::uint64_t>(1, counted);
-  const std::uint64_t batch_cap =
+  std::uint64_t batch_cap =
       align_up(std::uint64_t{config_.sampler.batch_size} * (avg + 2 * detail::kMemberAlign) + 65536, kPageAlign);
+  if (direct_) {
+    // Direct path: every sample has a 4 KiB-aligned slot (O_DIRECT reads land in place). Size the
+    // buffers for the worst batch when the budget allows, so they never grow (and stay registered
+    // with the I/O queue); otherwise for the average, grown per batch where needed.
+    const std::uint64_t worst = std::uint64_t{config_.sampler.batch_size} * align_up(dataset_.max_sample_bytes, kPageAlign);
+    const std::uint64_t typical = align_up(std::uint64_t{config_.sampler.batch_size} * (avg + kPageAlign), kPageAlign);
+    batch_cap = worst * buffers + recycle < config_.memory_budget / 2 ? std::max(worst, kPageAlign) : typical;
+  }
   pool_bytes_ = batch_cap * buffers + recycle;
   if (pool_bytes_ >= config_.memory_budget) {
     return fail(Error(Errc::kResourceExhausted,
@@ -108,6 +132,7 @@ Result<void> Pipeline::start() {
     auto b = std::make_unique<BatchBuffer>();
     FEEDLINE_ASSIGN_OR_RETURN(b->buffer, AlignedBuffer::allocate(batch_cap));
     if (config_.lock_memory) b->locked = ::mlock(b->buffer.data(), b->buffer.size()) == 0;
+    if (sink_) sink_->pin(*b);
     BatchBuffer* raw = b.get();
     pool_.push_back(std::move(b));
     free_buffers_.push(raw);
@@ -121,10 +146,12 @@ Result<void> Pipeline::start() {
   decoded_.start();
   free_buffers_.start();
   batches_.start();
+  device_batches_.start();
   consumer_clock_.start(WorkState::kBusy);
   threads_.emplace_back([this] { storage_loop(); });
   for (unsigned i = 0; i < config_.decode_threads; ++i) threads_.emplace_back([this, i] { decode_loop(i); });
   threads_.emplace_back([this] { collate_loop(); });
+  if (sink_) threads_.emplace_back([this] { device_loop(); });
   return {};
 }
 
@@ -142,6 +169,7 @@ void Pipeline::stop() {
   decoded_.close();
   free_buffers_.close();
   batches_.close();
+  device_batches_.close();
 }
 
 void Pipeline::shutdown() {
@@ -190,7 +218,35 @@ void Pipeline::storage_loop() {
   for (auto& s : slots) free_slots.push_back(&s);
   ReadDone done;
   std::uint64_t bytes_in_flight = 0;
-  std::optional<SampleSlot> pending = sampler_.next();
+  // Direct path: the rest of the current batch, pulled from the sampler at the batch's first
+  // sample to lay out its slots; the buffer it is read into, and each slot's offset.
+  std::deque<SampleSlot> ahead;
+  auto next_slot = [&]() -> std::optional<SampleSlot> {
+    if (ahead.empty()) return sampler_.next();
+    const SampleSlot s = ahead.front();
+    ahead.pop_front();
+    return s;
+  };
+  BatchBuffer* direct_buf = nullptr;
+  std::uint64_t direct_batch = ~std::uint64_t{0};
+  std::vector<std::uint64_t> slot_offsets;
+  bool noted_growth = false;
+  if (direct_) {
+    // The pool's buffers become the queue's registered (io_uring fixed) buffers: O_DIRECT reads
+    // then DMA into the batch slot without per-read page pinning.
+    std::vector<MutableBytes> regions;
+    for (const auto& b : pool_) regions.push_back(b->buffer.span());
+    auto reg = queue->register_buffers(regions);
+    std::lock_guard lock(error_mu_);
+    path_notes_.push_back(backend_.caps().alignment >= kPageAlign
+                              ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
+                              : "buffered reads: the kernel copies from its page cache into the batch slot "
+                                "(--direct makes it DMA)");
+    path_notes_.push_back(reg ? fmt::format("{} batch buffers registered with the I/O queue", regions.size())
+                              : fmt::format("batch buffers not registered with the I/O queue: {}",
+                                            reg.error().message()));
+  }
+  std::optional<SampleSlot> pending = next_slot();
   std::vector<storage::ReadOp*> batch;
 
   // Hands a finished (or failed) sample to decode; false when the run is over.
@@ -227,16 +283,60 @@ void Pipeline::storage_loop() {
         break;
       }
       const Sample& smp = dataset_.samples[pending->sample];
-      const std::uint64_t need = footprint(smp);
-      if (need > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
+      if (direct_ && pending->batch != direct_batch) {
+        // A new batch: take a free buffer without blocking (reads in flight must be polled) and
+        // lay out its 4 KiB-aligned slots, growing the buffer before anything lands in it.
+        auto b = free_buffers_.pop_for(std::chrono::nanoseconds(0));
+        if (!b) {
+          limited = true;
+          why = kWindow;  // the consumer has not handed back a buffer yet
+          break;
+        }
+        while (ahead.size() + 1 < pending->batch_len) {
+          auto more = sampler_.next();
+          if (!more) break;
+          ahead.push_back(*more);
+        }
+        slot_offsets.assign(pending->batch_len, 0);
+        std::uint64_t off = 0;
+        auto place = [&](const SampleSlot& sl) {
+          slot_offsets[sl.slot] = off;
+          const Sample& x = dataset_.samples[sl.sample];
+          if (footprint(x) > sample_limit_) return;  // skipped below: no slot
+          off += align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
+        };
+        place(*pending);
+        for (const auto& sl : ahead) place(sl);
+        auto grown = detail::regrow_empty(**b, off, config_.lock_memory, sink_.get());
+        if (!grown) {
+          fail_run(std::move(grown).error());
+          break;
+        }
+        if (*grown) {
+          pool_grown_bytes_ += *grown;
+          if (!noted_growth) {
+            noted_growth = true;
+            std::lock_guard lock(error_mu_);
+            path_notes_.push_back("a batch buffer grew past its start-up size (no longer a registered buffer): "
+                                  "raise --memory-budget to size every buffer for the largest batch");
+          }
+        }
+        direct_buf = *b;
+        direct_batch = pending->batch;
+      }
+      // The direct path reserves nothing per sample (its slot in the batch buffer is charged with
+      // the pool), but a sample too large for the budget is skipped all the same.
+      const std::uint64_t need = direct_ ? 0 : footprint(smp);
+      if (footprint(smp) > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
         InFlightSample s;
         s.slot = *pending;
+        s.direct_buffer = direct_ ? direct_buf : nullptr;  // the batch's buffer travels with every sample
         s.error = Error(Errc::kResourceExhausted,
                         fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
                                     smp.key, need, sample_limit_))
                       .with_object(dataset_.objects[smp.object].key)
                       .with_offset(smp.offset);
-        pending = sampler_.next();
+        pending = next_slot();
         if (!deliver(std::move(s))) break;
         continue;
       }
@@ -249,7 +349,11 @@ void Pipeline::storage_loop() {
       InFlightSample s;
       s.slot = *pending;
       s.reserved = need;
-      pending = sampler_.next();
+      if (direct_) {
+        s.direct_buffer = direct_buf;
+        s.direct_offset = slot_offsets[s.slot.slot];
+      }
+      pending = next_slot();
       std::unique_ptr<storage::ObjectHandle> opened;
       auto handle = handles.get(smp.object, opened);
       if (!handle) {
@@ -259,12 +363,19 @@ void Pipeline::storage_loop() {
         if (!deliver(std::move(s))) break;
         continue;
       }
-      auto buf = buffers_.get(smp.length);
-      if (!buf) {
-        fail_run(std::move(buf).error());
-        break;
+      MutableBytes dst;
+      if (direct_) {
+        dst = MutableBytes(s.direct_buffer->buffer.data() + s.direct_offset,
+                           align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
+      } else {
+        auto buf = buffers_.get(smp.length);
+        if (!buf) {
+          fail_run(std::move(buf).error());
+          break;
+        }
+        s.raw = std::move(*buf);
+        dst = s.raw.span();
       }
-      s.raw = std::move(*buf);
       free_slots.pop_back();
       slot->sample = std::move(s);
       slot->own_handle = std::move(opened);
@@ -272,7 +383,7 @@ void Pipeline::storage_loop() {
       slot->op.object = *handle;
       slot->op.offset = smp.offset;
       slot->op.length = smp.length;
-      slot->op.dst = slot->sample.raw.span();
+      slot->op.dst = dst;
       slot->op.done = &done;
       slot->op.user = slot;
       bytes_in_flight += smp.length;
@@ -395,11 +506,15 @@ void Pipeline::collate_loop() {
     InFlightSample s = std::move(it->second);
     reorder.erase(it);
     if (s.slot.slot == 0 || !batch) {
-      clock.to(WorkState::kBlocked);  // waiting for the consumer to hand back a buffer
-      auto b = free_buffers_.pop();
-      clock.to(WorkState::kBusy);
-      if (!b) break;
-      buffer = *b;
+      if (s.direct_buffer) {
+        buffer = s.direct_buffer;  // the storage stage took it from the pool for this batch
+      } else {
+        clock.to(WorkState::kBlocked);  // waiting for the consumer to hand back a buffer
+        auto b = free_buffers_.pop();
+        clock.to(WorkState::kBusy);
+        if (!b) break;
+        buffer = *b;
+      }
       batch.emplace(Batch());
       batch->owner_ = this;
       batch->buffer_ = buffer;
@@ -411,14 +526,24 @@ void Pipeline::collate_loop() {
       ++skipped_;
       std::lock_guard lock(error_mu_);
       if (skipped_examples_.size() < 10) skipped_examples_.push_back(s.error->what());
+    } else if (s.direct_buffer) {
+      BatchSample bs = detail::place_in_batch(dataset_, s, batch->members_);  // already in place
+      used = std::max(used, bs.offset + bs.size);
+      direct_delivered_ += s.decoded_bytes;
+      batch->samples_.push_back(bs);
+      batch->digest_ += s.digest;
+      batch->bytes_ += s.decoded_bytes;
+      clock.count(1, s.decoded_bytes);
     } else {
-      auto grown = detail::ensure_room(*buffer, used, s, config_.lock_memory);
+      auto grown = detail::ensure_room(*buffer, used, s, config_.lock_memory, sink_.get(), &collate_copied_bytes_);
       if (!grown) {
         fail_run(std::move(grown).error());
         break;
       }
       pool_grown_bytes_ += *grown;
       BatchSample bs = detail::copy_into_batch(dataset_, s, *buffer, used, batch->members_);
+      collate_copied_bytes_ += s.decoded_bytes;
+      bounce_delivered_ += s.decoded_bytes;
       batch->samples_.push_back(bs);
       batch->digest_ += s.digest;
       batch->bytes_ += s.decoded_bytes;
@@ -442,6 +567,63 @@ void Pipeline::collate_loop() {
   clock.stop();
 }
 
+// ---- device -------------------------------------------------------------------------------
+
+// Copies finished batches to the GPU, keeping up to one copy per stream in flight. It waits on
+// the oldest copy only when every stream is busy or nothing new is ready, so copies overlap with
+// each other and with IO, decode and collate; batches reach the consumer in order.
+void Pipeline::device_loop() {
+  WorkerClock& clock = device_clock_;
+  clock.start(WorkState::kStarved);
+  struct Copying {
+    Batch batch;
+    detail::DeviceSink::Ticket ticket;
+  };
+  std::deque<Copying> copying;
+  const std::size_t depth = sink_->streams();
+  for (;;) {
+    std::optional<Batch> b;
+    if (copying.empty()) {
+      b = batches_.pop(&clock);
+    } else if (copying.size() < depth) {
+      b = batches_.pop_for(std::chrono::nanoseconds(0));
+    }
+    if (b) {
+      clock.to(WorkState::kBusy);
+      auto t = sink_->copy(*b->buffer_, b->data().size());
+      if (!t) {
+        fail_run(std::move(t).error().with_hint("the GPU copy failed mid-run; check the device (nvidia-smi)"));
+        break;
+      }
+      copying.push_back({std::move(*b), *t});
+      continue;
+    }
+    if (copying.empty()) break;  // closed and drained
+    clock.to(WorkState::kBusy);
+    const std::uint64_t t0 = now_ns();
+    auto w = sink_->wait(copying.front().ticket);
+    const std::uint64_t t1 = now_ns();
+    if (!w) {
+      copying.pop_front();
+      fail_run(std::move(w).error());
+      break;
+    }
+    Batch out = std::move(copying.front().batch);
+    copying.pop_front();
+    out.on_device_ = true;
+    out.copy_wait_from_ns_ = t0;
+    out.copy_done_ns_ = t1;
+    clock.count(1, out.bytes());
+    if (!device_batches_.push(out, &clock)) break;
+    clock.to(WorkState::kStarved);
+  }
+  // Stopping: let copies still running finish before their host buffers can be reused.
+  for (auto& c : copying) (void)sink_->wait(c.ticket);
+  copying.clear();
+  device_batches_.close();
+  clock.stop();
+}
+
 // ---- consumer -----------------------------------------------------------------------------
 
 Result<std::optional<Batch>> Pipeline::next() {
@@ -451,7 +633,7 @@ Result<std::optional<Batch>> Pipeline::next() {
   }
   const std::uint64_t t0 = now_ns();
   consumer_clock_.to(WorkState::kStarved);
-  auto b = batches_.pop();
+  auto b = sink_ ? device_batches_.pop() : batches_.pop();
   const std::uint64_t t1 = now_ns();
   consumer_clock_.to(WorkState::kBusy);
   if (!b) {
@@ -462,6 +644,12 @@ Result<std::optional<Batch>> Pipeline::next() {
   }
   wait_ns_.record(t1 - t0);
   wait_total_ns_ += t1 - t0;
+  // The part of this wait during which the device thread was waiting for this batch's copy.
+  if (b->copy_done_ns_ > t0) {
+    const std::uint64_t from = std::max(t0, b->copy_wait_from_ns_);
+    const std::uint64_t to = std::min(t1, b->copy_done_ns_);
+    if (to > from) copy_blocking_ns_ += to - from;
+  }
   if (delivered_batches_ == 0) {
     first_wait_ns_ = t1 - t0;
     first_batch_ns_ = t1 - start_ns_;
@@ -501,6 +689,7 @@ void Pipeline::finish_run(std::uint64_t end) {
   const double wall = static_cast<double>(end_ns_ - start_ns_) / 1e9;
   end_queues_ = {reads_.report(wall, end_ns_), decoded_.report(wall, end_ns_),
                  batches_.report(wall, end_ns_), free_buffers_.report(wall, end_ns_)};
+  if (sink_) end_queues_.push_back(device_batches_.report(wall, end_ns_));
 }
 
 PipelineReport Pipeline::report() {
@@ -543,6 +732,7 @@ PipelineReport Pipeline::report() {
   r.stages.push_back(stage("storage", std::span<const WorkerClock>(&storage_clock_, 1)));
   r.stages.push_back(stage("decode", decode_clocks_));
   r.stages.push_back(stage("collate", std::span<const WorkerClock>(&collate_clock_, 1)));
+  if (sink_) r.stages.push_back(stage("device", std::span<const WorkerClock>(&device_clock_, 1)));
   r.stages.push_back(stage("consumer", std::span<const WorkerClock>(&consumer_clock_, 1)));
   r.queues = end_queues_;
   r.io = io_stats_;
@@ -562,6 +752,44 @@ PipelineReport Pipeline::report() {
   }
   r.digest = digest_;
   r.interrupted = stop_requested_by_user_ && !error_;
+  {
+    // Data paths: one per run (the plan is made once), with every copy the pipeline made.
+    DataPathReport d;
+    d.path = plan_.path;
+    d.bytes = direct_delivered_ + bounce_delivered_;
+    const std::uint64_t bounced = io_stats_.bounced_bytes;
+    const std::uint64_t h2d = sink_ ? sink_->bytes : 0;
+    d.copied_bytes = collate_copied_bytes_ + bounced + h2d;
+    d.copy_amplification = d.bytes ? static_cast<double>(d.copied_bytes) / static_cast<double>(d.bytes) : 0;
+    std::vector<std::string> parts;
+    if (direct_) parts.push_back("reads landed in their batch slot");
+    if (collate_copied_bytes_) parts.push_back(fmt::format("collate copied {} bytes", collate_copied_bytes_));
+    if (bounced) parts.push_back(fmt::format("O_DIRECT bounce buffers copied {} bytes", bounced));
+    if (h2d) parts.push_back(fmt::format("H2D copied {} bytes", h2d));
+    d.detail = fmt::format("{}", fmt::join(parts, "; "));
+    r.data_paths.push_back(std::move(d));
+    r.data_path_reason = plan_.reason;
+    std::lock_guard lock(error_mu_);
+    r.data_path_notes = path_notes_;
+  }
+  if (sink_) {
+    DeviceReport& dv = r.device;
+    dv.enabled = true;
+    dv.device = sink_->device();
+    dv.name = sink_->cuda().devices()[static_cast<std::size_t>(dv.device)].name;
+    dv.streams = sink_->streams();
+    const std::string pin_failure = sink_->pin_failure();
+    dv.host_memory = pin_failure.empty()
+                         ? fmt::format("pinned (cudaHostRegister, {} buffers)", sink_->pinned_buffers.load())
+                         : "pageable: " + pin_failure;
+    dv.copies = sink_->copies;
+    dv.h2d_bytes = sink_->bytes;
+    dv.h2d_seconds = sink_->gpu_seconds;
+    dv.h2d_bytes_per_second = sink_->gpu_seconds > 0 ? static_cast<double>(sink_->bytes) / sink_->gpu_seconds : 0;
+    dv.peak_bytes_per_second = sink_->peak_bytes_per_second;
+    dv.copy_wait_seconds = sink_->wait_seconds;
+    dv.consumer_wait_on_copy_seconds = static_cast<double>(copy_blocking_ns_) / 1e9;
+  }
   r.bottleneck = diagnose(r, config_);
   return r;
 }
@@ -576,7 +804,10 @@ Batch::Batch(Batch&& o) noexcept
       samples_(std::move(o.samples_)),
       members_(std::move(o.members_)),
       digest_(o.digest_),
-      bytes_(o.bytes_) {}
+      bytes_(o.bytes_),
+      on_device_(o.on_device_),
+      copy_wait_from_ns_(o.copy_wait_from_ns_),
+      copy_done_ns_(o.copy_done_ns_) {}
 
 Batch& Batch::operator=(Batch&& o) noexcept {
   if (this != &o) {
@@ -589,6 +820,9 @@ Batch& Batch::operator=(Batch&& o) noexcept {
     members_ = std::move(o.members_);
     digest_ = o.digest_;
     bytes_ = o.bytes_;
+    on_device_ = o.on_device_;
+    copy_wait_from_ns_ = o.copy_wait_from_ns_;
+    copy_done_ns_ = o.copy_done_ns_;
   }
   return *this;
 }
@@ -603,6 +837,8 @@ ConstBytes Batch::data() const noexcept {
   for (const auto& s : samples_) end = std::max(end, s.offset + s.size);
   return ConstBytes(buffer_->buffer.data(), end);
 }
+
+const void* Batch::device_data() const noexcept { return on_device_ && buffer_ ? buffer_->device : nullptr; }
 
 Loader::Loader(std::unique_ptr<Pipeline> p) : pipeline_(std::move(p)) {}
 Loader::~Loader() = default;

@@ -16,6 +16,14 @@
 //     for a free batch buffer (which the consumer returns).
 // So the lowest outstanding sample can always make progress, and everything held is bounded by
 // the budget (samples) plus the batch pool.
+//  4. The direct path (samples that need no decode): the storage thread takes a batch buffer from
+//     the pool at each batch's first sample, without blocking (it must keep polling reads in
+//     flight), lays out every slot of the batch and reads each sample into its slot; collate
+//     only records offsets. Every earlier batch already has its buffer and all its samples
+//     admitted, so it completes and the consumer hands its buffer back: no wait is circular.
+//  5. The device sink (a device thread between collate and the consumer) keeps at most one copy
+//     per stream in flight and waits for the oldest; a batch's buffer returns to the pool only
+//     when the consumer drops the batch, after its copy finished.
 #pragma once
 
 #include <atomic>
@@ -27,6 +35,7 @@
 #include "feedline/loader/bounded_queue.hpp"
 #include "feedline/loader/loader.hpp"
 #include "buffer_pool.hpp"
+#include "device_sink.hpp"
 #include "memory_budget.hpp"
 
 namespace feedline::loader {
@@ -35,6 +44,9 @@ class BatchBuffer {
  public:
   AlignedBuffer buffer;
   bool locked = false;
+  bool pinned = false;           // cudaHostRegister'd by the device sink
+  void* device = nullptr;        // the device sink's twin in GPU memory
+  std::uint64_t device_size = 0;
 };
 
 namespace detail {
@@ -55,6 +67,13 @@ struct InFlightSample {
   std::uint64_t digest = 0;
   std::uint64_t decoded_bytes = 0;
   std::optional<Error> error;  // the sample failed (skipped with on_error = kSkip)
+  // Direct path: the bytes were read straight into this batch buffer at this offset (raw is
+  // empty). Every sample of a direct batch names the same buffer.
+  BatchBuffer* direct_buffer = nullptr;
+  std::uint64_t direct_offset = 0;
+  const std::byte* bytes() const noexcept {
+    return direct_buffer ? direct_buffer->buffer.data() + direct_offset : raw.data();
+  }
 };
 
 }  // namespace detail
@@ -79,6 +98,7 @@ class Pipeline {
   void storage_loop();
   void decode_loop(unsigned index);
   void collate_loop();
+  void device_loop();
   void fail_run(Error e);
   bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
   std::uint64_t footprint(const Sample& s) const;
@@ -98,9 +118,20 @@ class Pipeline {
   BoundedQueue<detail::InFlightSample> decoded_;
   BoundedQueue<BatchBuffer*> free_buffers_;
   BoundedQueue<Batch> batches_;
+  BoundedQueue<Batch> device_batches_;  // copied to the device (with a device sink)
   std::vector<std::unique_ptr<BatchBuffer>> pool_;
   std::uint64_t pool_bytes_ = 0;
   std::atomic<std::uint64_t> pool_grown_bytes_{0};
+
+  // The data path (decided in start()) and its accounting.
+  DataPathPlan plan_;
+  bool direct_ = false;
+  std::unique_ptr<detail::DeviceSink> sink_;
+  std::uint64_t collate_copied_bytes_ = 0;  // collate thread: bytes memcpy'd into batches
+  std::uint64_t direct_delivered_ = 0;      // collate thread: bytes that arrived in place
+  std::uint64_t bounce_delivered_ = 0;      // collate thread: bytes that were copied in
+  std::uint64_t copy_blocking_ns_ = 0;      // consumer: waiting while its batch's copy ran
+  std::vector<std::string> path_notes_;     // guarded by error_mu_
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> stop_requested_by_user_{false};
@@ -115,6 +146,7 @@ class Pipeline {
   WorkerClock storage_clock_;
   std::vector<WorkerClock> decode_clocks_;
   WorkerClock collate_clock_;
+  WorkerClock device_clock_;
   WorkerClock consumer_clock_;
   storage::QueueStats io_stats_;
   std::uint64_t window_limited_ns_ = 0;  // storage thread: admission stopped by collate's window

@@ -53,7 +53,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
       return 0;
     }
     if (m.zstd) {
-      auto size = Decompressor::content_size(ConstBytes(s.raw.data() + m.offset, m.size));
+      auto size = Decompressor::content_size(ConstBytes(s.bytes() + m.offset, m.size));
       if (!size) {
         s.error = std::move(size).error().with_object(object).with_offset(smp.offset + m.offset);
         return 0;
@@ -72,7 +72,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
   }
   std::uint64_t zpos = 0;
   for (const Member& m : members) {
-    const ConstBytes stored(s.raw.data() + m.offset, m.size);
+    const ConstBytes stored(s.bytes() + m.offset, m.size);
     if (!m.zstd) {
       s.members.push_back({stored.data(), stored.size()});
       continue;
@@ -98,7 +98,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
 }
 
 Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const InFlightSample& s,
-                                  bool lock_memory) {
+                                  bool lock_memory, DeviceSink* sink, std::uint64_t* copied) {
   std::uint64_t need = used;
   for (const auto& m : s.members) need = align_up(need, kMemberAlign) + m.size;
   if (need <= buffer.buffer.size()) return std::uint64_t{0};
@@ -107,9 +107,27 @@ Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const
   const std::uint64_t cap = align_up(std::max(need, old * 3 / 2), kPageAlign);
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer bigger, AlignedBuffer::allocate(cap));
   std::memcpy(bigger.data(), buffer.buffer.data(), used);
+  if (copied) *copied += used;
   if (buffer.locked) ::munlock(buffer.buffer.data(), buffer.buffer.size());
+  if (buffer.pinned && sink) sink->unpin(buffer.buffer.data());
+  buffer.pinned = false;
   buffer.buffer = std::move(bigger);
   buffer.locked = lock_memory && ::mlock(buffer.buffer.data(), buffer.buffer.size()) == 0;
+  if (sink) sink->pin(buffer);
+  return cap - old;
+}
+
+Result<std::uint64_t> regrow_empty(BatchBuffer& buffer, std::uint64_t size, bool lock_memory, DeviceSink* sink) {
+  const std::uint64_t old = buffer.buffer.size();
+  if (size <= old) return std::uint64_t{0};
+  const std::uint64_t cap = align_up(std::max(size, old * 5 / 4), kPageAlign);
+  FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer bigger, AlignedBuffer::allocate(cap));
+  if (buffer.locked) ::munlock(buffer.buffer.data(), buffer.buffer.size());
+  if (buffer.pinned && sink) sink->unpin(buffer.buffer.data());
+  buffer.pinned = false;
+  buffer.buffer = std::move(bigger);
+  buffer.locked = lock_memory && ::mlock(buffer.buffer.data(), buffer.buffer.size()) == 0;
+  if (sink) sink->pin(buffer);
   return cap - old;
 }
 
@@ -130,6 +148,29 @@ BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, Bat
     used += s.members[i].size;
   }
   bs.size = used - bs.offset;
+  return bs;
+}
+
+}  // namespace feedline::loader::detail
+
+namespace feedline::loader::detail {
+
+BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s, std::vector<BatchMember>& members) {
+  const Sample& smp = dataset.samples[s.slot.sample];
+  const auto dm = dataset.members_of(smp);
+  BatchSample bs;
+  bs.key = smp.key;
+  bs.sample = s.slot.sample;
+  bs.first_member = static_cast<std::uint32_t>(members.size());
+  bs.member_count = static_cast<std::uint32_t>(s.members.size());
+  bs.offset = s.direct_offset;
+  std::uint64_t end = s.direct_offset;
+  for (std::size_t i = 0; i < s.members.size(); ++i) {
+    const auto at = static_cast<std::uint64_t>(s.members[i].data - s.direct_buffer->buffer.data());
+    members.push_back({dm[i].name, at, s.members[i].size});
+    end = std::max(end, at + s.members[i].size);
+  }
+  bs.size = end - bs.offset;
   return bs;
 }
 

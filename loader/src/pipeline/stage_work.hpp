@@ -42,14 +42,23 @@ void spin_for(std::chrono::nanoseconds d);
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
                             BufferPool* pool = nullptr);
 
-// Makes room in buffer for s's members after `used` bytes, growing (and re-locking) it when
-// needed. Returns the bytes the buffer grew by.
+// Makes room in buffer for s's members after `used` bytes, growing (and re-locking, and with a
+// device sink re-pinning) it when needed. Returns the bytes the buffer grew by; the `used` bytes
+// copied into the bigger buffer are added to *copied when given.
 Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const InFlightSample& s,
-                                  bool lock_memory);
+                                  bool lock_memory, DeviceSink* sink = nullptr, std::uint64_t* copied = nullptr);
+
+// Replaces buffer's memory with a fresh (unfilled) allocation of at least `size` bytes, keeping
+// its lock and pin state. Returns the bytes it grew by. For the direct path, before any read lands.
+Result<std::uint64_t> regrow_empty(BatchBuffer& buffer, std::uint64_t size, bool lock_memory, DeviceSink* sink);
 
 // Copies s's members into buffer at `used` (advanced), appends their BatchMembers and returns
 // the sample's BatchSample.
 BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, BatchBuffer& buffer,
                             std::uint64_t& used, std::vector<BatchMember>& members);
+
+// The direct path's collate: s was read straight into its slot of s.direct_buffer; appends its
+// BatchMembers (pointing at that slot) and returns its BatchSample. Copies nothing.
+BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s, std::vector<BatchMember>& members);
 
 }  // namespace feedline::loader::detail

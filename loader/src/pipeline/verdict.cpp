@@ -3,6 +3,7 @@
 // the call and the next knob to turn.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "feedline/core/units.hpp"
@@ -52,6 +53,25 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
                         pct(r.compute_seconds / std::max(r.wall_seconds, 1e-9)), pct(r.au)),
             "the input pipeline keeps up: the accelerator is the limit, so faster storage or more "
             "decode threads will not raise throughput"};
+  }
+  // The device sink, right before the consumer: it limits when the consumer's waits were mostly
+  // spent with a host-to-device copy as the holdup.
+  // The waits are compared without the first step's (the pipeline filling up).
+  const double steady_wait = std::max(0.0, r.consumer_wait_seconds - r.first_batch_seconds);
+  if (r.device.enabled && steady_wait > 0 && r.device.consumer_wait_on_copy_seconds >= 0.5 * steady_wait) {
+    const auto& d = r.device;
+    return {"device",
+            fmt::format("{}; for {:.3f} s of the consumer's {:.3f} s of waiting after the first batch a host-to-device copy was "
+                        "the holdup; copies ran at {} ({} of the {} pinned peak), host memory {}",
+                        wait_text, d.consumer_wait_on_copy_seconds, steady_wait,
+                        format_rate(d.h2d_bytes_per_second),
+                        d.peak_bytes_per_second > 0 ? pct(d.h2d_bytes_per_second / d.peak_bytes_per_second) : "?",
+                        format_rate(d.peak_bytes_per_second), d.host_memory),
+            d.host_memory.starts_with("pinned")
+                ? fmt::format("raise --cuda-streams from {} so more copies overlap, or check the PCIe link "
+                              "(feedline probe --h2d-bench)", d.streams)
+                : "pin the batch pool (raise RLIMIT_MEMLOCK / ulimit -l): pageable copies run at a fraction "
+                  "of the pinned rate"};
   }
   const StageStats* collate = find(r, "collate");
   const StageStats* decode = find(r, "decode");

@@ -72,6 +72,29 @@ class BoundedQueue {
     return out;
   }
 
+  // Waits at most `timeout` for an item (0: does not wait). nullopt when none came (or closed
+  // and drained). The wait counts as consumer-starved time, like pop().
+  std::optional<T> pop_for(std::chrono::nanoseconds timeout) {
+    std::unique_lock lock(mu_);
+    if (items_.empty() && !closed_ && timeout.count() > 0) {
+      const std::uint64_t t0 = accounting_ ? now_ns() : 0;
+      not_empty_.wait_for(lock, timeout, [&] { return !items_.empty() || closed_; });
+      if (accounting_) consumer_starved_ns_ += now_ns() - t0;
+    }
+    if (items_.empty()) return std::nullopt;
+    account();
+    std::optional<T> out(std::move(items_.front()));
+    items_.pop_front();
+    lock.unlock();
+    not_full_.notify_one();
+    return out;
+  }
+
+  bool closed() const {
+    std::lock_guard lock(mu_);
+    return closed_;
+  }
+
   void close() {
     {
       std::lock_guard lock(mu_);

@@ -39,9 +39,36 @@
 #include "feedline/loader/sampler.hpp"
 #include "feedline/storage/backend.hpp"
 
+namespace feedline::transports::cuda {
+class CudaRuntime;
+}
+namespace feedline::transports::cufile {
+class CufileRuntime;
+}
+
 namespace feedline::loader {
 
 enum class OnError { kFail, kSkip };
+
+// The direct path ("GPUDirect-style"): samples that need no decode are read straight into their
+// final place, with no intermediate copy. With a GPU and cuFile that is device memory; without,
+// it is the sample's slot in the pinned batch buffer (host-direct). kAuto takes it where the
+// dataset allows and says why not otherwise; kOn makes "not possible" an error; kOff always reads
+// into a sample buffer that collate copies into the batch (the bounce path).
+enum class GpuDirect { kAuto, kOn, kOff };
+std::string_view gpu_direct_name(GpuDirect g) noexcept;
+Result<GpuDirect> parse_gpu_direct(std::string_view text);
+
+// Where batches end: host memory only (device < 0), or copied to GPU `device` after collate with
+// cudaMemcpyAsync on `streams` streams, overlapped with IO and decode.
+struct DeviceConfig {
+  int device = -1;
+  unsigned streams = 4;
+  bool calibrate = true;  // measure the pinned H2D peak at start-up (tens of ms)
+  // The CUDA runtime and cuFile to use; null: loaded (dlopen) when needed. Tests pass fakes.
+  std::shared_ptr<const transports::cuda::CudaRuntime> cuda;
+  std::shared_ptr<const transports::cufile::CufileRuntime> cufile;
+};
 
 struct LoaderConfig {
   SamplerConfig sampler;                  // num_samples is filled from the dataset
@@ -55,7 +82,22 @@ struct LoaderConfig {
   OnError on_error = OnError::kFail;
   bool accounting = true;                 // stall accounting (off only to measure its cost)
   bool lock_memory = true;                // mlock batch buffers where allowed
+  GpuDirect gpu_direct = GpuDirect::kOff;
+  DeviceConfig device;
 };
+
+// The data path a run takes, decided from the dataset, the backend and the config before it
+// starts (plan_data_path). `path` is one of "host-direct" (reads land in the batch slot),
+// "bounce" (a sample buffer, then collate's copy; with a device, then the H2D copy),
+// "gpu-direct" or "cufile-compat" (cuFile into device memory).
+struct DataPathPlan {
+  std::string path;
+  bool direct = false;       // reads land in their final batch slot
+  std::string reason;        // why this path (and why not the direct one)
+};
+// kInvalidArgument (with the reason) when gpu_direct is kOn and the direct path is impossible,
+// kUnsupported when a device is asked for and there is no usable GPU.
+Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config);
 
 struct BatchMember {
   std::string_view name;
@@ -92,6 +134,9 @@ class Batch {
   // Sum (mod 2^64) of XXH3-64 of every member's decoded bytes: adds up to the run's digest.
   std::uint64_t digest() const noexcept { return digest_; }
   std::uint64_t bytes() const noexcept { return bytes_; }
+  // With a device sink: the batch's bytes in GPU memory (data().size() bytes, same offsets as
+  // data()), valid until the Batch dies. Null without one.
+  const void* device_data() const noexcept;
 
  private:
   friend class Pipeline;
@@ -104,12 +149,43 @@ class Batch {
   std::vector<BatchMember> members_;
   std::uint64_t digest_ = 0;
   std::uint64_t bytes_ = 0;
+  bool on_device_ = false;
+  // The device thread's wait for this batch's copy (ns, steady clock), for the consumer to tell
+  // how much of its own wait the copy caused.
+  std::uint64_t copy_wait_from_ns_ = 0;
+  std::uint64_t copy_done_ns_ = 0;
 };
 
 struct Verdict {
-  std::string stage;       // "storage", "decode", "collate", "consumer" or "none"
+  std::string stage;       // "storage", "decode", "collate", "device", "consumer" or "none"
   std::string evidence;    // the numbers behind the call
   std::string suggestion;  // the next knob to turn
+};
+
+// Bytes delivered by one data path, and the bytes the pipeline copied to deliver them (collate's
+// copy into the batch, O_DIRECT bounce copies, the H2D copy of a device sink).
+struct DataPathReport {
+  std::string path;                // "host-direct", "bounce", "gpu-direct", "cufile-compat"
+  std::uint64_t bytes = 0;         // delivered
+  std::uint64_t copied_bytes = 0;
+  double copy_amplification = 0;   // copied / delivered (0 on the direct path)
+  std::string detail;              // what the copies were
+};
+
+// The device sink's numbers (enabled only with a device).
+struct DeviceReport {
+  bool enabled = false;
+  int device = -1;
+  std::string name;
+  unsigned streams = 0;
+  std::string host_memory;          // "pinned (cudaHostRegister)" or why pageable
+  std::uint64_t copies = 0;
+  std::uint64_t h2d_bytes = 0;
+  double h2d_seconds = 0;           // summed GPU-side copy time (events)
+  double h2d_bytes_per_second = 0;  // h2d_bytes / h2d_seconds
+  double peak_bytes_per_second = 0; // pinned cudaMemcpy peak measured at start-up (0: not measured)
+  double copy_wait_seconds = 0;     // the device stage waiting for copies to finish
+  double consumer_wait_on_copy_seconds = 0;  // the consumer starved while a copy was the holdup
 };
 
 struct PipelineReport {
@@ -148,6 +224,11 @@ struct PipelineReport {
   std::uint64_t digest = 0;
   bool interrupted = false;
   std::optional<Error> error;         // what stopped the run, if anything did
+  // Which data path(s) ran, for how many bytes, at what copy amplification; why that path.
+  std::vector<DataPathReport> data_paths;
+  std::string data_path_reason;
+  std::vector<std::string> data_path_notes;  // registered buffers, O_DIRECT, fallbacks
+  DeviceReport device;
 };
 
 class Pipeline;

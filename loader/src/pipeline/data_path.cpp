@@ -1,0 +1,109 @@
+// Which data path a run takes (loader.hpp: plan_data_path). Decided once, before the run, from
+// the dataset's layout, the device and what cuFile can do; the reason is kept for the report.
+#include <fmt/format.h>
+
+#include "feedline/loader/loader.hpp"
+#include "feedline/transports/cuda.hpp"
+#include "feedline/transports/cufile.hpp"
+
+namespace feedline::loader {
+
+std::string_view gpu_direct_name(GpuDirect g) noexcept {
+  switch (g) {
+    case GpuDirect::kAuto: return "auto";
+    case GpuDirect::kOn: return "on";
+    case GpuDirect::kOff: return "off";
+  }
+  return "?";
+}
+
+Result<GpuDirect> parse_gpu_direct(std::string_view text) {
+  if (text == "auto") return GpuDirect::kAuto;
+  if (text == "on") return GpuDirect::kOn;
+  if (text == "off") return GpuDirect::kOff;
+  return fail(Error(Errc::kInvalidArgument, fmt::format("unknown mode '{}'", text)).with_hint("choose auto, on or off"));
+}
+
+namespace {
+
+// Why the dataset's samples cannot be read straight into their batch slot ("" when they can):
+// a sample must be one stored member, not compressed, covering the sample's whole byte range.
+std::string why_not_direct(const Dataset& d) {
+  for (const Sample& s : d.samples) {
+    const auto members = d.members_of(s);
+    if (members.size() != 1) {
+      return fmt::format("samples have several members (e.g. '{}' has {}): collate must pack them", s.key,
+                         members.size());
+    }
+    const Member& m = members.front();
+    if (m.zstd) return fmt::format("samples are zstd-compressed (e.g. '{}'): they need decoding", m.name);
+    if (m.offset != 0 || m.size != s.length) {
+      return fmt::format("sample '{}' does not cover its byte range exactly", s.key);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config) {
+  const std::string why_not = why_not_direct(dataset);
+  const GpuDirect mode = config.gpu_direct;
+  DataPathPlan plan;
+  if (config.device.device >= 0) {
+    auto cuda = config.device.cuda ? config.device.cuda : transports::cuda::CudaRuntime::load();
+    if (!cuda->available()) {
+      return fail(Error(Errc::kUnsupported, fmt::format("--device cuda:{}: no usable GPU: {}", config.device.device,
+                                                        cuda->reason()))
+                      .with_hint("drop --device to keep batches in host memory"));
+    }
+    if (static_cast<std::size_t>(config.device.device) >= cuda->devices().size()) {
+      return fail(Error(Errc::kInvalidArgument, fmt::format("--device cuda:{}: this machine has {} CUDA device(s)",
+                                                            config.device.device, cuda->devices().size()))
+                      .with_hint(fmt::format("use cuda:0 .. cuda:{}", cuda->devices().size() - 1)));
+    }
+    auto cufile = config.device.cufile ? config.device.cufile : transports::cufile::CufileRuntime::load();
+    std::string gpu_why;
+    if (!why_not.empty()) {
+      gpu_why = why_not;
+    } else if (!cufile->available()) {
+      gpu_why = "cuFile unavailable: " + cufile->reason();
+    } else if (cufile->compat_mode()) {
+      gpu_why = "cuFile is in compatibility mode (" + cufile->reason() + ")";
+    } else {
+      gpu_why = "cuFile reads into device memory are not wired into the pipeline in this build";
+    }
+    if (mode == GpuDirect::kOn) {
+      return fail(Error(Errc::kInvalidArgument,
+                        "--gpu-direct on: reads cannot go straight to GPU memory: " + gpu_why)
+                      .with_hint("use --gpu-direct auto to stage through pinned host buffers"));
+    }
+    plan.path = "bounce";
+    plan.direct = mode == GpuDirect::kAuto && why_not.empty();
+    plan.reason = mode == GpuDirect::kOff
+                      ? "--gpu-direct off: pinned host batches, then H2D copies"
+                      : fmt::format("bounce through pinned host batches, then H2D: {}{}", gpu_why,
+                                    plan.direct ? " (reads still land in their pinned batch slot)" : "");
+    return plan;
+  }
+  if (mode == GpuDirect::kOff) {
+    plan.path = "bounce";
+    plan.reason = "--gpu-direct off: reads go to sample buffers, collate copies them into the batch";
+    return plan;
+  }
+  if (why_not.empty()) {
+    plan.path = "host-direct";
+    plan.direct = true;
+    plan.reason = "samples need no decode: reads land straight in their pinned batch slot (no GPU asked for)";
+    return plan;
+  }
+  if (mode == GpuDirect::kOn) {
+    return fail(Error(Errc::kInvalidArgument, "--gpu-direct on: the direct path is not possible: " + why_not)
+                    .with_hint("use --gpu-direct auto (falls back to the bounce path) or an uncompressed files dataset"));
+  }
+  plan.path = "bounce";
+  plan.reason = "direct path not possible: " + why_not;
+  return plan;
+}
+
+}  // namespace feedline::loader

@@ -1,0 +1,556 @@
+// The GPU path with no GPU: the CUDA/cuFile shims' fallback logic over fake API tables, the data
+// path plan, the direct path's zero-copy claim (copy counter and batch contents byte for byte,
+// from memory and from O_DIRECT files), and the device sink over a fake CUDA whose "device
+// memory" is host memory (so every H2D copy can be checked), including an error mid-copy.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "feedline/loader/loader.hpp"
+#include "feedline/storage/registry.hpp"
+#include "feedline/transports/cuda.hpp"
+#include "feedline/transports/cufile.hpp"
+#include "test_support.hpp"
+
+using namespace feedline;
+using namespace feedline::loader;
+namespace cu = feedline::transports::cuda;
+namespace cf = feedline::transports::cufile;
+
+namespace {
+
+// ---- a fake CUDA runtime: one or more "devices" whose memory is host memory -----------------
+
+struct FakeCuda {
+  int device_count = 1;
+  int count_error = 0;          // cudaGetDeviceCount's status (35: no driver)
+  int fail_memcpy_at = -1;      // the Nth cudaMemcpyAsync (0-based) fails with error 700
+  int fail_host_register = 0;   // cudaHostRegister's status
+  int copy_ms = 0;              // each copy "takes" this long (cudaEventSynchronize sleeps)
+  int memcpy_async_calls = 0;
+  std::uint64_t async_bytes = 0;
+  int registered = 0;
+  int unregistered = 0;
+  int mallocs = 0;
+  int frees = 0;
+};
+FakeCuda g_fake;
+std::mutex g_events_mu;
+std::map<void*, double> g_event_time;  // ms on the host clock when each fake event was recorded
+
+cu::CudaApi fake_api() {
+  cu::CudaApi a;
+  a.GetDeviceCount = [](int* n) {
+    if (g_fake.count_error) return g_fake.count_error;  // leaves *n unwritten, as the real one does
+    *n = g_fake.device_count;
+    return 0;
+  };
+  a.DriverGetVersion = [](int* v) {
+    *v = g_fake.count_error ? 0 : 12040;
+    return 0;
+  };
+  a.RuntimeGetVersion = [](int* v) {
+    *v = 12040;
+    return 0;
+  };
+  a.GetDeviceProperties = [](void* p, int d) {
+    std::snprintf(static_cast<char*>(p), 256, "Fake GPU %d", d);
+    return 0;
+  };
+  a.DeviceGetAttribute = [](int* v, int attr, int) {
+    *v = attr == cu::kDevAttrComputeCapabilityMajor ? 9 : attr == cu::kDevAttrPciBusId ? 0x17 : 0;
+    return 0;
+  };
+  a.SetDevice = [](int d) { return d < g_fake.device_count ? 0 : 101; };
+  a.MemGetInfo = [](std::size_t* f, std::size_t* t) {
+    *f = *t = std::size_t{80} << 30;
+    return 0;
+  };
+  a.Malloc = [](void** p, std::size_t n) {
+    *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    ++g_fake.mallocs;
+    return *p ? 0 : 2;
+  };
+  a.Free = [](void* p) {
+    std::free(p);
+    ++g_fake.frees;
+    return 0;
+  };
+  a.HostAlloc = [](void** p, std::size_t n, unsigned) {
+    *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    return *p ? 0 : 2;
+  };
+  a.FreeHost = [](void* p) {
+    std::free(p);
+    return 0;
+  };
+  a.HostRegister = [](void*, std::size_t, unsigned) {
+    if (g_fake.fail_host_register) return g_fake.fail_host_register;
+    ++g_fake.registered;
+    return 0;
+  };
+  a.HostUnregister = [](void*) {
+    ++g_fake.unregistered;
+    return 0;
+  };
+  a.StreamCreateWithFlags = [](cu::Stream* s, unsigned) {
+    *s = reinterpret_cast<cu::Stream>(std::uintptr_t{0x1000});
+    return 0;
+  };
+  a.StreamDestroy = [](cu::Stream) { return 0; };
+  a.StreamSynchronize = [](cu::Stream) { return 0; };
+  a.Memcpy = [](void* d, const void* s, std::size_t n, int) {
+    std::memcpy(d, s, n);
+    return 0;
+  };
+  a.MemcpyAsync = [](void* d, const void* s, std::size_t n, int kind, cu::Stream) {
+    if (g_fake.memcpy_async_calls++ == g_fake.fail_memcpy_at) return 700;
+    if (kind != cu::kMemcpyHostToDevice) return 21;
+    std::memcpy(d, s, n);
+    g_fake.async_bytes += n;
+    return 0;
+  };
+  // Events are distinct; recording one stamps the host clock (copies are synchronous here, so an
+  // end event recorded after the memcpy times it).
+  a.EventCreateWithFlags = [](cu::Event* e, unsigned) {
+    std::lock_guard lock(g_events_mu);
+    *e = reinterpret_cast<cu::Event>(std::uintptr_t{0x2000} + 16 * g_event_time.size());
+    g_event_time[*e] = 0;
+    return 0;
+  };
+  a.EventDestroy = [](cu::Event) { return 0; };
+  a.EventRecord = [](cu::Event e, cu::Stream) {
+    std::lock_guard lock(g_events_mu);
+    g_event_time[e] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return 0;
+  };
+  a.EventQuery = [](cu::Event) { return 0; };
+  a.EventSynchronize = [](cu::Event) {
+    if (g_fake.copy_ms) std::this_thread::sleep_for(std::chrono::milliseconds(g_fake.copy_ms));
+    return 0;
+  };
+  a.EventElapsedTime = [](float* ms, cu::Event from, cu::Event to) {
+    std::lock_guard lock(g_events_mu);
+    *ms = static_cast<float>(g_event_time[to] - g_event_time[from]);
+    return 0;
+  };
+  a.GetErrorString = [](int e) -> const char* {
+    return e == 35 ? "CUDA driver version is insufficient for CUDA runtime version"
+                   : e == 700 ? "an illegal memory access was encountered" : "fake error";
+  };
+  return a;
+}
+
+cf::CufileApi fake_cufile(int open_error) {
+  static int s_open_error = 0;
+  s_open_error = open_error;
+  cf::CufileApi a;
+  a.DriverOpen = [] { return cf::CUfileError{s_open_error, 0}; };
+  a.DriverClose = [] { return cf::CUfileError{}; };
+  return a;
+}
+
+// A files-format dataset: n raw samples (uncompressed), sizes varying so slots differ.
+struct Files {
+  std::unique_ptr<storage::Backend> backend;
+  Dataset dataset;
+  std::map<std::string, std::vector<std::byte>> bytes_by_key;
+  std::uint64_t digest_sum = 0;
+
+  Files(std::string url, std::string root, std::size_t n, std::size_t size, bool direct = false) {
+    storage::Registry registry;
+    storage::register_builtin_backends(registry);
+    storage::BackendConfig bc;
+    bc.file.direct = direct;
+    backend = std::move(registry.open(url, bc)->backend);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string key = fmt::format("{}{:06}.bin", root, i);
+      auto bytes = testing::pattern_bytes(size + (i % 5) * 1000 + i % 3, i + 11);
+      REQUIRE(backend->write(key, bytes));
+      digest_sum += XXH3_64bits(bytes.data(), bytes.size());
+      bytes_by_key[fmt::format("{:06}", i)] = std::move(bytes);
+    }
+    DatasetOptions o;
+    o.format = DatasetFormat::kFiles;
+    auto d = open_dataset(*backend, root, o);
+    REQUIRE(d);
+    dataset = std::move(*d);
+  }
+};
+
+LoaderConfig config(std::uint32_t batch, std::uint32_t epochs) {
+  LoaderConfig c;
+  c.sampler.batch_size = batch;
+  c.sampler.epochs = epochs;
+  c.sampler.seed = 3;
+  c.memory_budget = 64 << 20;
+  c.io_depth = 16;
+  c.decode_threads = 2;
+  return c;
+}
+
+struct RunResult {
+  PipelineReport report;
+  std::uint64_t samples = 0;
+  std::uint64_t mismatches = 0;         // samples whose batch bytes differ from what was written
+  std::uint64_t device_mismatches = 0;  // device copies that differ from the host batch
+  std::uint64_t unaligned_slots = 0;
+  std::optional<Error> error;
+};
+
+RunResult run_and_check(Files& f, const LoaderConfig& c) {
+  RunResult out;
+  auto loader = Loader::open(*f.backend, f.dataset, c);
+  if (!loader) {
+    out.error = loader.error();
+    return out;
+  }
+  for (;;) {
+    auto b = (*loader)->next();
+    if (!b) {
+      out.error = b.error();
+      break;
+    }
+    if (!*b) break;
+    const Batch& batch = **b;
+    const ConstBytes data = batch.data();
+    for (const auto& s : batch.samples()) {
+      ++out.samples;
+      const auto& want = f.bytes_by_key.at(std::string(s.key));
+      const auto m = batch.members_of(s);
+      if (m.size() != 1 || m[0].size != want.size() ||
+          std::memcmp(data.data() + m[0].offset, want.data(), want.size()) != 0) {
+        ++out.mismatches;
+      }
+      if (s.offset % 4096 != 0) ++out.unaligned_slots;
+    }
+    if (c.device.device >= 0) {
+      const void* dev = batch.device_data();
+      if (!dev || std::memcmp(dev, data.data(), data.size()) != 0) ++out.device_mismatches;
+    } else if (batch.device_data()) {
+      ++out.device_mismatches;
+    }
+  }
+  out.report = (*loader)->report();
+  if (!out.error && out.report.error) out.error = out.report.error;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cuda shim: any start-up error means no GPU, with the reason kept", "[gpu][shim]") {
+  g_fake = FakeCuda{};
+  g_fake.count_error = cu::kErrorInsufficientDriver;
+  auto rt = cu::CudaRuntime::from_api(fake_api());
+  CHECK_FALSE(rt->available());
+  CHECK(rt->loaded());
+  CHECK(rt->reason().find("35") != std::string::npos);
+  CHECK(rt->reason().find("insufficient") != std::string::npos);
+  CHECK(rt->devices().empty());
+
+  g_fake = FakeCuda{};
+  g_fake.device_count = 0;
+  rt = cu::CudaRuntime::from_api(fake_api());
+  CHECK_FALSE(rt->available());
+  CHECK(rt->reason().find("no CUDA device") != std::string::npos);
+
+  g_fake = FakeCuda{};
+  g_fake.device_count = 2;
+  rt = cu::CudaRuntime::from_api(fake_api());
+  REQUIRE(rt->available());
+  REQUIRE(rt->devices().size() == 2);
+  CHECK(rt->devices()[1].name == "Fake GPU 1");
+  CHECK(rt->devices()[0].cc_major == 9);
+  CHECK(rt->devices()[0].pci_bus_id == "0000:17:00.0");
+  CHECK(rt->devices()[0].total_memory == std::uint64_t{80} << 30);
+  CHECK(cu::version_string(rt->driver_version()) == "12.4");
+
+  auto none = cu::CudaRuntime::unavailable("libcudart not found");
+  CHECK_FALSE(none->available());
+  CHECK_FALSE(none->loaded());
+}
+
+TEST_CASE("cuda shim: the real library on this machine loads or says why not", "[gpu][shim]") {
+  auto rt = cu::CudaRuntime::load();  // never throws or crashes, GPU or not
+  if (!rt->available()) {
+    CHECK_FALSE(rt->reason().empty());
+  } else {
+    CHECK_FALSE(rt->devices().empty());
+  }
+}
+
+TEST_CASE("cuda shim: device names parse", "[gpu][shim]") {
+  CHECK(cu::parse_device("cuda:0").value() == 0);
+  CHECK(cu::parse_device("cuda:12").value() == 12);
+  CHECK(cu::parse_device("cuda").value() == 0);
+  CHECK(cu::parse_device("cpu").value() == -1);
+  CHECK(cu::parse_device("").value() == -1);
+  CHECK_FALSE(cu::parse_device("foo"));
+  CHECK_FALSE(cu::parse_device("cuda:"));
+  CHECK_FALSE(cu::parse_device("cuda:-1"));
+  CHECK_FALSE(cu::parse_device("cuda:1x"));
+}
+
+TEST_CASE("cufile shim: missing, driver refused, compat mode, full GDS", "[gpu][shim]") {
+  auto missing = cf::CufileRuntime::unavailable("libcufile not found");
+  CHECK_FALSE(missing->available());
+
+  auto refused = cf::CufileRuntime::from_api(fake_cufile(5001), "fake", true);
+  CHECK_FALSE(refused->available());
+  CHECK(refused->reason().find("5001") != std::string::npos);
+
+  auto compat = cf::CufileRuntime::from_api(fake_cufile(0), "fake", false);
+  CHECK(compat->available());
+  CHECK(compat->compat_mode());
+  CHECK(compat->reason().find("compatibility") != std::string::npos);
+  CHECK_FALSE(compat->batch_api());
+
+  auto gds = cf::CufileRuntime::from_api(fake_cufile(0), "fake", true);
+  CHECK(gds->available());
+  CHECK_FALSE(gds->compat_mode());
+}
+
+TEST_CASE("data path plan: host-direct where samples need no decode, bounce otherwise", "[gpu][plan]") {
+  Files f("mem://p/", "p/", 8, 5000);
+  LoaderConfig c = config(4, 1);
+  c.gpu_direct = GpuDirect::kAuto;
+  auto plan = plan_data_path(f.dataset, c).value();
+  CHECK(plan.path == "host-direct");
+  CHECK(plan.direct);
+
+  c.gpu_direct = GpuDirect::kOff;
+  plan = plan_data_path(f.dataset, c).value();
+  CHECK(plan.path == "bounce");
+  CHECK_FALSE(plan.direct);
+
+  // Two members per sample (a tar-like layout): auto falls back and says why; on refuses.
+  Dataset two = f.dataset;
+  two.members.push_back(two.members.front());
+  two.samples.front().member_count = 2;
+  two.samples.front().first_member = static_cast<std::uint32_t>(two.members.size() - 2);
+  c.gpu_direct = GpuDirect::kAuto;
+  plan = plan_data_path(two, c).value();
+  CHECK(plan.path == "bounce");
+  CHECK(plan.reason.find("several members") != std::string::npos);
+  c.gpu_direct = GpuDirect::kOn;
+  auto refused = plan_data_path(two, c);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == Errc::kInvalidArgument);
+
+  Dataset zst = f.dataset;
+  zst.members.front().zstd = true;
+  c.gpu_direct = GpuDirect::kAuto;
+  plan = plan_data_path(zst, c).value();
+  CHECK(plan.reason.find("zstd") != std::string::npos);
+}
+
+TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-direct on", "[gpu][plan]") {
+  Files f("mem://q/", "q/", 8, 5000);
+  LoaderConfig c = config(4, 1);
+  c.gpu_direct = GpuDirect::kAuto;
+  c.device.device = 0;
+
+  g_fake = FakeCuda{};
+  g_fake.count_error = cu::kErrorInsufficientDriver;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::unavailable("libcufile not found");
+  auto nogpu = plan_data_path(f.dataset, c);
+  REQUIRE_FALSE(nogpu);
+  CHECK(nogpu.error().code() == Errc::kUnsupported);
+  CHECK(nogpu.error().message().find("35") != std::string::npos);
+
+  g_fake = FakeCuda{};
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.device = 3;
+  auto nodev = plan_data_path(f.dataset, c);
+  REQUIRE_FALSE(nodev);
+  CHECK(nodev.error().code() == Errc::kInvalidArgument);
+  c.device.device = 0;
+
+  auto plan = plan_data_path(f.dataset, c).value();
+  CHECK(plan.path == "bounce");
+  CHECK(plan.direct);  // staged straight into the pinned batch slot
+  CHECK(plan.reason.find("cuFile unavailable") != std::string::npos);
+
+  c.device.cufile = cf::CufileRuntime::from_api(fake_cufile(0), "fake", false);
+  plan = plan_data_path(f.dataset, c).value();
+  CHECK(plan.reason.find("compatibility mode") != std::string::npos);
+
+  c.gpu_direct = GpuDirect::kOn;
+  auto on = plan_data_path(f.dataset, c);
+  REQUIRE_FALSE(on);
+  CHECK(on.error().message().find("--gpu-direct on") != std::string::npos);
+}
+
+TEST_CASE("direct path: batches hold the exact bytes, nothing copied (memory backend)", "[gpu][direct]") {
+  Files f("mem://d/", "d/", 150, 9000);
+  LoaderConfig c = config(16, 2);
+  c.gpu_direct = GpuDirect::kAuto;
+  RunResult r = run_and_check(f, c);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.samples == 300);
+  CHECK(r.mismatches == 0);
+  CHECK(r.unaligned_slots == 0);
+  CHECK(r.report.digest == 2 * f.digest_sum);
+  REQUIRE(r.report.data_paths.size() == 1);
+  CHECK(r.report.data_paths[0].path == "host-direct");
+  CHECK(r.report.data_paths[0].copied_bytes == 0);
+  CHECK(r.report.data_paths[0].copy_amplification == 0.0);
+  CHECK(r.report.data_paths[0].bytes == r.report.bytes);
+
+  // The bounce path delivers the same bytes and says what it copied.
+  c.gpu_direct = GpuDirect::kOff;
+  RunResult b = run_and_check(f, c);
+  REQUIRE_FALSE(b.error);
+  CHECK(b.mismatches == 0);
+  CHECK(b.report.digest == r.report.digest);
+  REQUIRE(b.report.data_paths.size() == 1);
+  CHECK(b.report.data_paths[0].path == "bounce");
+  CHECK(b.report.data_paths[0].copy_amplification >= 1.0);
+}
+
+TEST_CASE("direct path: O_DIRECT files land in their slots with no bounce copy", "[gpu][direct]") {
+  const auto dir = testing::scratch_dir("direct-path");
+  Files f(dir.string(), dir.string() + "/", 60, 20000, /*direct=*/true);
+  LoaderConfig c = config(8, 1);
+  c.gpu_direct = GpuDirect::kOn;
+  RunResult r = run_and_check(f, c);
+  std::filesystem::remove_all(dir);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.samples == 60);
+  CHECK(r.mismatches == 0);
+  CHECK(r.report.io.bounced_bytes == 0);
+  CHECK(r.report.data_paths.at(0).path == "host-direct");
+  CHECK(r.report.data_paths.at(0).copy_amplification == 0.0);
+  CHECK(r.report.digest == f.digest_sum);
+}
+
+TEST_CASE("direct path: small budget, batches that outgrow their buffers, several epochs", "[gpu][direct]") {
+  Files f("mem://g/", "g/", 97, 30000);
+  LoaderConfig c = config(32, 3);
+  c.memory_budget = 12 << 20;  // too small to size every buffer for the worst batch
+  c.prefetch_batches = 1;
+  c.gpu_direct = GpuDirect::kAuto;
+  RunResult r = run_and_check(f, c);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.samples == 3 * 97);
+  CHECK(r.mismatches == 0);
+  CHECK(r.report.digest == 3 * f.digest_sum);
+  CHECK(r.report.data_paths.at(0).copy_amplification == 0.0);
+}
+
+TEST_CASE("device sink over a fake GPU: every batch copied, pinned, in order", "[gpu][device]") {
+  Files f("mem://s/", "s/", 120, 7000);
+  for (const GpuDirect mode : {GpuDirect::kAuto, GpuDirect::kOff}) {
+    g_fake = FakeCuda{};
+    LoaderConfig c = config(16, 2);
+    c.gpu_direct = mode;
+    c.device.device = 0;
+    c.device.streams = 3;
+    c.device.calibrate = mode == GpuDirect::kAuto;
+    c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+    c.device.cufile = cf::CufileRuntime::unavailable("libcufile not found");
+    RunResult r = run_and_check(f, c);
+    REQUIRE_FALSE(r.error);
+    CHECK(r.samples == 240);
+    CHECK(r.mismatches == 0);
+    CHECK(r.device_mismatches == 0);
+    CHECK(r.report.digest == 2 * f.digest_sum);
+    const DeviceReport& d = r.report.device;
+    CHECK(d.enabled);
+    CHECK(d.name == "Fake GPU 0");
+    CHECK(d.copies == r.report.batches);
+    CHECK(d.h2d_bytes == g_fake.async_bytes);
+    CHECK(d.h2d_bytes_per_second > 0);
+    CHECK(d.host_memory.find("pinned") == 0);
+    CHECK((mode == GpuDirect::kAuto) == (d.peak_bytes_per_second > 0));
+    CHECK(g_fake.registered > 0);
+    CHECK(g_fake.unregistered == g_fake.registered);  // every pinned buffer unpinned at the end
+    CHECK(g_fake.frees == g_fake.mallocs);            // and every device buffer freed
+    const auto& p = r.report.data_paths.at(0);
+    CHECK(p.path == "bounce");
+    // Direct staging: the H2D copy is the only copy. Collate copies add at least one more.
+    if (mode == GpuDirect::kAuto) {
+      CHECK(p.copied_bytes == d.h2d_bytes);
+    } else {
+      CHECK(p.copy_amplification >= 1.0);
+      CHECK(p.copied_bytes > d.h2d_bytes);
+    }
+    bool has_device_stage = false;
+    for (const auto& s : r.report.stages) has_device_stage = has_device_stage || s.name == "device";
+    CHECK(has_device_stage);
+  }
+}
+
+TEST_CASE("device sink: an error mid-copy ends the run with the CUDA error, no hang", "[gpu][device]") {
+  Files f("mem://e/", "e/", 100, 4000);
+  g_fake = FakeCuda{};
+  g_fake.fail_memcpy_at = 2;
+  LoaderConfig c = config(10, 1);
+  c.gpu_direct = GpuDirect::kAuto;
+  c.device.device = 0;
+  c.device.calibrate = false;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::unavailable("none");
+  RunResult r = run_and_check(f, c);
+  REQUIRE(r.error);
+  CHECK(r.error->message().find("cudaMemcpyAsync") != std::string::npos);
+  CHECK(r.error->message().find("700") != std::string::npos);
+  CHECK(r.samples <= 20);
+  CHECK(g_fake.unregistered == g_fake.registered);
+}
+
+TEST_CASE("device sink: pinning refused leaves pageable copies that still work", "[gpu][device]") {
+  Files f("mem://h/", "h/", 40, 3000);
+  g_fake = FakeCuda{};
+  g_fake.fail_host_register = 2;  // cudaErrorMemoryAllocation
+  LoaderConfig c = config(8, 1);
+  c.device.device = 0;
+  c.device.calibrate = false;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::unavailable("none");
+  RunResult r = run_and_check(f, c);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.device_mismatches == 0);
+  CHECK(r.report.device.host_memory.find("pageable") == 0);
+  CHECK(r.report.device.host_memory.find("cudaHostRegister") != std::string::npos);
+}
+
+TEST_CASE("device sink: a device that does not exist is refused at open", "[gpu][device]") {
+  Files f("mem://x/", "x/", 4, 1000);
+  g_fake = FakeCuda{};
+  LoaderConfig c = config(2, 1);
+  c.device.device = 7;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::unavailable("none");
+  auto l = Loader::open(*f.backend, f.dataset, c);
+  REQUIRE_FALSE(l);
+  CHECK(l.error().message().find("cuda:7") != std::string::npos);
+}
+
+TEST_CASE("device sink: slow copies are named as the bottleneck", "[gpu][device]") {
+  Files f("mem://v/", "v/", 64, 2000);
+  g_fake = FakeCuda{};
+  g_fake.copy_ms = 50;  // a PCIe link far slower than the memory backend
+  LoaderConfig c = config(8, 1);
+  c.device.device = 0;
+  c.device.streams = 1;
+  c.device.calibrate = false;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::unavailable("none");
+  RunResult r = run_and_check(f, c);
+  REQUIRE_FALSE(r.error);
+  INFO(fmt::format("waited {:.3f} s (first batch {:.3f} s), on copies {:.3f} s; verdict {}: {}",
+                   r.report.consumer_wait_seconds, r.report.first_batch_seconds,
+                   r.report.device.consumer_wait_on_copy_seconds, r.report.bottleneck.stage,
+                   r.report.bottleneck.evidence));
+  CHECK(r.report.device.consumer_wait_on_copy_seconds > 0.1);
+  CHECK(r.report.bottleneck.stage == "device");
+  CHECK(r.report.bottleneck.suggestion.find("--cuda-streams") != std::string::npos);
+}

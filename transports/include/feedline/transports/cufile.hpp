@@ -1,0 +1,105 @@
+// cuFile (GPUDirect Storage) through a dlopen shim, like cuda.hpp: never linked, no cufile.h.
+//
+// libcufile.so.0 (then libcufile.so) is loaded at run time and its entry points fill a
+// CufileApi table. The stand-in types follow cufile.h's layouts: CUfileError_t is two ints
+// ({CUfileOpError err; CUresult cu_err;}), CUfileDescr_t is {int type; union {int fd; void*
+// handle;}; const void* fs_ops;}, CUfileHandle_t an opaque pointer.
+//
+// CufileRuntime says whether cuFile can be used and how: `available()` (library loaded and
+// cuFileDriverOpen succeeded) and `compat_mode()` (no nvidia-fs kernel driver, so cuFile would
+// run its POSIX compatibility path: reads go through host bounce buffers inside libcufile, not
+// DMA from storage to GPU memory). KvikIO's AUTO mode makes the same call.
+//
+// Thread-safety and lifetime as CudaRuntime: immutable after creation, the library stays loaded.
+// The driver is opened once when available and never closed (closing it while handles are
+// registered is undefined).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "feedline/core/error.hpp"
+
+namespace feedline::transports::cufile {
+
+// Stand-ins for cufile.h.
+struct CUfileError {
+  int err = 0;     // CUfileOpError: 0 = CU_FILE_SUCCESS, 5000+ = cuFile errors
+  int cu_err = 0;  // CUresult of the driver API
+};
+inline constexpr int kSuccess = 0;
+inline constexpr int kHandleTypeOpaqueFd = 1;  // CU_FILE_HANDLE_TYPE_OPAQUE_FD
+struct CUfileDescr {
+  int type = kHandleTypeOpaqueFd;
+  union {
+    int fd;
+    void* handle;
+  } handle{};
+  const void* fs_ops = nullptr;
+};
+using Handle = void*;  // CUfileHandle_t
+
+struct CufileApi {
+  CUfileError (*DriverOpen)() = nullptr;
+  CUfileError (*DriverClose)() = nullptr;
+  CUfileError (*HandleRegister)(Handle* fh, CUfileDescr* descr) = nullptr;
+  void (*HandleDeregister)(Handle fh) = nullptr;
+  CUfileError (*BufRegister)(const void* base, std::size_t length, int flags) = nullptr;
+  CUfileError (*BufDeregister)(const void* base) = nullptr;
+  ssize_t (*Read)(Handle fh, void* base, std::size_t size, off_t file_offset, off_t base_offset) = nullptr;
+  // Optional (cuFile 1.6+ / CUDA 12.2+): the batch API and the version query. feedline records
+  // whether they are there.
+  void* BatchIOSetUp = nullptr;
+  void* BatchIOSubmit = nullptr;
+  void* BatchIOGetStatus = nullptr;
+  CUfileError (*GetVersion)(int* version) = nullptr;
+};
+
+const std::vector<std::string>& cufile_sonames();
+
+struct LoadedCufile {
+  CufileApi api;
+  std::string library;
+};
+Result<LoadedCufile> load_cufile_api();
+
+class CufileRuntime {
+ public:
+  // Loads libcufile, opens the driver and decides compat mode. Never fails: available() false
+  // with reason() otherwise. `nvidia_fs_present` overrides the check of /proc/driver/nvidia-fs
+  // (for tests).
+  static std::shared_ptr<const CufileRuntime> load();
+  static std::shared_ptr<const CufileRuntime> from_api(const CufileApi& api, std::string library,
+                                                       bool nvidia_fs_present);
+  static std::shared_ptr<const CufileRuntime> unavailable(std::string reason);
+
+  bool available() const noexcept { return available_; }
+  const std::string& reason() const noexcept { return reason_; }
+  // cuFile would use its POSIX compatibility path (no nvidia-fs): no DMA to the GPU.
+  bool compat_mode() const noexcept { return compat_mode_; }
+  bool batch_api() const noexcept { return batch_api_; }
+  int version() const noexcept { return version_; }  // 0 when unknown
+  const std::string& library() const noexcept { return library_; }
+  const CufileApi& api() const noexcept { return api_; }
+
+  Error error(CUfileError e, std::string_view call) const;
+
+ private:
+  CufileRuntime() = default;
+  CufileApi api_{};
+  bool available_ = false;
+  bool compat_mode_ = false;
+  bool batch_api_ = false;
+  int version_ = 0;
+  std::string reason_;
+  std::string library_;
+};
+
+// True when the nvidia-fs kernel driver (GPUDirect Storage's DMA path) is loaded.
+bool nvidia_fs_loaded();
+
+}  // namespace feedline::transports::cufile

@@ -1,0 +1,106 @@
+// libcufile through dlopen (see cufile.hpp). No cufile.h is included.
+#include "feedline/transports/cufile.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace feedline::transports::cufile {
+
+const std::vector<std::string>& cufile_sonames() {
+  static const std::vector<std::string> names = {"libcufile.so.0", "libcufile.so"};
+  return names;
+}
+
+namespace {
+template <typename Fn>
+bool resolve(void* lib, const char* name, Fn& out) {
+  void* p = ::dlsym(lib, name);
+  if (!p) return false;
+  out = reinterpret_cast<Fn>(p);
+  return true;
+}
+}  // namespace
+
+bool nvidia_fs_loaded() { return ::access("/proc/driver/nvidia-fs/version", F_OK) == 0; }
+
+Result<LoadedCufile> load_cufile_api() {
+  void* lib = nullptr;
+  std::string soname;
+  std::string last_error;
+  for (const auto& name : cufile_sonames()) {
+    lib = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+      soname = name;
+      break;
+    }
+    if (const char* e = ::dlerror()) last_error = e;
+  }
+  if (!lib) {
+    return fail(Errc::kUnsupported,
+                fmt::format("libcufile not found (tried {}; last: {})", fmt::join(cufile_sonames(), ", "), last_error));
+  }
+  LoadedCufile out;
+  out.library = soname;
+  CufileApi& a = out.api;
+  const char* missing = nullptr;
+  auto need = [&](const char* name, auto& fn) {
+    if (!resolve(lib, name, fn) && !missing) missing = name;
+  };
+  need("cuFileDriverOpen", a.DriverOpen);
+  need("cuFileDriverClose", a.DriverClose);
+  need("cuFileHandleRegister", a.HandleRegister);
+  need("cuFileHandleDeregister", a.HandleDeregister);
+  need("cuFileBufRegister", a.BufRegister);
+  need("cuFileBufDeregister", a.BufDeregister);
+  need("cuFileRead", a.Read);
+  if (missing) return fail(Errc::kUnsupported, fmt::format("{} has no symbol {}", soname, missing));
+  a.BatchIOSetUp = ::dlsym(lib, "cuFileBatchIOSetUp");
+  a.BatchIOSubmit = ::dlsym(lib, "cuFileBatchIOSubmit");
+  a.BatchIOGetStatus = ::dlsym(lib, "cuFileBatchIOGetStatus");
+  resolve(lib, "cuFileGetVersion", a.GetVersion);
+  return out;
+}
+
+std::shared_ptr<const CufileRuntime> CufileRuntime::load() {
+  auto api = load_cufile_api();
+  if (!api) return unavailable(api.error().message());
+  return from_api(api->api, api->library, nvidia_fs_loaded());
+}
+
+std::shared_ptr<const CufileRuntime> CufileRuntime::unavailable(std::string reason) {
+  std::shared_ptr<CufileRuntime> rt(new CufileRuntime());
+  rt->reason_ = std::move(reason);
+  return rt;
+}
+
+std::shared_ptr<const CufileRuntime> CufileRuntime::from_api(const CufileApi& api, std::string library,
+                                                             bool nvidia_fs_present) {
+  std::shared_ptr<CufileRuntime> rt(new CufileRuntime());
+  rt->api_ = api;
+  rt->library_ = std::move(library);
+  rt->batch_api_ = api.BatchIOSetUp && api.BatchIOSubmit && api.BatchIOGetStatus;
+  if (api.GetVersion) api.GetVersion(&rt->version_);
+  if (!api.DriverOpen) {
+    rt->reason_ = "the cuFile table has no cuFileDriverOpen";
+    return rt;
+  }
+  const CUfileError e = api.DriverOpen();
+  if (e.err != kSuccess) {
+    rt->reason_ = rt->error(e, "cuFileDriverOpen").message();
+    return rt;
+  }
+  rt->available_ = true;
+  rt->compat_mode_ = !nvidia_fs_present;
+  if (rt->compat_mode_) {
+    rt->reason_ = "nvidia-fs kernel driver not loaded: cuFile would run in compatibility mode (POSIX reads "
+                  "through host bounce buffers)";
+  }
+  return rt;
+}
+
+Error CufileRuntime::error(CUfileError e, std::string_view call) const {
+  return Error(Errc::kIo, fmt::format("{}: cuFile error {} (CUresult {})", call, e.err, e.cu_err));
+}
+
+}  // namespace feedline::transports::cufile
