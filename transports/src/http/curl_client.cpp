@@ -494,7 +494,14 @@ class CurlClient final : public HttpClient {
     free_easy_.clear();
     curl_multi_cleanup(multi_);  // closes cached connections through on_close_socket
     multi_ = nullptr;
+    for (auto& [fd, sock] : socks_) {
+      boost::system::error_code ec;
+      sock->socket.close(ec);  // whatever curl left open: its waits end too
+    }
     socks_.clear();
+    // Handlers still queued (aborted waits, backoff timers) are dropped, not run: the loop ends
+    // here even if one of them would have re-armed something.
+    io_.stop();
   }
 
   // ---- curl <-> Asio ----
