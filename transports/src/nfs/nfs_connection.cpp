@@ -27,7 +27,7 @@
 #include <unordered_map>
 
 #include "feedline/core/clock.hpp"
-#include "nfs_util.hpp"
+#include "detail/nfs_util.hpp"
 
 namespace feedline::transports {
 

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "nfs_util.hpp"
+#include "detail/nfs_util.hpp"
 
 namespace feedline::transports {
 

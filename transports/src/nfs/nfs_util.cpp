@@ -1,5 +1,5 @@
 // libnfs helpers and the nfs:// URL parser.
-#include "nfs_util.hpp"
+#include "detail/nfs_util.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
