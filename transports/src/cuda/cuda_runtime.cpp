@@ -11,44 +11,25 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "detail/dl.hpp"
+
 namespace feedline::transports::cuda {
 
 const std::vector<std::string>& cudart_sonames() {
-  static const std::vector<std::string> names = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
-                                                 "libcudart.so"};
+  static const std::vector<std::string> names = {"libcudart.so.13", "libcudart.so.12",
+                                                 "libcudart.so.11.0", "libcudart.so"};
   return names;
 }
 
-namespace {
-
-template <typename Fn>
-bool resolve(void* lib, const char* name, Fn& out) {
-  void* p = ::dlsym(lib, name);
-  if (!p) return false;
-  out = reinterpret_cast<Fn>(p);
-  return true;
-}
-
-}  // namespace
+using detail::resolve;
 
 Result<LoadedApi> load_api() {
-  void* lib = nullptr;
-  std::string soname;
-  std::string last_error;
-  for (const auto& name : cudart_sonames()) {
-    lib = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      soname = name;
-      break;
-    }
-    if (const char* e = ::dlerror()) last_error = e;
-  }
-  if (!lib) {
-    return fail(Error(Errc::kUnsupported,
-                      fmt::format("libcudart not found (tried {}; last: {})", fmt::join(cudart_sonames(), ", "),
-                                  last_error))
-                    .with_hint("install the CUDA runtime, or add its lib64 folder to LD_LIBRARY_PATH"));
-  }
+  FEEDLINE_ASSIGN_OR_RETURN(
+      detail::OpenedLibrary opened,
+      detail::open_first(cudart_sonames(), "libcudart",
+                         "install the CUDA runtime, or add its lib64 folder to LD_LIBRARY_PATH"));
+  void* lib = opened.handle;
+  const std::string& soname = opened.soname;
   // The library stays loaded for the life of the process (see cuda.hpp).
   LoadedApi out;
   out.library = soname;
@@ -86,7 +67,8 @@ Result<LoadedApi> load_api() {
   need("cudaEventElapsedTime", a.EventElapsedTime);
   need("cudaGetErrorString", a.GetErrorString);
   if (!ok) {
-    return fail(Errc::kUnsupported, fmt::format("{} has no symbol {} (too old a CUDA runtime?)", soname, missing));
+    return fail(Errc::kUnsupported,
+                fmt::format("{} has no symbol {} (too old a CUDA runtime?)", soname, missing));
   }
   // CUDA 12 renamed the properties call (the old name keeps an older struct layout); only the
   // name, the struct's first field, is read, so either works.
@@ -96,17 +78,20 @@ Result<LoadedApi> load_api() {
   return out;
 }
 
-Result<double> h2d_bandwidth(const CudaRuntime& cuda, int device, std::uint64_t bytes, int reps, bool pinned) {
+Result<double> h2d_bandwidth(const CudaRuntime& cuda, int device, std::uint64_t bytes, int reps,
+                             bool pinned) {
   if (!cuda.available()) return fail(Errc::kUnsupported, "no GPU: " + cuda.reason());
   const CudaApi& a = cuda.api();
   FEEDLINE_TRY(cuda.check(a.SetDevice(device), "cudaSetDevice"));
   void* host = nullptr;
-  std::unique_ptr<std::byte, void (*)(std::byte*)> pageable(nullptr, [](std::byte* p) { std::free(p); });
+  std::unique_ptr<std::byte, void (*)(std::byte*)> pageable(nullptr,
+                                                            [](std::byte* p) { std::free(p); });
   if (pinned) {
     FEEDLINE_TRY(cuda.check(a.HostAlloc(&host, bytes, kHostAllocPortable), "cudaHostAlloc"));
   } else {
     pageable.reset(static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
-    if (!pageable) return fail(Errc::kResourceExhausted, "out of memory for the pageable H2D buffer");
+    if (!pageable)
+      return fail(Errc::kResourceExhausted, "out of memory for the pageable H2D buffer");
     host = pageable.get();
   }
   std::memset(host, 1, bytes);
@@ -121,7 +106,8 @@ Result<double> h2d_bandwidth(const CudaRuntime& cuda, int device, std::uint64_t 
     const auto t0 = std::chrono::steady_clock::now();
     rc = a.Memcpy(dev, host, bytes, kMemcpyHostToDevice);
     const std::chrono::duration<double> s = std::chrono::steady_clock::now() - t0;
-    if (i > 0 && s.count() > 0) best = std::max(best, static_cast<double>(bytes) / s.count());  // 0: warm-up
+    if (i > 0 && s.count() > 0)
+      best = std::max(best, static_cast<double>(bytes) / s.count());  // 0: warm-up
   }
   a.Free(dev);
   if (pinned) a.FreeHost(host);
@@ -170,9 +156,13 @@ std::shared_ptr<const CudaRuntime> CudaRuntime::from_api(const CudaApi& api, std
 
 Error CudaRuntime::error(cudaError code, std::string_view call) const {
   const char* text = api_.GetErrorString ? api_.GetErrorString(code) : nullptr;
-  std::string msg = fmt::format("{}: CUDA error {} ({})", call, code, text ? text : "no description");
-  Error e(code == kErrorInsufficientDriver || code == kErrorNoDevice ? Errc::kUnsupported : Errc::kIo, std::move(msg));
-  if (code == kErrorInsufficientDriver) e.with_hint("no NVIDIA driver, or one older than this CUDA runtime");
+  std::string msg =
+      fmt::format("{}: CUDA error {} ({})", call, code, text ? text : "no description");
+  Error e(
+      code == kErrorInsufficientDriver || code == kErrorNoDevice ? Errc::kUnsupported : Errc::kIo,
+      std::move(msg));
+  if (code == kErrorInsufficientDriver)
+    e.with_hint("no NVIDIA driver, or one older than this CUDA runtime");
   return e;
 }
 
@@ -200,7 +190,8 @@ void CudaRuntime::probe() {
     if (api_.GetDeviceProperties) {
       // cudaDeviceProp is about 1 KiB; its first field is char name[256].
       std::vector<char> prop(16384, '\0');
-      if (api_.GetDeviceProperties(prop.data(), i) == kSuccess) d.name.assign(prop.data(), strnlen(prop.data(), 256));
+      if (api_.GetDeviceProperties(prop.data(), i) == kSuccess)
+        d.name.assign(prop.data(), strnlen(prop.data(), 256));
     }
     if (api_.DeviceGetAttribute) {
       api_.DeviceGetAttribute(&d.cc_major, kDevAttrComputeCapabilityMajor, i);

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "detail/dl.hpp"
+
 namespace feedline::transports::cufile {
 
 const std::vector<std::string>& cufile_sonames() {
@@ -12,34 +14,15 @@ const std::vector<std::string>& cufile_sonames() {
   return names;
 }
 
-namespace {
-template <typename Fn>
-bool resolve(void* lib, const char* name, Fn& out) {
-  void* p = ::dlsym(lib, name);
-  if (!p) return false;
-  out = reinterpret_cast<Fn>(p);
-  return true;
-}
-}  // namespace
+using detail::resolve;
 
 bool nvidia_fs_loaded() { return ::access("/proc/driver/nvidia-fs/version", F_OK) == 0; }
 
 Result<LoadedCufile> load_cufile_api() {
-  void* lib = nullptr;
-  std::string soname;
-  std::string last_error;
-  for (const auto& name : cufile_sonames()) {
-    lib = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      soname = name;
-      break;
-    }
-    if (const char* e = ::dlerror()) last_error = e;
-  }
-  if (!lib) {
-    return fail(Errc::kUnsupported,
-                fmt::format("libcufile not found (tried {}; last: {})", fmt::join(cufile_sonames(), ", "), last_error));
-  }
+  FEEDLINE_ASSIGN_OR_RETURN(detail::OpenedLibrary opened,
+                            detail::open_first(cufile_sonames(), "libcufile"));
+  void* lib = opened.handle;
+  const std::string& soname = opened.soname;
   LoadedCufile out;
   out.library = soname;
   CufileApi& a = out.api;
@@ -74,7 +57,8 @@ std::shared_ptr<const CufileRuntime> CufileRuntime::unavailable(std::string reas
   return rt;
 }
 
-std::shared_ptr<const CufileRuntime> CufileRuntime::from_api(const CufileApi& api, std::string library,
+std::shared_ptr<const CufileRuntime> CufileRuntime::from_api(const CufileApi& api,
+                                                             std::string library,
                                                              bool nvidia_fs_present) {
   std::shared_ptr<CufileRuntime> rt(new CufileRuntime());
   rt->api_ = api;
@@ -93,8 +77,9 @@ std::shared_ptr<const CufileRuntime> CufileRuntime::from_api(const CufileApi& ap
   rt->available_ = true;
   rt->compat_mode_ = !nvidia_fs_present;
   if (rt->compat_mode_) {
-    rt->reason_ = "nvidia-fs kernel driver not loaded: cuFile would run in compatibility mode (POSIX reads "
-                  "through host bounce buffers)";
+    rt->reason_ =
+        "nvidia-fs kernel driver not loaded: cuFile would run in compatibility mode (POSIX reads "
+        "through host bounce buffers)";
   }
   return rt;
 }
