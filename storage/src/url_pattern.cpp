@@ -8,7 +8,9 @@ namespace feedline::storage {
 namespace {
 
 // The alternatives of one group body ("000..127" or "a,b,c").
-Result<std::vector<std::string>> group_items(std::string_view body, std::string_view whole) {
+// A range is checked against `limit` before it is materialized: "{0..99999999}" must fail fast,
+// not allocate.
+Result<std::vector<std::string>> group_items(std::string_view body, std::string_view whole, std::size_t limit) {
   auto bad = [&](std::string why) {
     return fail(Error(Errc::kInvalidArgument, fmt::format("bad brace pattern: {}", why))
                     .with_object(std::string(whole))
@@ -27,7 +29,7 @@ Result<std::vector<std::string>> group_items(std::string_view body, std::string_
     if (!number(a, lo) || !number(b, hi)) return bad(fmt::format("'{{{}}}' is not a range of decimal numbers", body));
     const std::size_t width = a.size() > 1 && a.front() == '0' ? a.size() : 0;
     const std::uint64_t n = (lo <= hi ? hi - lo : lo - hi) + 1;
-    if (n > 100'000'000) return bad(fmt::format("'{{{}}}' names too many objects", body));
+    if (n > limit) return bad(fmt::format("'{{{}}}' names {} objects, more than {}", body, n, limit));
     out.reserve(static_cast<std::size_t>(n));
     for (std::uint64_t i = 0; i < n; ++i) {
       const std::uint64_t v = lo <= hi ? lo + i : lo - i;
@@ -86,7 +88,7 @@ Result<std::vector<std::string>> expand_braces(std::string_view text, std::size_
       return fail(Error(Errc::kInvalidArgument, "bad brace pattern: nested braces are not supported")
                       .with_object(std::string(text)));
     }
-    FEEDLINE_ASSIGN_OR_RETURN(std::vector<std::string> items, group_items(body, text));
+    FEEDLINE_ASSIGN_OR_RETURN(std::vector<std::string> items, group_items(body, text, limit));
     if (names.size() * items.size() > limit) {
       return fail(Error(Errc::kInvalidArgument,
                         fmt::format("bad brace pattern: it names more than {} objects", limit))

@@ -32,5 +32,10 @@ TEST_CASE("brace patterns expand like WebDataset's", "[url]") {
     CHECK(r.error().code() == Errc::kInvalidArgument);
   }
   CHECK_FALSE(expand_braces("{0..9}{0..9}{0..9}", 999));
+  // A descending range far over the limit fails before anything is allocated (libFuzzer found the
+  // old check sized only against a fixed 100M, which ran it out of memory under a 4,096 limit).
+  auto huge = expand_braces("{088888888..00002}.tar", 4096);
+  REQUIRE_FALSE(huge);
+  CHECK(huge.error().message().find("more than 4096") != std::string::npos);
 }
 
