@@ -1,4 +1,5 @@
 // The pipeline: exactly-once delivery, order, bounds, stall accounting and the verdict.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -131,6 +132,72 @@ TEST_CASE("bounded queue accounts producer-blocked and consumer-starved time", "
   CHECK(r.producer_blocked_fraction > 0.2);  // blocked ~100 ms of 200
   CHECK(producer.ns(WorkState::kBlocked) > 50'000'000u);
   CHECK(r.mean_occupancy > 0.5);
+}
+
+TEST_CASE("bounded queue hands runs of items over in order, fairly, and stops at close", "[loader][queue]") {
+  // push_all of more than the capacity blocks until consumers make room; pop_some takes no more
+  // than its share, so two consumers split a run instead of one taking it all.
+  BoundedQueue<int> q("q", 4, true, 1, 2);
+  q.start();
+  WorkerClock producer;
+  producer.start();
+  std::vector<int> all(100);
+  for (int i = 0; i < 100; ++i) all[static_cast<std::size_t>(i)] = i;
+  std::jthread t([&] {
+    std::vector<int> items = all;
+    CHECK(q.push_all(items, &producer));
+    CHECK(items.empty());
+    q.close();
+  });
+  std::vector<int> got_a, got_b;
+  std::size_t max_run = 0;
+  std::jthread b([&] {
+    std::vector<int> run;
+    while (q.pop_some(run, 3)) {
+      max_run = std::max(max_run, run.size());
+      got_b.insert(got_b.end(), run.begin(), run.end());
+      run.clear();
+    }
+  });
+  std::vector<int> run;
+  while (q.pop_some(run, 3)) {
+    got_a.insert(got_a.end(), run.begin(), run.end());
+    run.clear();
+  }
+  t.join();
+  b.join();
+  CHECK(max_run <= 3);
+  CHECK(std::is_sorted(got_a.begin(), got_a.end()));  // each consumer sees its items in order
+  CHECK(std::is_sorted(got_b.begin(), got_b.end()));
+  std::vector<int> merged = got_a;
+  merged.insert(merged.end(), got_b.begin(), got_b.end());
+  std::sort(merged.begin(), merged.end());
+  CHECK(merged == all);  // every item once
+  auto r = q.report(0.1);
+  CHECK(r.items == 100);
+  CHECK(r.max_occupancy <= 4);
+
+  // A fair share: 4 queued, 2 consumers -> one pop takes 2 even when allowed 10.
+  BoundedQueue<int> f("f", 8, true, 1, 2);
+  std::vector<int> four{1, 2, 3, 4};
+  REQUIRE(f.push_all(four));
+  std::vector<int> share;
+  REQUIRE(f.pop_some(share, 10));
+  CHECK(share == std::vector<int>{1, 2});
+
+  // Closed while full: push_all returns false and keeps what it could not push.
+  BoundedQueue<int> c("c", 2);
+  std::vector<int> five{1, 2, 3, 4, 5};
+  std::jthread closer([&] {
+    std::this_thread::sleep_for(50ms);
+    c.close();
+  });
+  CHECK_FALSE(c.push_all(five));
+  CHECK(five == std::vector<int>{3, 4, 5});
+  std::vector<int> drained;
+  while (c.pop_some(drained, 10)) {
+  }
+  CHECK(drained == std::vector<int>{1, 2});  // what was in is still delivered after close
 }
 
 TEST_CASE("exactly once: the digest of delivered samples matches what was written", "[loader][pipeline]") {

@@ -248,6 +248,7 @@ void Pipeline::storage_loop() {
   }
   std::optional<SampleSlot> pending = next_slot();
   std::vector<storage::ReadOp*> batch;
+  std::vector<InFlightSample> finished;
 
   // Hands a finished (or failed) sample to decode; false when the run is over.
   auto deliver = [&](InFlightSample&& s) {
@@ -428,9 +429,16 @@ void Pipeline::storage_loop() {
         budget_.release(s.reserved);
         s.reserved = 0;
         s.raw = AlignedBuffer();
+        if (config_.on_error == OnError::kFail) {
+          fail_run(*s.error);
+          break;
+        }
       }
-      if (!deliver(std::move(s))) break;
+      finished.push_back(std::move(s));
     }
+    // One hand-off for everything this poll completed (not one wake-up per sample).
+    if (!finished.empty() && !reads_.push_all(finished, &clock)) break;
+    finished.clear();
   }
   if (queue->in_flight() > 0) {
     queue->cancel();
@@ -448,28 +456,50 @@ void Pipeline::decode_loop(unsigned index) {
   WorkerClock& clock = decode_clocks_[index];
   clock.start(WorkState::kStarved);
   Decompressor zstd;
-  while (auto item = reads_.pop(&clock)) {
+  // Samples are taken and handed on in runs (at most kRun, and collate gets what is done once
+  // kFlushBytes are decoded): one queue hand-off per run instead of one per sample.
+  constexpr std::size_t kRun = 8;
+  constexpr std::uint64_t kFlushBytes = 4ull << 20;
+  std::vector<InFlightSample> in;
+  std::vector<InFlightSample> out;
+  in.reserve(kRun);
+  out.reserve(kRun);
+  bool running = true;
+  while (running && reads_.pop_some(in, kRun, &clock)) {
     clock.to(WorkState::kBusy);
-    if (!item->error) {
-      const std::uint64_t extra = detail::decode_sample(dataset_, *item, zstd, &buffers_);
-      if (extra) {  // a zstd frame larger than the reservation's estimate
-        budget_.force(extra);
-        item->reserved += extra;
+    std::uint64_t pending_bytes = 0;
+    for (InFlightSample& item : in) {
+      if (!item.error) {
+        const std::uint64_t extra = detail::decode_sample(dataset_, item, zstd, &buffers_);
+        if (extra) {  // a zstd frame larger than the reservation's estimate
+          budget_.force(extra);
+          item.reserved += extra;
+        }
+        spin_for(config_.decode_cost);
       }
-      spin_for(config_.decode_cost);
-    }
-    if (item->error) {
-      if (config_.on_error == OnError::kFail) {
-        fail_run(*item->error);
-        break;
+      if (item.error) {
+        if (config_.on_error == OnError::kFail) {
+          fail_run(*item.error);
+          running = false;
+          break;
+        }
+        item.raw = AlignedBuffer();
+        item.decoded = AlignedBuffer();
+        item.members.clear();
+      } else {
+        clock.count(1, item.decoded_bytes);
+        pending_bytes += item.decoded_bytes;
       }
-      item->raw = AlignedBuffer();
-      item->decoded = AlignedBuffer();
-      item->members.clear();
-    } else {
-      clock.count(1, item->decoded_bytes);
+      out.push_back(std::move(item));
+      if (pending_bytes >= kFlushBytes) {
+        if (!decoded_.push_all(out, &clock)) running = false;
+        pending_bytes = 0;
+        if (!running) break;
+      }
     }
-    if (!decoded_.push(*item, &clock)) break;
+    in.clear();
+    if (running && !out.empty() && !decoded_.push_all(out, &clock)) running = false;
+    out.clear();
     clock.to(WorkState::kStarved);
   }
   clock.stop();
@@ -484,6 +514,7 @@ void Pipeline::collate_loop() {
   WorkerClock& clock = collate_clock_;
   clock.start(WorkState::kStarved);
   std::map<std::uint64_t, InFlightSample> reorder;
+  std::vector<InFlightSample> arrived;
   std::uint64_t next_seq = 0;
   BatchBuffer* buffer = nullptr;
   std::optional<Batch> batch;
@@ -492,13 +523,15 @@ void Pipeline::collate_loop() {
   while (open) {
     auto it = reorder.find(next_seq);
     while (it == reorder.end()) {
-      auto item = decoded_.pop(&clock);
-      if (!item) {
+      arrived.clear();
+      if (!decoded_.pop_some(arrived, 64, &clock)) {
         open = false;
         break;
       }
-      const std::uint64_t seq = item->slot.seq;
-      reorder.emplace(seq, std::move(*item));
+      for (InFlightSample& item : arrived) {
+        const std::uint64_t seq = item.slot.seq;
+        reorder.emplace(seq, std::move(item));
+      }
       it = reorder.find(next_seq);
     }
     if (!open) break;
