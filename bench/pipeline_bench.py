@@ -294,6 +294,8 @@ def feedline_run(a, tmp, args, tag):
         rec["slowest"] = sa["slowest"]
         rec["slowest_samples_per_second"] = sa["slowest_samples_per_second"]
         rec["efficiency"] = sa["efficiency"]
+        rec["cpu_ceiling_samples_per_second"] = sa.get("cpu_ceiling_samples_per_second")
+        rec["cpu_per_sample_us"] = sa.get("cpu_per_sample_us")
     rec.update(child_summary(c))
     rec["cmd"] = cmd
     if rec["samples"] <= 0:
@@ -369,6 +371,12 @@ def job_efficiency(a, tmp, specs, report, rows, verdicts):
                 TARGETS["efficiency"],
                 extra={"per_run_efficiency": [r["efficiency"] for r in runs], "dataset": n,
                        "others_cores": [r["others_cores"] for r in runs]})
+        if all(r.get("cpu_ceiling_samples_per_second") for r in runs):
+            # What the cores allow when every stage needs CPU: cores / (CPU per sample of the
+            # stages alone, added up). Info: the graded row is the definition.
+            add_row(rows, "efficiency", f"{fmt} e2e (info)", "CPU ceiling of the stages", "samples/s",
+                    [r["cpu_ceiling_samples_per_second"] for r in runs], [r["samples_per_second"] for r in runs],
+                    None, extra={"cpu_per_sample_us": [r["cpu_per_sample_us"] for r in runs]})
         for st in runs[0]["stages_alone"]:
             used = runs[0]["stages_alone"][st]["samples"]
             add_row(rows, "efficiency", f"{fmt} {st} alone", f"({used} samples)", "samples/s", None,
@@ -624,7 +632,10 @@ def main():
     if "efficiency" in report["jobs"]:
         notes.append("efficiency: peer = the slowest of storage/decode/collate measured alone by the same\n"
                      "  `feedline run --stages-alone` right after its end-to-end run (warm page cache);\n"
-                     "  decode and collate alone use the samples that fit half the memory budget")
+                     "  decode and collate alone use the samples that fit half the memory budget;\n"
+                     "  'CPU ceiling' (info): cores / the CPU-seconds per sample of the three stages alone\n"
+                     "  added up, the most any overlap of them can reach when each needs CPU (on 2 cores a\n"
+                     "  2-thread decode alone already uses both: the slowest-stage target assumes spare cores)")
     if "decode" in report["jobs"]:
         notes.append("decode: ours also computes an XXH3-64 digest of every decoded member (the delivered\n"
                      "  digest) and allocates each sample's output buffer; zstd -d decompresses the same\n"

@@ -101,6 +101,19 @@ expect "consumer bottleneck: --compute-time 30ms" \
   "$has_verdict" \
   -- "$small" --compute-time 30ms --batch-size 8 --epochs 2
 
+# --stages-alone (DS-Analyzer's controlled runs): with 2 ms of CPU planted per sample in decode,
+# decode alone is the slowest stage, and the stages' CPU per sample (which the CPU ceiling is
+# built from) includes those 2 ms.
+expect "--stages-alone with --decode-cost 2ms" \
+  "[s['stage'] for s in d['stages_alone']['stages']] == ['storage', 'decode', 'collate']|stages_alone.stages are not storage, decode, collate" \
+  "all(s['samples'] > 0 and s['samples_per_second'] > 0 and s['cpu_seconds'] >= 0 for s in d['stages_alone']['stages'])|a stage alone has no samples, rate or CPU time" \
+  "d['stages_alone']['slowest'] == 'decode'|stages_alone.slowest is not decode" \
+  "d['stages_alone']['slowest_samples_per_second'] < 2 * 500 * 1.1|decode alone ran faster than 2 threads x 2 ms per sample allow" \
+  "0.2 < d['stages_alone']['efficiency'] < 1.5|stages_alone.efficiency is implausible" \
+  "d['stages_alone']['cpu_per_sample_us'] >= 1800|cpu_per_sample_us is below the 2 ms of CPU planted per sample" \
+  "d['stages_alone']['cores'] >= 1 and abs(d['stages_alone']['cpu_ceiling_samples_per_second'] - d['stages_alone']['cores'] * 1e6 / d['stages_alone']['cpu_per_sample_us']) < 1|the CPU ceiling is not cores / CPU per sample" \
+  -- "$small" --decode-cost 2ms --decode-threads 2 --batch-size 16 --stages-alone
+
 # --- workload files --------------------------------------------------------------------------------
 # configs/workloads/resnet50.toml: format tar, batch-size 400, compute-time 224ms, au-target 0.90,
 # epochs 1, io-depth 128, decode-threads 2, prefetch 2, memory-budget 1GiB.

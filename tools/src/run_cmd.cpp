@@ -252,7 +252,8 @@ int run(const Options& o) {
       fmt::print("    {:<8} {:>10.0f} samples/s  {}\n", st.stage, st.samples_per_second,
                  format_rate(st.seconds > 0 ? static_cast<double>(st.bytes) / st.seconds : 0));
       stages.push_back({{"stage", st.stage}, {"samples", st.samples}, {"bytes", st.bytes},
-                        {"seconds", st.seconds}, {"samples_per_second", st.samples_per_second}});
+                        {"seconds", st.seconds}, {"samples_per_second", st.samples_per_second},
+                        {"cpu_seconds", st.cpu_seconds}});
     }
     const double efficiency =
         alone->slowest_samples_per_second > 0 ? report.samples_per_second / alone->slowest_samples_per_second : 0;
@@ -262,6 +263,19 @@ int run(const Options& o) {
                            {"slowest", alone->slowest},
                            {"slowest_samples_per_second", alone->slowest_samples_per_second},
                            {"efficiency", efficiency}};
+    if (alone->cpu_ceiling_samples_per_second > 0) {
+      const double of_ceiling = report.samples_per_second / alone->cpu_ceiling_samples_per_second;
+      fmt::print("    CPU: the stages need {:.1f} CPU-us per sample together: at most {:.0f} samples/s on {} "
+                 "core(s); the run reached {:.0f}% of that{}\n",
+                 alone->cpu_per_sample_us, alone->cpu_ceiling_samples_per_second, alone->cores, of_ceiling * 100,
+                 alone->cpu_ceiling_samples_per_second < alone->slowest_samples_per_second
+                     ? " (the cores, not one stage, bound this run)"
+                     : "");
+      doc["stages_alone"]["cpu_per_sample_us"] = alone->cpu_per_sample_us;
+      doc["stages_alone"]["cores"] = alone->cores;
+      doc["stages_alone"]["cpu_ceiling_samples_per_second"] = alone->cpu_ceiling_samples_per_second;
+      doc["stages_alone"]["efficiency_vs_cpu_ceiling"] = of_ceiling;
+    }
   }
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);

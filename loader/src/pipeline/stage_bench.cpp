@@ -1,7 +1,9 @@
 #include "feedline/loader/stage_bench.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -15,14 +17,23 @@ using detail::InFlightSample;
 
 namespace {
 
+// CPUs this process may run on (its affinity mask, which containers and taskset narrow).
+unsigned usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 class Collect final : public storage::ReadCompletion {
  public:
   std::vector<storage::ReadOp*> done;
   void on_read_complete(storage::ReadOp& op) noexcept override { done.push_back(&op); }
 };
 
-StageAlone finish(std::string name, std::uint64_t samples, std::uint64_t bytes, std::uint64_t t0) {
+StageAlone finish(std::string name, std::uint64_t samples, std::uint64_t bytes, std::uint64_t t0, double cpu0) {
   StageAlone s;
+  s.cpu_seconds = process_cpu_times().total() - cpu0;
   s.stage = std::move(name);
   s.samples = samples;
   s.bytes = bytes;
@@ -59,6 +70,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
   Collect done;
   std::size_t next = 0;
   std::uint64_t bytes = 0;
+  const double cpu0 = process_cpu_times().total();
   const std::uint64_t t0 = now_ns();
   while (next < order.size() || queue->in_flight() > 0) {
     std::vector<storage::ReadOp*> batch;
@@ -97,7 +109,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
       free_slots.push_back(slot);
     }
   }
-  return finish("storage", order.size(), bytes, t0);
+  return finish("storage", order.size(), bytes, t0, cpu0);
 }
 
 }  // namespace
@@ -145,6 +157,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     std::atomic<bool> failed{false};
     std::optional<Error> error;
     std::mutex error_mu;
+    const double cpu0 = process_cpu_times().total();
     const std::uint64_t t0 = now_ns();
     {
       std::vector<std::jthread> threads;
@@ -170,7 +183,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
       }
     }
     if (error) return fail(*error);
-    out.stages.push_back(finish("decode", cache.size(), bytes.load(), t0));
+    out.stages.push_back(finish("decode", cache.size(), bytes.load(), t0, cpu0));
   }
   // Decoded outputs for collate alone (untimed).
   {
@@ -192,6 +205,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     }
     used = 0;
     members.clear();
+    const double cpu0 = process_cpu_times().total();
     const std::uint64_t t0 = now_ns();
     for (const InFlightSample& s : cache) {
       FEEDLINE_TRY(detail::ensure_room(buffer, used, s, config.lock_memory));
@@ -204,13 +218,20 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
         members.clear();
       }
     }
-    out.stages.push_back(finish("collate", cache.size(), bytes, t0));
+    out.stages.push_back(finish("collate", cache.size(), bytes, t0, cpu0));
   }
+  double cpu_per_sample = 0;
   for (const auto& s : out.stages) {
     if (out.slowest.empty() || s.samples_per_second < out.slowest_samples_per_second) {
       out.slowest = s.stage;
       out.slowest_samples_per_second = s.samples_per_second;
     }
+    if (s.samples > 0) cpu_per_sample += s.cpu_seconds / static_cast<double>(s.samples);
+  }
+  out.cores = usable_cores();
+  if (cpu_per_sample > 0 && out.cores > 0) {
+    out.cpu_per_sample_us = cpu_per_sample * 1e6;
+    out.cpu_ceiling_samples_per_second = out.cores / cpu_per_sample;
   }
   return out;
 }

@@ -7,7 +7,8 @@
 //  - collate alone: the pipeline's batch copy of decoded samples, one thread.
 //
 // Samples are taken in the run's epoch-0 order (seeded shuffle, this rank's shard), at most
-// max_samples; decode and collate alone use those of them that fit in the memory budget.
+// max_samples; decode and collate alone use those of them that fit in the memory budget. Each
+// stage's CPU is measured too, for the ceiling the machine's cores put on all of them together.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +26,20 @@ struct StageAlone {
   std::uint64_t bytes = 0;
   double seconds = 0;
   double samples_per_second = 0;
+  double cpu_seconds = 0;  // the whole process's CPU (user + system) while it ran
 };
 
 struct StagesAlone {
   std::vector<StageAlone> stages;
   std::string slowest;
   double slowest_samples_per_second = 0;
+  // When every stage needs CPU, running them together cannot beat cores / (CPU per sample of
+  // all stages added up), however well they overlap: the rate the stages' own CPU costs allow
+  // on the `cores` this process may use. On a small machine this, not the slowest stage alone,
+  // is the end-to-end ceiling. 0 if unknown.
+  double cpu_per_sample_us = 0;
+  unsigned cores = 0;
+  double cpu_ceiling_samples_per_second = 0;
 };
 
 Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Dataset& dataset,
