@@ -85,10 +85,13 @@ Result<void> Pipeline::start() {
   const std::uint64_t sample_cap = (config_.memory_budget - std::min(config_.memory_budget, recycle)) / 2;
   std::uint64_t est_total = 0;
   std::uint64_t counted = 0;
+  footprints_.clear();
+  footprints_.reserve(dataset_.samples.size());
   std::uint64_t largest = 0;
   std::size_t largest_index = 0;
   for (std::size_t i = 0; i < dataset_.samples.size(); ++i) {
     const std::uint64_t f = footprint(dataset_.samples[i]);
+    footprints_.push_back(f);
     if (f > sample_cap) {
       if (config_.on_error == OnError::kFail) return fail(too_large(i, f, sample_cap));
       continue;  // skipped when its turn comes
@@ -303,7 +306,7 @@ void Pipeline::storage_loop() {
         auto place = [&](const SampleSlot& sl) {
           slot_offsets[sl.slot] = off;
           const Sample& x = dataset_.samples[sl.sample];
-          if (footprint(x) > sample_limit_) return;  // skipped below: no slot
+          if (footprints_[sl.sample] > sample_limit_) return;  // skipped below: no slot
           off += align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
         };
         place(*pending);
@@ -327,8 +330,8 @@ void Pipeline::storage_loop() {
       }
       // The direct path reserves nothing per sample (its slot in the batch buffer is charged with
       // the pool), but a sample too large for the budget is skipped all the same.
-      const std::uint64_t need = direct_ ? 0 : footprint(smp);
-      if (footprint(smp) > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
+      const std::uint64_t need = direct_ ? 0 : footprints_[pending->sample];
+      if (footprints_[pending->sample] > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
         InFlightSample s;
         s.slot = *pending;
         s.direct_buffer = direct_ ? direct_buf : nullptr;  // the batch's buffer travels with every sample

@@ -102,6 +102,7 @@ class Pipeline {
   void fail_run(Error e);
   bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
   std::uint64_t footprint(const Sample& s) const;
+  std::vector<std::uint64_t> footprints_;  // footprint() of every sample, computed once in start()
   void shutdown();
   void finish_run(std::uint64_t end);
 
