@@ -165,6 +165,46 @@ TEST_CASE("a connection reset mid-body resumes with a range for the missing byte
   CHECK(range_of(seen[1]).second == 10'000 + 150'000 - 1);
 }
 
+TEST_CASE("a whole-object read is a plain GET; a broken one resumes with a range; a grown object is an error",
+          "[http][retry]") {
+  const std::string obj = object_bytes(120'000);
+  std::atomic<int> calls{0};
+  HttpTestServer server([&](const HttpTestRequest& r) {
+    if (r.header("range").empty()) {
+      std::string full = HttpTestServer::reply(200, obj);
+      if (calls++ == 0) {  // the first answer breaks after half its body
+        const auto body_at = full.find("\r\n\r\n") + 4;
+        return HttpTestReply{full.substr(0, body_at + (full.size() - body_at) / 2), false, true};
+      }
+      return HttpTestReply{full};
+    }
+    return HttpTestReply{partial(obj, r)};
+  });
+  auto client = HttpClient::create(fast_retries());
+  REQUIRE(client);
+  std::vector<std::byte> dst(obj.size());
+  HttpRequest r = ranged(server.port(), 0, dst);
+  r.whole = true;
+  auto resp = (*client)->perform(r);
+  REQUIRE(resp);
+  CHECK(resp->bytes == obj.size());
+  CHECK(as_string(dst, obj.size()) == obj);
+  auto seen = server.requests();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].header("range").empty());  // no Range on the first attempt
+  CHECK(range_of(seen[1]).first == 60'000);  // the rest only
+  CHECK(range_of(seen[1]).second == obj.size() - 1);
+
+  // The object is now larger than when it was listed: a clear error, not a silent cut.
+  std::vector<std::byte> small(obj.size() - 1000);
+  HttpRequest grown = ranged(server.port(), 0, small);
+  grown.whole = true;
+  auto bad = (*client)->perform(grown);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == Errc::kCorrupt);
+  CHECK(std::string(bad.error().what()).find("larger than") != std::string::npos);
+}
+
 TEST_CASE("a truncated body (connection closed early) is resumed", "[http][retry]") {
   const std::string obj = object_bytes(50'000);
   std::atomic<int> calls{0};

@@ -20,6 +20,22 @@ using detail::spin_for;
 namespace {
 // Bytes of freed sample buffers kept for reuse: an eighth of the budget, at most 64 MiB.
 std::uint64_t recycle_bytes(std::uint64_t budget) { return std::min<std::uint64_t>(budget / 8, 64ull << 20); }
+
+// Samples storage may read ahead of collate, in units of --io-depth. With only prefetch + 2
+// batches ahead, small batches starve the reads: batch 32 at depth 16 kept 7 of 16 requests in
+// flight against a web server (one slow response holds the window while the next batches wait).
+constexpr std::uint64_t kWindowDepths = 16;
+constexpr std::size_t kMaxBatchBuffers = 64;
+
+// Batch buffers in the pool: prefetch + 2 at least, more when batches are small, so that the
+// window (every buffer's batch) holds kWindowDepths x io_depth samples. start() gives back what
+// the memory budget cannot hold.
+std::size_t wanted_batch_buffers(const LoaderConfig& c) {
+  const std::size_t floor = std::size_t{c.prefetch_batches} + 2;
+  const std::uint64_t batch = std::max(1u, c.sampler.batch_size);
+  const std::uint64_t for_window = (kWindowDepths * c.io_depth + batch - 1) / batch + 1;
+  return std::max<std::size_t>(floor, std::min<std::uint64_t>(for_window, kMaxBatchBuffers));
+}
 }  // namespace
 
 
@@ -35,7 +51,7 @@ Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConf
              config_.decode_threads),
       decoded_("decoded", std::max<std::size_t>(2 * config_.sampler.batch_size, 64), config_.accounting,
                config_.decode_threads, 1),
-      free_buffers_("batch-pool", config_.prefetch_batches + 2, config_.accounting),
+      free_buffers_("batch-pool", wanted_batch_buffers(config_), config_.accounting),
       batches_("batches", std::max(1u, config_.prefetch_batches), config_.accounting),
       device_batches_("device", std::max(1u, config_.prefetch_batches), config_.accounting),
       storage_clock_(config_.accounting),
@@ -69,7 +85,8 @@ Result<void> Pipeline::start() {
                                                               config_.device.streams, config_.device.calibrate));
   }
   const std::uint64_t recycle = recycle_bytes(config_.memory_budget);
-  const std::size_t buffers = config_.prefetch_batches + 2;
+  const std::size_t min_buffers = config_.prefetch_batches + 2;
+  std::size_t buffers = wanted_batch_buffers(config_);
   auto too_large = [&](std::size_t index, std::uint64_t need, std::uint64_t room) {
     const Sample& s = dataset_.samples[index];
     return Error(Errc::kResourceExhausted,
@@ -115,6 +132,9 @@ Result<void> Pipeline::start() {
     const std::uint64_t typical = align_up(std::uint64_t{config_.sampler.batch_size} * (avg + kPageAlign), kPageAlign);
     batch_cap = worst * buffers + recycle < config_.memory_budget / 2 ? std::max(worst, kPageAlign) : typical;
   }
+  // Buffers beyond prefetch + 2 are there for a deeper read window: only as many as fit in half
+  // the budget (the other half is for samples in flight).
+  while (buffers > min_buffers && batch_cap * buffers + recycle > config_.memory_budget / 2) --buffers;
   pool_bytes_ = batch_cap * buffers + recycle;
   if (pool_bytes_ >= config_.memory_budget) {
     return fail(Error(Errc::kResourceExhausted,
@@ -141,8 +161,7 @@ Result<void> Pipeline::start() {
     free_buffers_.push(raw);
   }
   // At least twice the IO depth, so the window never caps reads in flight below --io-depth.
-  window_ = std::max<std::uint64_t>(std::uint64_t{config_.prefetch_batches + 2} * config_.sampler.batch_size,
-                                    2ull * config_.io_depth);
+  window_ = std::max<std::uint64_t>(std::uint64_t{buffers} * config_.sampler.batch_size, 2ull * config_.io_depth);
 
   start_ns_ = now_ns();
   reads_.start();
@@ -774,6 +793,8 @@ PipelineReport Pipeline::report() {
   r.io = io_stats_;
   if (r.wall_seconds > 0) {
     r.storage_window_limited_fraction = static_cast<double>(window_limited_ns_) / (r.wall_seconds * 1e9);
+    r.window_samples = window_;
+    r.batch_buffers = pool_.size();
     r.storage_budget_limited_fraction = static_cast<double>(budget_limited_ns_) / (r.wall_seconds * 1e9);
   }
   r.io_depth = config_.io_depth;

@@ -125,6 +125,21 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   // (on a loaded machine a CPU-bound stage shows as runnable-but-waiting, not busy).
   const double held_back =
       r.storage_window_limited_fraction + (reads_q ? reads_q->producer_blocked_fraction : 0);
+  if (decode && collate && held_back >= 0.3 && decode->starved_fraction >= 0.5 && collate->starved_fraction >= 0.5 &&
+      r.storage_window_limited_fraction >= 0.3) {
+    // Held back, yet decode and collate mostly wait for input: nothing downstream is slow; the
+    // window itself is too short for the storage's latency (one late read holds it full).
+    return {"storage",
+            fmt::format("{}; storage could not read further ahead {} of the time (the window of {} samples, "
+                        "{} batch buffers, was full) while decode starved {} and collate {}; {:.1f} reads in "
+                        "flight on average (cap {})",
+                        wait_text, pct(r.storage_window_limited_fraction), r.window_samples, r.batch_buffers,
+                        pct(decode->starved_fraction), pct(collate->starved_fraction), r.io.mean_depth(),
+                        r.io_depth),
+            fmt::format("raise --prefetch from {} to {} (a longer read-ahead window), and --memory-budget if it "
+                        "cannot hold it; or larger --batch-size",
+                        config.prefetch_batches, std::max(4u, 4 * config.prefetch_batches))};
+  }
   if (decode && collate && held_back >= 0.3) {
     const std::string why =
         fmt::format("; storage was held back by downstream {} of the time", pct(held_back));

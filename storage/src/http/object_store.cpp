@@ -81,6 +81,7 @@ class HttpQueue final : public IoQueue {
         req.shown = h->shown();
         req.range_offset = op->offset + off;
         req.range_length = n;
+        req.whole = parts == 1 && op->offset == 0 && n == h->size();
         req.dst = op->dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
         batch.emplace_back(std::move(req), [this, st, n](Result<HttpResponse> r) {
           std::lock_guard lock(mu_);

@@ -214,6 +214,8 @@ struct PipelineReport {
   // caught up (the window ahead of collate) or because the memory budget was full.
   double storage_window_limited_fraction = 0;
   double storage_budget_limited_fraction = 0;
+  std::uint64_t window_samples = 0;  // how far storage may read ahead of collate, in samples
+  std::size_t batch_buffers = 0;     // batch buffers in the pool (the window, in batches)
   unsigned io_depth = 0;
   std::uint64_t memory_budget = 0;
   std::uint64_t peak_memory = 0;      // most bytes held at once by the pipeline's buffers

@@ -67,6 +67,11 @@ struct HttpRequest {
   std::optional<std::uint64_t> range_offset;
   std::uint64_t range_length = 0;
   MutableBytes dst;
+  // The range is the whole object (offset 0, length = its size): the first attempt is a plain
+  // GET without Range, a 200 of exactly range_length bytes; a retry after a partial body asks
+  // for the rest with a Range. Servers answer plain GETs at least as well (nginx with
+  // tcp_nopush stalls 206 answers 40 ms at a time, about 1 in 200); a larger body is an error.
+  bool whole = false;
   ConstBytes upload;  // PUT / POST body; must stay valid until the completion
   std::size_t max_body = 16u << 20;
   // The object as the user named it, for error messages (the URL may carry a signature).
