@@ -38,15 +38,7 @@ class BoundedQueue {
   // Blocks while full. Returns false (and drops nothing: item is left unchanged) when closed.
   bool push(T& item, WorkerClock* clock = nullptr) {
     std::unique_lock lock(mu_);
-    if (items_.size() >= capacity_ && !closed_) {
-      const WorkState prev = clock ? clock->to(WorkState::kBlocked) : WorkState::kBusy;
-      const std::uint64_t t0 = accounting_ ? now_ns() : 0;
-      ++waiting_producers_;
-      not_full_.wait(lock, [&] { return items_.size() < capacity_ || closed_; });
-      --waiting_producers_;
-      if (accounting_) producer_blocked_ns_ += now_ns() - t0;
-      if (clock) clock->to(prev);
-    }
+    wait_not_full(lock, clock);
     if (closed_) return false;
     account();
     items_.push_back(std::move(item));
@@ -70,15 +62,7 @@ class BoundedQueue {
       if (items_.size() >= capacity_ && !closed_) {
         wake_consumers(lock);  // what is already in must be taken before room appears
         lock.lock();
-        if (items_.size() >= capacity_ && !closed_) {
-          const WorkState prev = clock ? clock->to(WorkState::kBlocked) : WorkState::kBusy;
-          const std::uint64_t t0 = accounting_ ? now_ns() : 0;
-          ++waiting_producers_;
-          not_full_.wait(lock, [&] { return items_.size() < capacity_ || closed_; });
-          --waiting_producers_;
-          if (accounting_) producer_blocked_ns_ += now_ns() - t0;
-          if (clock) clock->to(prev);
-        }
+        wait_not_full(lock, clock);
       }
       if (closed_) break;
       account();
@@ -97,15 +81,7 @@ class BoundedQueue {
   // Blocks while empty. nullopt once closed and drained.
   std::optional<T> pop(WorkerClock* clock = nullptr) {
     std::unique_lock lock(mu_);
-    if (items_.empty() && !closed_) {
-      const WorkState prev = clock ? clock->to(WorkState::kStarved) : WorkState::kBusy;
-      const std::uint64_t t0 = accounting_ ? now_ns() : 0;
-      ++waiting_consumers_;
-      not_empty_.wait(lock, [&] { return !items_.empty() || closed_; });
-      --waiting_consumers_;
-      if (accounting_) consumer_starved_ns_ += now_ns() - t0;
-      if (clock) clock->to(prev);
-    }
+    wait_not_empty(lock, clock);
     if (items_.empty()) return std::nullopt;
     account();
     std::optional<T> out(std::move(items_.front()));
@@ -121,15 +97,7 @@ class BoundedQueue {
   // run of items does not leave the others idle. false once closed and drained.
   bool pop_some(std::vector<T>& out, std::size_t max, WorkerClock* clock = nullptr) {
     std::unique_lock lock(mu_);
-    if (items_.empty() && !closed_) {
-      const WorkState prev = clock ? clock->to(WorkState::kStarved) : WorkState::kBusy;
-      const std::uint64_t t0 = accounting_ ? now_ns() : 0;
-      ++waiting_consumers_;
-      not_empty_.wait(lock, [&] { return !items_.empty() || closed_; });
-      --waiting_consumers_;
-      if (accounting_) consumer_starved_ns_ += now_ns() - t0;
-      if (clock) clock->to(prev);
-    }
+    wait_not_empty(lock, clock);
     if (items_.empty()) return false;
     account();
     const std::size_t share = (items_.size() + consumers_ - 1) / consumers_;
@@ -214,6 +182,31 @@ class BoundedQueue {
   }
 
  private:
+  // Waits (under lock) while the queue is empty and open, as consumer-starved time; the
+  // caller's clock shows starved meanwhile.
+  void wait_not_empty(std::unique_lock<std::mutex>& lock, WorkerClock* clock) {
+    if (!items_.empty() || closed_) return;
+    const WorkState prev = clock ? clock->to(WorkState::kStarved) : WorkState::kBusy;
+    const std::uint64_t t0 = accounting_ ? now_ns() : 0;
+    ++waiting_consumers_;
+    not_empty_.wait(lock, [&] { return !items_.empty() || closed_; });
+    --waiting_consumers_;
+    if (accounting_) consumer_starved_ns_ += now_ns() - t0;
+    if (clock) clock->to(prev);
+  }
+
+  // Waits (under lock) while the queue is full and open, as producer-blocked time.
+  void wait_not_full(std::unique_lock<std::mutex>& lock, WorkerClock* clock) {
+    if (items_.size() < capacity_ || closed_) return;
+    const WorkState prev = clock ? clock->to(WorkState::kBlocked) : WorkState::kBusy;
+    const std::uint64_t t0 = accounting_ ? now_ns() : 0;
+    ++waiting_producers_;
+    not_full_.wait(lock, [&] { return items_.size() < capacity_ || closed_; });
+    --waiting_producers_;
+    if (accounting_) producer_blocked_ns_ += now_ns() - t0;
+    if (clock) clock->to(prev);
+  }
+
   // Unlocks, then wakes every waiting consumer if anything is queued (a run of items is for all
   // of them), else none.
   void wake_consumers(std::unique_lock<std::mutex>& lock) {
