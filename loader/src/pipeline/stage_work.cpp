@@ -106,7 +106,7 @@ Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const
   const std::uint64_t old = buffer.buffer.size();
   const std::uint64_t cap = align_up(std::max(need, old * 3 / 2), kPageAlign);
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer bigger, AlignedBuffer::allocate(cap));
-  std::memcpy(bigger.data(), buffer.buffer.data(), used);
+  if (used > 0) std::memcpy(bigger.data(), buffer.buffer.data(), used);  // an empty buffer has no data()
   if (copied) *copied += used;
   if (buffer.locked) ::munlock(buffer.buffer.data(), buffer.buffer.size());
   if (buffer.pinned && sink) sink->unpin(buffer.buffer.data());
