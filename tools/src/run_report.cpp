@@ -67,6 +67,8 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"at_cap_fraction", at_cap},
         {"window_limited_fraction", r.storage_window_limited_fraction},
         {"budget_limited_fraction", r.storage_budget_limited_fraction},
+        {"window_samples", r.window_samples},
+        {"batch_buffers", r.batch_buffers},
         {"retries", io.retries},
         {"errors", io.errors},
         {"latency_ns",
