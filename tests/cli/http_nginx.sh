@@ -63,6 +63,21 @@ must_frun "run http files" run "$base/files/{000000..000119}.bin" --format files
   --json "$scratch/http-files.json" &&
   same_digest "run $base/files/{000000..000119}.bin" "$scratch/local-files.json" "$scratch/http-files.json"
 checks=$((checks + 1))
+# Over a network the read-ahead window holds 16 x --io-depth samples (batch 4, depth 16: 64
+# buffers, the cap), within half the memory budget (8 MiB: fewer, never below prefetch + 2).
+must_frun "run http files, small batches" run "$base/files/{000000..000119}.bin" --format files --batch-size 4 \
+  --io-depth 16 --json "$scratch/http-window.json" &&
+  { problems=$(json_check "$scratch/http-window.json" \
+      "d['io']['batch_buffers'] == 64 and d['io']['window_samples'] == 256 and d['delivered']['samples'] == 120" \
+      "run over http with batch 4, io-depth 16: expected 64 batch buffers and a 256-sample window")
+    [[ -z $problems ]] && echo "ok: run over http, batch 4: 64 batch buffers, 256-sample window" || fail "$problems"; }
+must_frun "run http files, small batches, 8 MiB budget" run "$base/files/{000000..000119}.bin" --format files \
+  --batch-size 4 --io-depth 16 --memory-budget 8MiB --json "$scratch/http-window-8m.json" &&
+  { problems=$(json_check "$scratch/http-window-8m.json" \
+      "4 <= d['io']['batch_buffers'] < 64 and d['io']['window_samples'] == max(4 * d['io']['batch_buffers'], 32) and d['memory']['peak_bytes'] <= 8 << 20" \
+      "run over http with an 8 MiB budget: expected between 4 and 63 batch buffers, within the budget")
+    [[ -z $problems ]] && echo "ok: run over http, 8 MiB budget: $(json_get "$scratch/http-window-8m.json" "d['io']['batch_buffers']") batch buffers" || fail "$problems"; }
+
 must_frun "run http tar, 2 connections, 2 epochs" run "$base/tar/shard-{000000..000009}.tar" --format tar --connections 2 --epochs 2 \
   --batch-size 5 --json "$scratch/http-tar-2.json" &&
   { problems=$(json_check "$scratch/http-tar-2.json" "d['delivered']['samples'] == 600 and str(d['delivered']['digest']) == '$(times 2 "$(json_get "$scratch/local-tar.json" 'd["delivered"]["digest"]')")'" \

@@ -27,17 +27,20 @@ void name_thread(const std::string& name) {
 // Bytes of freed sample buffers kept for reuse: an eighth of the budget, at most 64 MiB.
 std::uint64_t recycle_bytes(std::uint64_t budget) { return std::min<std::uint64_t>(budget / 8, 64ull << 20); }
 
-// Samples storage may read ahead of collate, in units of --io-depth. With only prefetch + 2
-// batches ahead, small batches starve the reads: batch 32 at depth 16 kept 7 of 16 requests in
-// flight against a web server (one slow response holds the window while the next batches wait).
+// Samples storage may read ahead of collate over a network, in units of --io-depth. With only
+// prefetch + 2 batches ahead, small batches starve the reads: batch 32 at depth 16 kept 7 of 16
+// requests in flight against a web server (one slow response holds the window while the next
+// batches wait). Local storage keeps prefetch + 2: its reads come back in microseconds, and more
+// buffers only cost start-up time (they are locked, so faulted in, at once).
 constexpr std::uint64_t kWindowDepths = 16;
 constexpr std::size_t kMaxBatchBuffers = 64;
 
-// Batch buffers in the pool: prefetch + 2 at least, more when batches are small, so that the
-// window (every buffer's batch) holds kWindowDepths x io_depth samples. start() gives back what
-// the memory budget cannot hold.
-std::size_t wanted_batch_buffers(const LoaderConfig& c) {
+// Batch buffers in the pool: prefetch + 2 at least; over a network, more when batches are
+// small, so that the window (every buffer's batch) holds kWindowDepths x io_depth samples.
+// start() gives back what the memory budget cannot hold.
+std::size_t wanted_batch_buffers(const LoaderConfig& c, bool networked) {
   const std::size_t floor = std::size_t{c.prefetch_batches} + 2;
+  if (!networked) return floor;
   const std::uint64_t batch = std::max(1u, c.sampler.batch_size);
   const std::uint64_t for_window = (kWindowDepths * c.io_depth + batch - 1) / batch + 1;
   return std::max<std::size_t>(floor, std::min<std::uint64_t>(for_window, kMaxBatchBuffers));
@@ -57,7 +60,7 @@ Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConf
              config_.decode_threads),
       decoded_("decoded", std::max<std::size_t>(2 * config_.sampler.batch_size, 64), config_.accounting,
                config_.decode_threads, 1),
-      free_buffers_("batch-pool", wanted_batch_buffers(config_), config_.accounting),
+      free_buffers_("batch-pool", wanted_batch_buffers(config_, backend.caps().networked), config_.accounting),
       batches_("batches", std::max(1u, config_.prefetch_batches), config_.accounting),
       device_batches_("device", std::max(1u, config_.prefetch_batches), config_.accounting),
       storage_clock_(config_.accounting),
@@ -92,7 +95,7 @@ Result<void> Pipeline::start() {
   }
   const std::uint64_t recycle = recycle_bytes(config_.memory_budget);
   const std::size_t min_buffers = config_.prefetch_batches + 2;
-  std::size_t buffers = wanted_batch_buffers(config_);
+  std::size_t buffers = wanted_batch_buffers(config_, backend_.caps().networked);
   auto too_large = [&](std::size_t index, std::uint64_t need, std::uint64_t room) {
     const Sample& s = dataset_.samples[index];
     return Error(Errc::kResourceExhausted,

@@ -319,6 +319,6 @@ Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& opt
       std::make_unique<HttpQueue>(options.depth, std::move(client), std::max<std::uint64_t>(http_.part_size, 4096), connections));
 }
 
-BackendCaps ObjectStore::caps() const { return BackendCaps{1, 1ull << 40, true}; }
+BackendCaps ObjectStore::caps() const { return BackendCaps{1, 1ull << 40, true, true}; }
 
 }  // namespace feedline::storage::detail

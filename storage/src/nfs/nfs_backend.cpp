@@ -384,7 +384,7 @@ class NfsBackend final : public Backend {
     return std::make_unique<NfsQueue>(options.depth, pool_);
   }
 
-  BackendCaps caps() const override { return {1, 1ull << 30, true}; }
+  BackendCaps caps() const override { return {1, 1ull << 30, true, true}; }
 
   std::string display_name(std::string_view key) const override {
     return url_of(pool_->session(), normalize(key));

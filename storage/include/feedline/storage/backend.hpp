@@ -171,6 +171,9 @@ struct BackendCaps {
   std::uint64_t alignment = 1;         // offsets, lengths and buffers aligned to this go direct
   std::uint64_t max_request = 1ull << 30;  // one ReadOp reads at most this many bytes
   bool writable = true;
+  // Reads cross a network (HTTP, NFS): milliseconds each with a long tail, so the pipeline keeps
+  // a deeper read-ahead window for them than for local storage.
+  bool networked = false;
 };
 
 // Streams a new object; it appears (atomically where the backend can) on commit().
