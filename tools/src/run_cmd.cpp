@@ -315,8 +315,8 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_flag("--drop-last", o->drop_last, "Drop each epoch's last partial batch");
   cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")->capture_default_str();
   cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")->capture_default_str();
-  cmd->add_option("--prefetch", o->prefetch, "Finished batches queued ahead of the consumer (the batch pool also grows, within half the "
-                  "memory budget, until storage may read 16 x --io-depth samples ahead)")->capture_default_str();
+  cmd->add_option("--prefetch", o->prefetch, "Finished batches queued ahead of the consumer (over a network the batch pool also grows, "
+                  "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")->capture_default_str();
   cmd->add_option("--memory-budget", o->memory_budget, "Bytes the pipeline may hold in buffers")->capture_default_str();
   cmd->add_option("--compute-time", o->compute_time, "Emulated accelerator time per batch: 50ms or normal:50ms:5ms");
   cmd->add_option("--decode-cost", o->decode_cost, "Extra CPU time per sample in decode (plants a decode bottleneck)");
