@@ -9,10 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 source "$here/net_lib.sh"
 source "$here/../servers/servers.sh"
-cli_init "$@"
-servers_cleanup_on_exit
-require_net_tools
-require_http_backend
+net_test_start "$@"
 write_digest_py "$scratch/digest.py"
 require_xxhash
 run_timeout=120

@@ -9,6 +9,16 @@
 
 secrets=()
 
+# net_test_start FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]: the start of every network CLI test
+# (after sourcing lib.sh, this file and servers.sh): arguments, servers stopped on exit, and exit 1
+# unless the test tools and feedline's HTTP backend are there.
+net_test_start() {
+  cli_init "$@"
+  servers_cleanup_on_exit
+  require_net_tools
+  require_http_backend
+}
+
 # require_net_tools: exit 1 unless nginx, Debian's aws-cli and botocore, curl and s3rver are there.
 require_net_tools() {
   local missing=()

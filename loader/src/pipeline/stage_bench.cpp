@@ -1,7 +1,6 @@
 #include "feedline/loader/stage_bench.hpp"
 
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,14 +15,6 @@ namespace feedline::loader {
 using detail::InFlightSample;
 
 namespace {
-
-// CPUs this process may run on (its affinity mask, which containers and taskset narrow).
-unsigned usable_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<unsigned>(CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 class Collect final : public storage::ReadCompletion {
  public:
@@ -228,7 +219,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     }
     if (s.samples > 0) cpu_per_sample += s.cpu_seconds / static_cast<double>(s.samples);
   }
-  out.cores = usable_cores();
+  out.cores = detail::usable_cores();
   if (cpu_per_sample > 0 && out.cores > 0) {
     out.cpu_per_sample_us = cpu_per_sample * 1e6;
     out.cpu_ceiling_samples_per_second = out.cores / cpu_per_sample;

@@ -1,10 +1,13 @@
 #include "stage_work.hpp"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace feedline::loader::detail {
 
@@ -27,6 +30,13 @@ Result<const storage::ObjectHandle*> HandleCache::get(std::uint32_t i,
   }
   cached_[i] = std::move(h);
   return cached_[i].get();
+}
+
+unsigned usable_cores() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 void spin_for(std::chrono::nanoseconds d) {

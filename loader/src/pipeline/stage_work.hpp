@@ -35,6 +35,9 @@ class HandleCache {
 // Busy CPU work for d (the decode/collate cost knobs): burns CPU like a real decoder would.
 void spin_for(std::chrono::nanoseconds d);
 
+// CPUs this process may run on: its affinity mask, which containers and taskset narrow (at least 1).
+unsigned usable_cores() noexcept;
+
 // Cuts s's members out of its raw bytes, decompresses zstd members into s.decoded and computes
 // the digest. On failure sets s.error (naming object and offset). Returns the bytes by which the
 // decoded size exceeded the reservation's estimate (0 normally). The output buffer comes from

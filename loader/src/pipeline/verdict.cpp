@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "feedline/core/units.hpp"
 #include "pipeline.hpp"
+#include "stage_work.hpp"
 
 namespace feedline::loader {
 namespace {
@@ -87,7 +87,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
             "(larger samples per copy, fewer members), or use the direct path"};
   };
   auto blame_decode = [&](std::string why) -> Verdict {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned cores = detail::usable_cores();
     std::string knob;
     if (config.decode_threads < cores) {
       knob = fmt::format("raise --decode-threads from {} to {}", config.decode_threads,
