@@ -63,25 +63,42 @@ cat "$file" >/dev/null
 results="$dir/results.txt"
 : >"$results"
 now() { date +%s.%N; }
+server_pid=$(cat "$dir/server/pid")
+tick=$(getconf CLK_TCK)
+# CPU seconds the server (ganesha) and the client (this script's reaped children) used: user +
+# system from /proc.
+server_cpu() { awk -v t="$tick" '{print ($14 + $15) / t}' "/proc/$server_pid/stat"; }
+client_cpu() { awk -v t="$tick" '{print ($16 + $17) / t}' "/proc/$$/stat"; }  # reaped children
+# CPU seconds the whole machine was not idle (softirq of the loopback TCP included).
+machine_cpu() { awk -v t="$tick" '/^cpu /{print ($2 + $3 + $4 + $7 + $8 + $9) / t}' /proc/stat; }
+# One run: NAME, then the command. Appends "NAME bytes/s server-cores client-cores machine-cores".
+measure() {
+  local name=$1 s0 s1 c0 c1 m0 m1 t0 t1
+  shift
+  s0=$(server_cpu); c0=$(client_cpu); m0=$(machine_cpu); t0=$(now)
+  "$@"
+  t1=$(now); s1=$(server_cpu); c1=$(client_cpu); m1=$(machine_cpu)
+  echo "$name $("$python" -c "w = $t1 - $t0; print($bytes / w, ($s1 - $s0) / w, ($c1 - $c0) / w, ($m1 - $m0) / w)")" >>"$results"
+}
 for ((i = 1; i <= pairs; i++)); do
-  t0=$(now)
-  nfs-cat "$url" >/dev/null
-  t1=$(now)
-  echo "peer $("$python" -c "print($bytes / ($t1 - $t0))")" >>"$results"
+  measure peer bash -c 'nfs-cat "$1" >/dev/null' _ "$url"
   for c in 1 4; do
-    "$feedline" bench storage "$url" --rw read --bs 1m --iodepth 16 --connections "$c" \
-      --output json >"$dir/c$c.json"
-    echo "c$c $("$python" -c "import json; print(json.load(open('$dir/c$c.json'))['bandwidth_bytes_per_second'])")" >>"$results"
+    measure "c$c" bash -c '"$1" bench storage "$2" --rw read --bs 1m --iodepth 16 --connections "$3" \
+      --output json >/dev/null' _ "$feedline" "$url" "$c"
   done
 done
 
 "$python" - "$results" "$bytes" "$(nproc)" <<'EOF'
 import statistics, sys
-runs = {}
+runs, cores = {}, {}
 for line in open(sys.argv[1]):
-    k, v = line.split()
+    k, v, server, client, machine = line.split()
     runs.setdefault(k, []).append(float(v))
+    cores.setdefault(k, []).append((float(server), float(client), float(machine)))
 med = {k: statistics.median(v) for k, v in runs.items()}
+# Cores busy during each tool's runs (wall-clock includes start-up, so bandwidth here is the
+# whole command's, a little under bench storage's own figure).
+busy = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in cores.items()}
 gb = lambda x: "%.2f GB/s" % (x / 1e9)
 print("compare-nfs: sequential read of a %d MiB file over NFSv4 (nfs-ganesha on 127.0.0.1, %s cores shared by client and server)"
       % (int(sys.argv[2]) >> 20, sys.argv[3]))
@@ -90,4 +107,6 @@ print("  %-38s %12s" % ("", "median"))
 print("  %-38s %12s" % ("peer: nfs-cat URL > /dev/null", gb(med["peer"])))
 print("  %-38s %12s   ratio c1/peer %.2f (target >= 1.0)" % ("feedline --connections 1", gb(med["c1"]), med["c1"] / med["peer"]))
 print("  %-38s %12s   ratio c4/c1   %.2f (target >= 1.3 where the server has headroom)" % ("feedline --connections 4", gb(med["c4"]), med["c4"] / med["c1"]))
+print("  cores busy (median): " + "; ".join("%s server %.2f, client %.2f, whole machine %.2f of %s" % (k, s, c, m, sys.argv[3])
+                                          for k, (s, c, m) in busy.items()))
 EOF
