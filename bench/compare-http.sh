@@ -56,9 +56,11 @@ Usage: $0 [options]
   --feedline PATH    feedline binary (default: build/release/tools/feedline if present, else build/dev)
   --workdir DIR      where the served files live (default: bench/out/http; reused when present)
   --out PATH         JSON report (default: bench/out/compare-http.json)
+  --hold             start the server, write the curl lists, print the commands each tool would run,
+                     and wait (until Ctrl-C) instead of measuring: for profiling one tool by hand
 USAGE
 }
-parse_options "concurrency size count small_size pairs jobs feedline workdir out" "" "$@"
+parse_options "concurrency size count small_size pairs jobs feedline workdir out" "hold" "$@"
 [[ $concurrency =~ ^[0-9]+$ && $concurrency -ge 1 ]] || die "--concurrency must be a whole number >= 1"
 [[ $pairs =~ ^[0-9]+$ && $pairs -ge 1 ]] || die "--pairs must be a whole number >= 1"
 [[ $count =~ ^[0-9]+$ && $count -ge 1 && $count -le 100000 ]] || die "--count must be 1..100000"
@@ -187,6 +189,18 @@ part=$((8 << 20))
     printf 'url = "%s/bench/small/%0*d.bin"\noutput = "/dev/null"\n' "$base" "$digits" "$i"
   done
 } >"$servers_dir/curl-small.cfg"
+
+if [[ ${hold:-} == 1 ]]; then
+  cat <<HOLD
+$bench_name: nginx serves $www on $base (Ctrl-C stops it)
+  curl -sS --parallel --parallel-max $concurrency -K $servers_dir/curl-small.cfg
+  $feedline run '$base/bench/small/{$(printf "%0${digits}d" 0)..$last}.bin' --format files --batch-size 64 --io-depth $concurrency --decode-threads 2
+  ${aws_env[*]} $feedline run s3://bench/small/ --endpoint $base --format files --batch-size 64 --io-depth $concurrency --decode-threads 2
+  curl -sS --parallel --parallel-max $concurrency -K $servers_dir/curl-large.cfg
+  $feedline bench storage $base/bench/big.bin --rw read --bs 8m --iodepth $concurrency --size $big_bytes
+HOLD
+  while sleep 3600; do :; done
+fi
 
 # --- feedline's HTTP backend? ----------------------------------------------------------------------------
 feedline_ok=1

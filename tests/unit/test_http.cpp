@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "feedline/storage/s3_xml.hpp"
@@ -44,8 +46,10 @@ std::string partial(const std::string& obj, const HttpTestRequest& r) {
                                 std::to_string(obj.size())});
 }
 
-HttpClientOptions fast_retries() {
+// driven: no thread of the client's own; perform() then runs the loop itself (run_for).
+HttpClientOptions fast_retries(bool driven = false) {
   HttpClientOptions o;
+  o.driven = driven;
   o.backoff_base = std::chrono::milliseconds(1);
   o.backoff_cap = std::chrono::milliseconds(5);
   o.connect_timeout = std::chrono::milliseconds(2000);
@@ -104,7 +108,7 @@ TEST_CASE("curl's SigV4 matches AWS's published example for a ranged S3 GET", "[
 TEST_CASE("ranged GETs land in the caller's buffer; short at the object's end", "[http]") {
   const std::string obj = object_bytes(100'000);
   HttpTestServer server([&](const HttpTestRequest& r) { return HttpTestReply{partial(obj, r)}; });
-  auto client = HttpClient::create(fast_retries());
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(5000);
   auto resp = (*client)->perform(ranged(server.port(), 12'345, dst));
@@ -127,7 +131,7 @@ TEST_CASE("a burst of 503s is retried with backoff and counted", "[http][retry]"
     if (calls++ < 3) return HttpTestReply{HttpTestServer::reply(503, "<Error><Code>SlowDown</Code></Error>")};
     return HttpTestReply{partial(obj, r)};
   });
-  auto client = HttpClient::create(fast_retries());
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(1000);
   auto resp = (*client)->perform(ranged(server.port(), 100, dst));
@@ -150,7 +154,7 @@ TEST_CASE("a connection reset mid-body resumes with a range for the missing byte
     }
     return HttpTestReply{full};
   });
-  auto client = HttpClient::create(fast_retries());
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(150'000);
   auto resp = (*client)->perform(ranged(server.port(), 10'000, dst));
@@ -180,7 +184,7 @@ TEST_CASE("a whole-object read is a plain GET; a broken one resumes with a range
     }
     return HttpTestReply{partial(obj, r)};
   });
-  auto client = HttpClient::create(fast_retries());
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(obj.size());
   HttpRequest r = ranged(server.port(), 0, dst);
@@ -213,7 +217,7 @@ TEST_CASE("a truncated body (connection closed early) is resumed", "[http][retry
     if (calls++ == 0) return HttpTestReply{full.substr(0, full.size() - 777), true, false};
     return HttpTestReply{full};
   });
-  auto client = HttpClient::create(fast_retries());
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(50'000);
   auto resp = (*client)->perform(ranged(server.port(), 0, dst));
@@ -225,7 +229,7 @@ TEST_CASE("a truncated body (connection closed early) is resumed", "[http][retry
 
 TEST_CASE("retries stop at max_attempts with an error naming the object", "[http][retry]") {
   HttpTestServer server([](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(503, "busy")}; });
-  HttpClientOptions o = fast_retries();
+  HttpClientOptions o = fast_retries(GENERATE(false, true));
   o.max_attempts = 3;
   auto client = HttpClient::create(o);
   REQUIRE(client);
@@ -243,7 +247,7 @@ TEST_CASE("retries stop at max_attempts with an error naming the object", "[http
 TEST_CASE("a server that ignores Range is a clear error, not wrong bytes", "[http]") {
   const std::string obj = object_bytes(10'000);
   HttpTestServer server([&](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(200, obj)}; });
-  auto client = HttpClient::create(fast_retries());
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(100);
   auto resp = (*client)->perform(ranged(server.port(), 500, dst));
@@ -256,7 +260,7 @@ TEST_CASE("HTTP errors that are not retryable come back at once with their statu
   HttpTestServer server([](const HttpTestRequest&) {
     return HttpTestReply{HttpTestServer::reply(403, "<Error><Code>SignatureDoesNotMatch</Code><Message>no</Message></Error>")};
   });
-  auto client = HttpClient::create(fast_retries());
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(100);
   auto resp = (*client)->perform(ranged(server.port(), 0, dst));
@@ -272,7 +276,7 @@ TEST_CASE("HTTP errors that are not retryable come back at once with their statu
 TEST_CASE("an unreachable endpoint fails within the bounded attempts", "[http]") {
   int port;
   { HttpTestServer probe([](const HttpTestRequest&) { return HttpTestReply{}; }); port = probe.port(); }
-  HttpClientOptions o = fast_retries();
+  HttpClientOptions o = fast_retries(GENERATE(false, true));
   o.max_attempts = 2;
   auto client = HttpClient::create(o);
   REQUIRE(client);
@@ -304,6 +308,60 @@ TEST_CASE("many concurrent ranged GETs share a few keep-alive connections", "[ht
   while (done < kN) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(ok == kN);
   CHECK((*client)->stats().connections_opened <= 4);
+}
+
+TEST_CASE("a driven client runs on its owner's thread: completions inside run_for only; cancel_all ends them",
+          "[http]") {
+  const std::string obj = object_bytes(1 << 20);
+  std::atomic<bool> hold{false};
+  HttpTestServer server([&](const HttpTestRequest& r) {
+    while (hold) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return HttpTestReply{partial(obj, r)};
+  });
+  HttpClientOptions o = fast_retries(true);
+  o.max_connections = 4;
+  auto client = HttpClient::create(o);
+  REQUIRE(client);
+  REQUIRE((*client)->driven());
+  const auto me = std::this_thread::get_id();
+  constexpr int kN = 64;
+  std::vector<std::vector<std::byte>> bufs(kN, std::vector<std::byte>(4096));
+  int ok = 0, done = 0;
+  bool elsewhere = false;
+  std::vector<std::pair<HttpRequest, transports::HttpCallback>> batch;
+  for (int i = 0; i < kN; ++i) {
+    batch.emplace_back(ranged(server.port(), static_cast<std::uint64_t>(i) * 4096, bufs[i]),
+                       [&, i](Result<transports::HttpResponse> r) {
+                         elsewhere |= std::this_thread::get_id() != me;
+                         if (r && r->bytes == 4096 && as_string(bufs[i], 4096) == obj.substr(i * 4096, 4096)) ++ok;
+                         ++done;
+                       });
+  }
+  (*client)->start_many(std::move(batch));
+  // Nothing completes while the owner does not run the loop.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(done == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (done < kN && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    (*client)->run_for(std::chrono::milliseconds(100));
+  }
+  CHECK(done == kN);
+  CHECK(ok == kN);
+  CHECK_FALSE(elsewhere);
+  CHECK((*client)->stats().connections_opened <= 4);
+
+  // A request the server holds back: cancel_all fails it with kCancelled, at once, on this thread.
+  hold = true;
+  std::vector<std::byte> dst(4096);
+  std::optional<Result<transports::HttpResponse>> held;
+  (*client)->start(ranged(server.port(), 0, dst), [&](Result<transports::HttpResponse> r) { held.emplace(std::move(r)); });
+  (*client)->run_for(std::chrono::milliseconds(20));
+  CHECK_FALSE(held.has_value());
+  (*client)->cancel_all();
+  REQUIRE(held.has_value());
+  REQUIRE_FALSE(*held);
+  CHECK(held->error().code() == Errc::kCancelled);
+  hold = false;
 }
 
 TEST_CASE("S3 XML: listing pages, errors, upload ids, and non-S3 answers", "[s3]") {

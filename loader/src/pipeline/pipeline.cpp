@@ -2,7 +2,6 @@
 #include "stage_work.hpp"
 
 #include <fmt/format.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <xxhash.h>
 
@@ -10,6 +9,7 @@
 #include <cstring>
 #include <deque>
 
+#include "feedline/core/thread_name.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/transports/cuda.hpp"
 
@@ -19,11 +19,6 @@ using detail::InFlightSample;
 using detail::spin_for;
 
 namespace {
-// Names the calling thread (Linux keeps 15 characters).
-void name_thread(const std::string& name) {
-  (void)::pthread_setname_np(::pthread_self(), name.substr(0, 15).c_str());
-}
-
 // Bytes of freed sample buffers kept for reuse: an eighth of the budget, at most 64 MiB.
 std::uint64_t recycle_bytes(std::uint64_t budget) { return std::min<std::uint64_t>(budget / 8, 64ull << 20); }
 
@@ -181,22 +176,22 @@ Result<void> Pipeline::start() {
   consumer_clock_.start(WorkState::kBusy);
   // Named threads: top -H, perf and gdb show which stage is which.
   threads_.emplace_back([this] {
-    name_thread("fl-storage");
+    name_this_thread("fl-storage");
     storage_loop();
   });
   for (unsigned i = 0; i < config_.decode_threads; ++i) {
     threads_.emplace_back([this, i] {
-      name_thread(fmt::format("fl-decode-{}", i));
+      name_this_thread(fmt::format("fl-decode-{}", i));
       decode_loop(i);
     });
   }
   threads_.emplace_back([this] {
-    name_thread("fl-collate");
+    name_this_thread("fl-collate");
     collate_loop();
   });
   if (sink_) {
     threads_.emplace_back([this] {
-      name_thread("fl-device");
+      name_this_thread("fl-device");
       device_loop();
     });
   }

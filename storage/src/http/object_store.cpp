@@ -25,8 +25,9 @@ std::optional<std::uint64_t> to_u64(std::string_view s) {
   return v;
 }
 
-// Reads as ranged GETs. Completions arrive on the client's loop thread; they are queued and
-// run by poll() in the caller's thread, like every other queue.
+// Reads as ranged GETs. The queue's client is driven (no thread of its own): submit() starts
+// requests on the caller's thread and poll() runs the client's event loop there, so responses
+// complete where they are consumed, like io_uring completions, with no thread hand-over.
 class HttpQueue final : public IoQueue {
  public:
   HttpQueue(unsigned depth, std::unique_ptr<HttpClient> client, std::uint64_t part_size, unsigned connections)
@@ -84,10 +85,7 @@ class HttpQueue final : public IoQueue {
         req.whole = parts == 1 && op->offset == 0 && n == h->size();
         req.dst = op->dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
         batch.emplace_back(std::move(req), [this, st, n](Result<HttpResponse> r) {
-          std::lock_guard lock(mu_);
-          done_.push_back(Part{st, std::move(r), n});
-          // The poller drains everything it finds: wake it for the first of a bunch only.
-          if (done_.size() == 1) cv_.notify_one();
+          done_.push_back(Part{st, std::move(r), n});  // runs inside poll() (or submit())
         });
       }
     }
@@ -98,17 +96,16 @@ class HttpQueue final : public IoQueue {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::size_t completed = 0;
     for (;;) {
+      if (in_flight() == 0) return completed;  // nothing can complete (done_ is empty too)
+      // Run the loop: at once for what is ready, waiting only while more is needed.
+      const auto left = deadline - std::chrono::steady_clock::now();
+      client_->run_for(done_.empty() && completed < min_complete && left.count() > 0
+                           ? std::chrono::duration_cast<std::chrono::nanoseconds>(left)
+                           : std::chrono::nanoseconds(0));
       std::deque<Part> batch;
-      {
-        std::unique_lock lock(mu_);
-        if (done_.empty() && completed < min_complete) {
-          cv_.wait_until(lock, deadline, [this] { return !done_.empty(); });
-        }
-        batch.swap(done_);
-      }
+      batch.swap(done_);
       for (Part& p : batch) completed += account(p);
       if (completed >= min_complete || std::chrono::steady_clock::now() >= deadline) return completed;
-      if (batch.empty() && in_flight() == 0) return completed;
     }
   }
 
@@ -131,11 +128,7 @@ class HttpQueue final : public IoQueue {
     return part_size_ % (1u << 20) == 0 ? fmt::format("{} MiB", part_size_ >> 20) : fmt::format("{} B", part_size_);
   }
 
-  void push_ready(std::shared_ptr<OpState> st) {
-    std::lock_guard lock(mu_);
-    done_.push_back(Part{std::move(st), HttpResponse{}, 0});
-    if (done_.size() == 1) cv_.notify_one();
-  }
+  void push_ready(std::shared_ptr<OpState> st) { done_.push_back(Part{std::move(st), HttpResponse{}, 0}); }
 
   // Records one request; returns 1 when it finished its op.
   std::size_t account(Part& p) {
@@ -187,9 +180,7 @@ class HttpQueue final : public IoQueue {
   std::unique_ptr<HttpClient> client_;
   std::uint64_t part_size_;
   unsigned connections_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Part> done_;
+  std::deque<Part> done_;  // completions not yet accounted; touched only by the owner's thread
 };
 
 }  // namespace
@@ -314,7 +305,9 @@ Result<std::unique_ptr<ObjectHandle>> ObjectStore::open(std::string_view key) {
 
 Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& options) {
   const unsigned connections = http_.connections ? http_.connections : std::max(1u, options.depth);
-  FEEDLINE_ASSIGN_OR_RETURN(auto client, HttpClient::create(client_options(connections)));
+  auto o = client_options(connections);
+  o.driven = true;  // run by the queue's poll() (see HttpQueue)
+  FEEDLINE_ASSIGN_OR_RETURN(auto client, HttpClient::create(o));
   return std::unique_ptr<IoQueue>(
       std::make_unique<HttpQueue>(options.depth, std::move(client), std::max<std::uint64_t>(http_.part_size, 4096), connections));
 }

@@ -1,6 +1,6 @@
 // libcurl multi-socket + Boost.Asio: the HttpClient behind s3:// and http(s)://.
 //
-// One thread runs an io_context. curl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION)
+// One thread runs an io_context: the client's own, or the owner's inside run_for() (driven). curl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION)
 // and when to call back for timeouts (CURLMOPT_TIMERFUNCTION); Asio waits on the sockets
 // (async_wait, no reading: curl reads) and calls curl_multi_socket_action. Sockets are created
 // and closed by us (CURLOPT_OPENSOCKETFUNCTION / CLOSESOCKETFUNCTION) as asio::ip::tcp::socket
@@ -31,6 +31,7 @@
 #include <unordered_set>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/core/thread_name.hpp"
 #include "feedline/transports/http_client.hpp"
 
 namespace feedline::transports {
@@ -110,12 +111,21 @@ class CurlClient final : public HttpClient {
     if (options_.sigv4) {
       sigv4_param_ = fmt::format("aws:amz:{}:{}", options_.sigv4->region, options_.sigv4->service);
     }
-    thread_ = std::thread([this] { io_.run(); });
+    if (!options_.driven) {
+      thread_ = std::thread([this] {
+        name_this_thread("fl-http");
+        io_.run();
+      });
+    }
     return {};
   }
 
   ~CurlClient() override {
-    asio::post(io_, [this] { shutdown(); });
+    if (options_.driven) {
+      shutdown();
+    } else {
+      asio::post(io_, [this] { shutdown(); });
+    }
     work_.reset();
     if (thread_.joinable()) thread_.join();
     if (connect_to_) curl_slist_free_all(connect_to_);
@@ -126,7 +136,11 @@ class CurlClient final : public HttpClient {
     t->req = std::move(request);
     t->done = std::move(done);
     Transfer* raw = t.release();
-    asio::post(io_, [this, raw] { launch(raw); });
+    if (options_.driven) {
+      launch(raw);  // the owner's thread: the loop's own
+    } else {
+      asio::post(io_, [this, raw] { launch(raw); });
+    }
   }
 
   void start_many(std::vector<std::pair<HttpRequest, HttpCallback>> requests) override {
@@ -138,12 +152,29 @@ class CurlClient final : public HttpClient {
       t->done = std::move(done);
       ts.push_back(t.release());
     }
+    if (options_.driven) {
+      for (Transfer* t : ts) launch(t);
+      return;
+    }
     asio::post(io_, [this, ts = std::move(ts)] {
       for (Transfer* t : ts) launch(t);
     });
   }
 
+  std::size_t run_for(std::chrono::nanoseconds timeout) override {
+    if (!options_.driven) return 0;
+    std::size_t n = timeout.count() > 0 ? io_.run_one_for(timeout) : io_.poll_one();
+    if (n > 0) n += io_.poll();  // and whatever else is ready, in one go
+    return n;
+  }
+
+  bool driven() const noexcept override { return options_.driven; }
+
   void cancel_all() override {
+    if (options_.driven) {
+      cancel_everything();
+      return;
+    }
     std::promise<void> p;
     auto f = p.get_future();
     asio::post(io_, [this, &p] {
@@ -651,6 +682,12 @@ Result<std::unique_ptr<HttpClient>> HttpClient::create(const HttpClientOptions& 
 }
 
 Result<HttpResponse> HttpClient::perform(HttpRequest request) {
+  if (driven()) {
+    std::optional<Result<HttpResponse>> out;
+    start(std::move(request), [&out](Result<HttpResponse> r) { out.emplace(std::move(r)); });
+    while (!out) run_for(std::chrono::milliseconds(100));
+    return std::move(*out);
+  }
   std::promise<Result<HttpResponse>> p;
   auto f = p.get_future();
   start(std::move(request), [&p](Result<HttpResponse> r) { p.set_value(std::move(r)); });

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/core/thread_name.hpp"
 #include "detail/nfs_util.hpp"
 
 namespace feedline::transports {
@@ -50,7 +51,10 @@ class NfsConnection::Impl {
   Result<void> start() {
     event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (event_fd_ < 0) return fail(Error::from_errno(errno, "eventfd"));
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      name_this_thread("fl-nfs");
+      run();
+    });
     return {};
   }
 
