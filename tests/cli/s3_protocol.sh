@@ -209,6 +209,32 @@ else
   show "proxy stats" "$scratch/proxy-stats.json"
 fi
 
+# --- --no-sign-request: public buckets ---------------------------------------------------------------
+# Straight to s3rver (it serves unsigned requests, as a public bucket does): the same bytes, and a
+# note on stderr that nothing was signed.
+checks=$((checks + 1))
+if must_frun "run s3 --no-sign-request (public)" run "s3://bench/ds/files-none/" --endpoint "http://127.0.0.1:$s3port" \
+     --no-sign-request --json "$scratch/s3-nosign.json"; then
+  same_digest "run s3 --no-sign-request" "$scratch/local-files-none.json" "$scratch/s3-nosign.json"
+  checks=$((checks + 1))
+  grep -q "^feedline: note: --no-sign-request: S3 requests are not signed" "$err" &&
+    echo "ok: --no-sign-request: stderr notes that requests are not signed" ||
+    fail "--no-sign-request: no note on stderr"
+fi
+# Through the proxy that refuses unsigned requests (a private bucket), the keys still in the
+# environment: a 403 error (exit 1), and the proxy counted unsigned requests.
+before=$(proxy_stat "$scratch/proxy-stats.json" sigv4.unsigned)
+checks=$((checks + 1))
+frun run s3://bench/ds/files-none/ --endpoint "$ep" --no-sign-request
+after=$(proxy_stat "$scratch/proxy-stats.json" sigv4.unsigned)
+if ((rc == 1)) && grep -q "^feedline: error: .*403" "$err" && ((after > before)) && ! grep -Eq "$crash_markers" "$out" "$err"; then
+  echo "ok: --no-sign-request on a private bucket: exit 1, 403, $((after - before)) unsigned request(s) seen by the proxy"
+else
+  fail "--no-sign-request on a private bucket: exit $rc, unsigned requests $before -> $after"; show stderr "$err"
+fi
+expect_net_error "--no-sign-request on http://" 20 "re:s3:// URLs" \
+  -- run "http://127.0.0.1:$ngport/ds/" --no-sign-request
+
 # --- bad input: one clear line, exit 1 or 2, no hang, no secret ---------------------------------------
 AWS_SECRET_ACCESS_KEY="$secret-but-wrong" expect_net_error "wrong secret" 60 "403" "s3://bench" \
   're:credential|secret|AWS_SECRET_ACCESS_KEY|signature' -- run s3://bench/ds/files-none/ --endpoint "$ep"

@@ -19,6 +19,10 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
   cmd.add_option("--region", o.region, "S3 region (overrides AWS_REGION / AWS_DEFAULT_REGION)")->group(group);
   cmd.add_option("--profile", o.profile, "AWS profile in ~/.aws/credentials and ~/.aws/config (overrides AWS_PROFILE)")
       ->group(group);
+  cmd.add_flag("--no-sign-request", o.no_sign_request,
+               "Send S3 requests unsigned, for public buckets, even where credentials are configured "
+               "(as aws --no-sign-request)")
+      ->group(group);
   cmd.add_flag("--insecure", o.insecure, "Do not verify TLS certificates (says so in the report)")->group(group);
   cmd.add_option("--ca-bundle", o.ca_bundle, "CA certificates file for TLS verification")->group(group);
   cmd.add_option("--part-size", o.part_size, "Large reads are split into parallel range requests of this size")
@@ -56,16 +60,20 @@ void apply_net_options(const NetOptions& o, std::string_view url, storage::Backe
   c.nfs.timeout = c.http.connect_timeout;
 
   if (!url.starts_with("s3://") && !url.starts_with("S3://")) {
-    if (!o.endpoint.empty() || !o.profile.empty() || !o.region.empty()) {
-      throw UsageError("--endpoint, --region and --profile are for s3:// URLs");
+    if (!o.endpoint.empty() || !o.profile.empty() || !o.region.empty() || o.no_sign_request) {
+      throw UsageError("--endpoint, --region, --profile and --no-sign-request are for s3:// URLs");
     }
     return;
   }
   auto aws = load_aws_settings(process_env(), o.profile);
   if (!aws) throw UsageError(aws.error().what());
-  c.s3.access_key_id = aws->access_key_id;
-  c.s3.secret_access_key = aws->secret_access_key;
-  c.s3.session_token = aws->session_token;
+  if (o.no_sign_request) {
+    notes.push_back("--no-sign-request: S3 requests are not signed (public buckets only)");
+  } else {
+    c.s3.access_key_id = aws->access_key_id;
+    c.s3.secret_access_key = aws->secret_access_key;
+    c.s3.session_token = aws->session_token;
+  }
   if (!aws->region.empty()) c.s3.region = aws->region;
   if (!o.region.empty()) c.s3.region = o.region;
   c.s3.endpoint = o.endpoint.empty() ? aws->endpoint : o.endpoint;

@@ -16,6 +16,7 @@ struct NetOptions {
   std::string endpoint;
   std::string region;
   std::string profile;
+  bool no_sign_request = false;
   bool insecure = false;
   std::string ca_bundle;
   std::string part_size = "8MiB";

@@ -237,8 +237,14 @@ class CurlClient final : public HttpClient {
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    // Large receive buffer: fewer recv() calls and wake-ups per MiB (the default is 16 KiB).
-    if (r.range_offset && r.range_length >= (1u << 20)) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024);
+    // A receive buffer that holds the whole answer (headers included) up to 512 KiB: one recv()
+    // per small object instead of one per 16 KiB (curl's default), and each of those recv()s
+    // came with a poll(): 5 recv + 6 poll per 64 KiB GET before, 1 + 2 now, as curl's own tool
+    // (which asks for 100 KiB).
+    if (r.range_offset) {
+      const std::uint64_t want = std::clamp<std::uint64_t>(r.range_length + 16 * 1024, 16 * 1024, 512 * 1024);
+      curl_easy_setopt(e, CURLOPT_BUFFERSIZE, static_cast<long>(want));
+    }
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &CurlClient::on_open_socket);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, this);
     curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &CurlClient::on_close_socket);
