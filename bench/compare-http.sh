@@ -10,11 +10,17 @@
 #            feedline feedline bench storage http://.../big.bin --rw read --bs 8m --iodepth C
 #          target: feedline GB/s >= the best of curl, aws and rclone
 #   small  --count objects (default 10,000) of --small-size (default 64 KiB) from nginx:
-#            curl       curl --parallel --parallel-max C over a -K list of URLs (output /dev/null)
-#            aws        /usr/bin/aws s3 cp --recursive s3://bench/small/ DIR (max_concurrent_requests C)
-#            feedline   feedline run 'http://.../small/{00000..09999}.bin' --format files --io-depth C
-#            feedline-s3 feedline run s3://bench/small/ --endpoint http://nginx (same objects, listed)
-#          targets: objects/s >= 2 x aws and >= 1.0 x curl
+#            curl        curl --parallel --parallel-max C over a -K list of URLs (output /dev/null)
+#            curl-sigv4  the same, every request signed by curl (--aws-sigv4, the signer feedline uses)
+#            aws         /usr/bin/aws s3 cp --recursive s3://bench/small/ DIR (max_concurrent_requests C)
+#            feedline    feedline run 'http://.../small/{00000..09999}.bin' --format files --io-depth C
+#                        (no listing on plain HTTP: a HEAD per object first, for its size)
+#            feedline-s3 feedline run s3://bench/small/ --endpoint http://nginx (same objects, listed,
+#                        signed)
+#            feedline-s3-unsigned  the same with --no-sign-request
+#          targets: objects/s >= 2 x aws and >= 1.0 x curl; each feedline row is set against the
+#          curl row that does the same work: unsigned rows against curl, the signed one against
+#          curl-sigv4 (signing costs ~50 us of CPU per request in curl 7.88 + OpenSSL 3, in both)
 # aws-cli and feedline's s3:// talk to the same nginx: it serves the objects under /bench/ and a
 # static ListObjectsV2 answer (pages of 1,000 keys, written by this script) for the bucket, so every
 # tool reads from one server (s3rver, at 550-1,000 requests/s, would be the bottleneck of all).
@@ -189,17 +195,22 @@ part=$((8 << 20))
     printf 'url = "%s/bench/small/%0*d.bin"\noutput = "/dev/null"\n' "$base" "$digits" "$i"
   done
 } >"$servers_dir/curl-small.cfg"
+{
+  printf 'aws-sigv4 = "aws:amz:us-east-1:s3"\nuser = "BENCH:BENCH"\n'
+  cat "$servers_dir/curl-small.cfg"
+} >"$servers_dir/curl-small-sigv4.cfg"
 
 if [[ ${hold:-} == 1 ]]; then
   cat <<HOLD
 $bench_name: nginx serves $www on $base (Ctrl-C stops it)
   curl -sS --parallel --parallel-max $concurrency -K $servers_dir/curl-small.cfg
+  curl -sS --parallel --parallel-max $concurrency -K $servers_dir/curl-small-sigv4.cfg
   $feedline run '$base/bench/small/{$(printf "%0${digits}d" 0)..$last}.bin' --format files --batch-size 64 --io-depth $concurrency --decode-threads 2
   ${aws_env[*]} $feedline run s3://bench/small/ --endpoint $base --format files --batch-size 64 --io-depth $concurrency --decode-threads 2
   curl -sS --parallel --parallel-max $concurrency -K $servers_dir/curl-large.cfg
   $feedline bench storage $base/bench/big.bin --rw read --bs 8m --iodepth $concurrency --size $big_bytes
 HOLD
-  while sleep 3600; do :; done
+  while :; do sleep 3600 & wait $!; done  # wait: a signal ends it at once (the trap stops nginx)
 fi
 
 # --- feedline's HTTP backend? ----------------------------------------------------------------------------
@@ -244,6 +255,7 @@ for ((round = 1; round <= pairs; round++)); do
   fi
   if [[ ,$jobs, == *,small,* ]]; then
     measure small curl "$count" $((count * small_bytes)) curl -sS --fail --parallel --parallel-max "$concurrency" -K "$servers_dir/curl-small.cfg" || failed=1
+    measure small curl-sigv4 "$count" $((count * small_bytes)) curl -sS --fail --parallel --parallel-max "$concurrency" -K "$servers_dir/curl-small-sigv4.cfg" || failed=1
     rm -rf "$workdir/aws-dl"
     measure small aws "$count" $((count * small_bytes)) "${aws_env[@]}" /usr/bin/aws --endpoint-url "$base" s3 cp --recursive --only-show-errors s3://bench/small/ "$workdir/aws-dl" || failed=1
     got=$(find "$workdir/aws-dl" -type f 2>/dev/null | wc -l)
@@ -254,6 +266,8 @@ for ((round = 1; round <= pairs; round++)); do
         --format files --batch-size 64 --io-depth "$concurrency" --decode-threads 2 --json "$servers_dir/run.json" || failed=1
       measure small feedline-s3 "$count" $((count * small_bytes)) "${aws_env[@]}" "$feedline" run s3://bench/small/ --endpoint "$base" \
         --format files --batch-size 64 --io-depth "$concurrency" --decode-threads 2 --json "$servers_dir/run.json" || failed=1
+      measure small feedline-s3-unsigned "$count" $((count * small_bytes)) "${aws_env[@]}" "$feedline" run s3://bench/small/ --endpoint "$base" \
+        --no-sign-request --format files --batch-size 64 --io-depth "$concurrency" --decode-threads 2 --json "$servers_dir/run.json" || failed=1
     fi
   fi
 done

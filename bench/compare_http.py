@@ -56,12 +56,12 @@ def main():
 
     def ratio(name, ours, peer, target, higher_is_better=True):
         if ours is None or peer is None or peer == 0:
-            lines.append("  %-48s n/a" % name)
+            lines.append("  %-56s n/a" % name)
             return
         q = ours / peer
         ok = q >= target if higher_is_better else q <= target
         ratios[name] = {"ratio": q, "target": target, "met": ok}
-        lines.append("  %-48s %.2f  (target %s %.2f: %s)" % (name, q, ">=" if higher_is_better else "<=", target,
+        lines.append("  %-56s %.2f  (target %s %.2f: %s)" % (name, q, ">=" if higher_is_better else "<=", target,
                                                              "met" if ok else "MISSED"))
 
     if "large" in med:
@@ -81,19 +81,20 @@ def main():
             ratio("large: feedline / curl CPU s/GiB", f and f["cpu_s_per_gib"], L["curl"]["cpu_s_per_gib"], 1.0, False)
     if "small" in med:
         lines.append("small objects:")
-        lines.append("  %-12s %10s %14s %8s" % ("tool", "objects/s", "CPU s/GiB", "runs"))
+        lines.append("  %-22s %10s %14s %8s" % ("tool", "objects/s", "CPU s/GiB", "runs"))
         for tool, m in med["small"].items():
-            lines.append("  %-12s %10.0f %14.3f %8d" % (tool, m["objects_per_s"], m["cpu_s_per_gib"], m["runs"]))
+            lines.append("  %-22s %10.0f %14.3f %8d" % (tool, m["objects_per_s"], m["cpu_s_per_gib"], m["runs"]))
         S = med["small"]
-        for ours in ("feedline", "feedline-s3"):
+        # Each feedline row against the peer doing the same work (signed or not).
+        for ours, peer in (("feedline", "curl"), ("feedline-s3-unsigned", "curl"), ("feedline-s3", "curl-sigv4")):
             o = S.get(ours)
+            if o is None:
+                continue
             if "aws" in S:
-                ratio("small: %s / aws objects/s" % ours, o and o["objects_per_s"], S["aws"]["objects_per_s"], 2.0)
-            if "curl" in S:
-                ratio("small: %s / curl objects/s" % ours, o and o["objects_per_s"], S["curl"]["objects_per_s"], 1.0)
-        if "curl" in S:
-            ratio("small: feedline / curl CPU s/GiB", S.get("feedline") and S["feedline"]["cpu_s_per_gib"],
-                  S["curl"]["cpu_s_per_gib"], 1.0, False)
+                ratio("small: %s / aws objects/s" % ours, o["objects_per_s"], S["aws"]["objects_per_s"], 2.0)
+            if peer in S:
+                ratio("small: %s / %s objects/s" % (ours, peer), o["objects_per_s"], S[peer]["objects_per_s"], 1.0)
+                ratio("small: %s / %s CPU s/GiB" % (ours, peer), o["cpu_s_per_gib"], S[peer]["cpu_s_per_gib"], 1.0, False)
     if feedline_ok != "1":
         lines.append("feedline: NOT MEASURED (it cannot read http:// in this build; see the message above)")
     print("\n".join(lines))
