@@ -77,6 +77,9 @@ def main():
         if peers:
             best = max(peers, key=peers.get)
             ratio("large: feedline / best peer (%s) GB/s" % best, f and f["gb_per_s"], peers[best], 1.0)
+        if f and f.get("self_reported_gb_per_s"):
+            lines.append("  feedline's own figure (its timed reads, after start-up and buffer set-up): %.3f GB/s"
+                         % f["self_reported_gb_per_s"])
         if "curl" in L:
             ratio("large: feedline / curl CPU s/GiB", f and f["cpu_s_per_gib"], L["curl"]["cpu_s_per_gib"], 1.0, False)
     if "small" in med:
