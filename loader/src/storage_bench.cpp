@@ -36,6 +36,7 @@ class Job final : public storage::ReadCompletion {
     storage::QueueOptions qo;
     qo.depth = config_.iodepth;
     qo.single_thread = true;
+    qo.caller_mostly_polls = true;  // the job's thread only submits and polls
     auto queue = backend.make_queue(qo);
     if (!queue) {
       error_ = queue.error();

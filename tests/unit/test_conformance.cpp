@@ -22,6 +22,7 @@ struct BackendCase {
   bool direct;
   std::string url = {};      // nfs: the directory to test in (FEEDLINE_TEST_NFS_URL)
   unsigned connections = 1;  // nfs: --connections
+  bool caller_polls = false;  // QueueOptions::caller_mostly_polls (HTTP: the loop runs in poll())
 };
 
 const BackendCase kBackends[] = {
@@ -33,6 +34,8 @@ const BackendCase kBackends[] = {
     // Network backends: run when tests/servers/conformance.sh provides servers (see its env).
     {"s3", "s3", transports::EngineKind::kAuto, false},
     {"http", "http", transports::EngineKind::kAuto, false},
+    {"s3, loop in poll()", "s3", transports::EngineKind::kAuto, false, {}, 1, true},
+    {"http, loop in poll()", "http", transports::EngineKind::kAuto, false, {}, 1, true},
 };
 
 std::string env_or_empty(const char* name) {
@@ -153,7 +156,9 @@ void conformance(const BackendCase& bc) {
         WARN("skipped " << bc.name << ": " << f.skip);
         return;
       }
-      auto queue = f.backend->make_queue({}).value();
+      storage::QueueOptions qo;
+      qo.caller_mostly_polls = bc.caller_polls;
+      auto queue = f.backend->make_queue(qo).value();
       const std::uint64_t size = f.content.size();
       auto buf = AlignedBuffer::allocate(size + 8192).value();
 
@@ -259,7 +264,7 @@ void conformance(const BackendCase& bc) {
         CHECK(ok + cancelled == kOps);
       }
       SECTION("destroying a queue with ops in flight waits for them") {
-        auto q2 = f.backend->make_queue({}).value();
+        auto q2 = f.backend->make_queue(qo).value();
         std::vector<ReadOp> ops(64);
         Collector c;
         for (std::size_t i = 0; i < ops.size(); ++i) {

@@ -248,6 +248,7 @@ void Pipeline::storage_loop() {
   storage::QueueOptions qo;
   qo.depth = config_.io_depth;
   qo.single_thread = true;
+  qo.caller_mostly_polls = direct_;  // reads land in batch slots: no buffers to allocate here
   auto queue_r = backend_.make_queue(qo);
   if (!queue_r) {
     fail_run(std::move(queue_r).error());

@@ -42,6 +42,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
   storage::QueueOptions qo;
   qo.depth = config.io_depth;
   qo.single_thread = true;
+  qo.caller_mostly_polls = keep == nullptr;  // reused buffers: the thread only reads
   FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
   detail::HandleCache handles(backend, dataset);
   struct Slot {

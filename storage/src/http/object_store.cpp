@@ -25,9 +25,11 @@ std::optional<std::uint64_t> to_u64(std::string_view s) {
   return v;
 }
 
-// Reads as ranged GETs. The queue's client is driven (no thread of its own): submit() starts
-// requests on the caller's thread and poll() runs the client's event loop there, so responses
-// complete where they are consumed, like io_uring completions, with no thread hand-over.
+// Reads as ranged GETs. Where the caller mostly polls (QueueOptions::caller_mostly_polls) the
+// client is driven: submit() starts requests on the caller's thread and poll() runs the client's
+// event loop there, so responses complete where they are consumed, like io_uring completions,
+// with no thread hand-over. Otherwise the client has its own loop thread and poll() waits for
+// the completions it hands over.
 class HttpQueue final : public IoQueue {
  public:
   HttpQueue(unsigned depth, std::unique_ptr<HttpClient> client, std::uint64_t part_size, unsigned connections)
@@ -84,9 +86,7 @@ class HttpQueue final : public IoQueue {
         req.range_length = n;
         req.whole = parts == 1 && op->offset == 0 && n == h->size();
         req.dst = op->dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
-        batch.emplace_back(std::move(req), [this, st, n](Result<HttpResponse> r) {
-          done_.push_back(Part{st, std::move(r), n});  // runs inside poll() (or submit())
-        });
+        batch.emplace_back(std::move(req), [this, st, n](Result<HttpResponse> r) { push_done(Part{st, std::move(r), n}); });
       }
     }
     if (!batch.empty()) client_->start_many(std::move(batch));
@@ -97,13 +97,19 @@ class HttpQueue final : public IoQueue {
     std::size_t completed = 0;
     for (;;) {
       if (in_flight() == 0) return completed;  // nothing can complete (done_ is empty too)
-      // Run the loop: at once for what is ready, waiting only while more is needed.
       const auto left = deadline - std::chrono::steady_clock::now();
-      client_->run_for(done_.empty() && completed < min_complete && left.count() > 0
-                           ? std::chrono::duration_cast<std::chrono::nanoseconds>(left)
-                           : std::chrono::nanoseconds(0));
+      const bool wait = completed < min_complete && left.count() > 0;
       std::deque<Part> batch;
-      batch.swap(done_);
+      if (client_->driven()) {
+        // Run the loop: at once for what is ready, waiting only while more is needed.
+        client_->run_for(wait && done_.empty() ? std::chrono::duration_cast<std::chrono::nanoseconds>(left)
+                                               : std::chrono::nanoseconds(0));
+        batch.swap(done_);
+      } else {
+        std::unique_lock lock(mu_);
+        if (wait) cv_.wait_until(lock, deadline, [this] { return !done_.empty(); });
+        batch.swap(done_);
+      }
       for (Part& p : batch) completed += account(p);
       if (completed >= min_complete || std::chrono::steady_clock::now() >= deadline) return completed;
     }
@@ -128,7 +134,18 @@ class HttpQueue final : public IoQueue {
     return part_size_ % (1u << 20) == 0 ? fmt::format("{} MiB", part_size_ >> 20) : fmt::format("{} B", part_size_);
   }
 
-  void push_ready(std::shared_ptr<OpState> st) { done_.push_back(Part{std::move(st), HttpResponse{}, 0}); }
+  void push_ready(std::shared_ptr<OpState> st) { push_done(Part{std::move(st), HttpResponse{}, 0}); }
+
+  // From the client's callbacks: on this thread (driven client) or the client's own thread.
+  void push_done(Part p) {
+    if (client_->driven()) {
+      done_.push_back(std::move(p));
+      return;
+    }
+    std::lock_guard lock(mu_);
+    done_.push_back(std::move(p));
+    if (done_.size() == 1) cv_.notify_one();  // the poller drains everything it finds
+  }
 
   // Records one request; returns 1 when it finished its op.
   std::size_t account(Part& p) {
@@ -180,7 +197,9 @@ class HttpQueue final : public IoQueue {
   std::unique_ptr<HttpClient> client_;
   std::uint64_t part_size_;
   unsigned connections_;
-  std::deque<Part> done_;  // completions not yet accounted; touched only by the owner's thread
+  std::mutex mu_;               // guards done_ when the client has a thread of its own
+  std::condition_variable cv_;
+  std::deque<Part> done_;  // completions not yet accounted
 };
 
 }  // namespace
@@ -305,7 +324,7 @@ Result<std::unique_ptr<ObjectHandle>> ObjectStore::open(std::string_view key) {
 Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& options) {
   const unsigned connections = http_.connections ? http_.connections : std::max(1u, options.depth);
   auto o = client_options(connections);
-  o.driven = true;  // run by the queue's poll() (see HttpQueue)
+  o.driven = options.caller_mostly_polls;  // run by the queue's poll() (see HttpQueue)
   FEEDLINE_ASSIGN_OR_RETURN(auto client, HttpClient::create(o));
   return std::unique_ptr<IoQueue>(
       std::make_unique<HttpQueue>(options.depth, std::move(client), std::max<std::uint64_t>(http_.part_size, 4096), connections));
