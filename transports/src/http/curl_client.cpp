@@ -1,7 +1,8 @@
 // libcurl multi-socket + Boost.Asio: the HttpClient behind s3:// and http(s)://.
 //
-// One thread runs an io_context: the client's own, or the owner's inside run_for() (driven). curl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION)
-// and when to call back for timeouts (CURLMOPT_TIMERFUNCTION); Asio waits on the sockets
+// One thread runs an io_context: the client's own, or the owner's inside run_for() (driven).
+// curl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION) and when to call back for
+// timeouts (CURLMOPT_TIMERFUNCTION); Asio waits on the sockets
 // (async_wait, no reading: curl reads) and calls curl_multi_socket_action. Sockets are created
 // and closed by us (CURLOPT_OPENSOCKETFUNCTION / CLOSESOCKETFUNCTION) as asio::ip::tcp::socket
 // objects, so a pending wait can never outlive its descriptor. Every curl call happens on the
