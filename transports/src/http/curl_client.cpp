@@ -592,6 +592,17 @@ class CurlClient final : public HttpClient {
     if (it == self->socks_.end()) return 0;
     std::shared_ptr<Sock> s = it->second;
     s->want = what == CURL_POLL_REMOVE ? 0 : what;
+#ifdef TCP_QUICKACK
+    // curl now waits for an answer here: ACK its bytes at once whichever call reads them first
+    // (see on_ready). A read wake-up alone is not enough: curl often reads the first bytes of an
+    // answer in the same call that sent the request (a timer action, no wake-up), and the ACK
+    // for them was then delayed: 1 in 100 tar-member ranges over nginx took 40 ms longer
+    // (transfer p99 45 ms; 6 ms with this, and ~10% more samples/s).
+    if (s->want & CURL_POLL_IN) {
+      const int one = 1;
+      (void)::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    }
+#endif
     if ((s->want & CURL_POLL_IN) && !s->reading) self->wait(s, fd, true);
     if ((s->want & CURL_POLL_OUT) && !s->writing) self->wait(s, fd, false);
     return 0;
