@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <utility>
@@ -19,6 +22,15 @@ Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t size, std::size_t alig
     return fail(Error::from_errno(rc, fmt::format("allocating {} aligned bytes", size)));
   }
   return AlignedBuffer(static_cast<std::byte*>(p), size);
+}
+
+void AlignedBuffer::prefault(std::size_t bytes) noexcept {
+  bytes = std::min(bytes, size_);
+  if (bytes == 0) return;
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(data_, align_up(bytes, kPageAlign), MADV_POPULATE_WRITE) == 0) return;
+#endif
+  for (std::size_t off = 0; off < bytes; off += kPageAlign) static_cast<volatile std::byte*>(data_)[off] = std::byte{0};
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }

@@ -1,7 +1,6 @@
 #include "feedline/loader/storage_bench.hpp"
 
 #include <fmt/format.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <mutex>
@@ -149,18 +148,15 @@ class Job final : public storage::ReadCompletion {
   std::unique_ptr<IoQueue> queue_;
   // Touches the buffers the run will use before the clock starts: first-touch page faults are
   // the kernel's, not the storage's (128 MiB of 4 KiB pages, one fault each, cost a 1 GB/s HTTP
-  // read ~10% of its time); one madvise populates them without a trap per page. Only what the
-  // run can use: a job covers `size` bytes (or the object) unless it loops on time. Kernels
-  // before 5.14 lack MADV_POPULATE_WRITE: the pages then fault in during the run, as before.
+  // read ~10% of its time). Only what the run can use: a job covers `size` bytes (or the object)
+  // unless it loops on time.
   void prefault_arena() {
-#ifdef MADV_POPULATE_WRITE
     std::uint64_t used = arena_.size();
     if (!config_.time_based) {
       const std::uint64_t cover = config_.size ? config_.size : object_.size();
-      used = std::min<std::uint64_t>(used, align_up(cover, kPageAlign));
+      used = std::min<std::uint64_t>(used, cover);
     }
-    if (used > 0) (void)::madvise(arena_.data(), static_cast<std::size_t>(used), MADV_POPULATE_WRITE);
-#endif
+    arena_.prefault(static_cast<std::size_t>(used));
   }
 
   AlignedBuffer arena_;

@@ -1,5 +1,10 @@
 #include <catch2/catch.hpp>
+#include <sys/mman.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "feedline/core/bytes.hpp"
 #include "feedline/core/units.hpp"
 
 using namespace feedline;
@@ -56,4 +61,23 @@ TEST_CASE("reports print readable units", "[core][units]") {
   CHECK(format_duration_ns(812) == "812 ns");
   CHECK(format_duration_ns(1.25e6) == "1.25 ms");
   CHECK(format_count(58200) == "58.2k");
+}
+
+TEST_CASE("AlignedBuffer::prefault makes the asked-for pages resident, and no more", "[core]") {
+  constexpr std::size_t kPages = 64;
+  auto buf = AlignedBuffer::allocate(kPages * kPageAlign).value();
+  auto resident = [&] {
+    std::vector<unsigned char> vec(kPages);
+    REQUIRE(::mincore(buf.data(), buf.size(), vec.data()) == 0);
+    return static_cast<std::size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return v & 1; }));
+  };
+  // A fresh allocation of this size is mapped but not yet backed (glibc mmaps it).
+  const std::size_t before = resident();
+  buf.prefault(16 * kPageAlign + 1);  // 17 pages
+  const std::size_t after = resident();
+  CHECK(after >= 17);
+  CHECK(after - before <= 17);
+  buf.prefault(std::size_t{1} << 40);  // clamped to the buffer
+  CHECK(resident() == kPages);
+  AlignedBuffer().prefault(4096);      // empty: nothing to do
 }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -55,7 +54,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
   for (auto& s : slots) {
     if (!keep) {
       FEEDLINE_ASSIGN_OR_RETURN(s.sample.raw, AlignedBuffer::allocate(align_up(longest, kPageAlign)));
-      std::memset(s.sample.raw.data(), 0, s.sample.raw.size());
+      s.sample.raw.prefault(s.sample.raw.size());
     }
     free_slots.push_back(&s);
   }

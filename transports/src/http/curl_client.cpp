@@ -586,23 +586,32 @@ class CurlClient final : public HttpClient {
     return 0;
   }
 
+  // ACK what arrives at once. Linux delays ACKs on request/response connections (up to 40 ms),
+  // and a server that sends the tail of a response only once the rest is ACKed (Nagle: nginx
+  // with tcp_nopush, on a response one segment past a full one) then stalls: 1 in 200 small GETs
+  // took 40 ms longer, which halved objects/s at 16 in flight. TCP_QUICKACK does not stick, so it
+  // is set each time curl waits for an answer and on every read wake-up (one setsockopt).
+  static void ack_at_once(curl_socket_t fd) {
+#ifdef TCP_QUICKACK
+    const int one = 1;
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+#else
+    (void)fd;
+#endif
+  }
+
   static int on_socket(CURL*, curl_socket_t fd, int what, void* ud, void*) {
     auto* self = static_cast<CurlClient*>(ud);
     auto it = self->socks_.find(fd);
     if (it == self->socks_.end()) return 0;
     std::shared_ptr<Sock> s = it->second;
     s->want = what == CURL_POLL_REMOVE ? 0 : what;
-#ifdef TCP_QUICKACK
-    // curl now waits for an answer here: ACK its bytes at once whichever call reads them first
-    // (see on_ready). A read wake-up alone is not enough: curl often reads the first bytes of an
+    // curl now waits for an answer here: ACK its bytes at once whichever call reads them first.
+    // A read wake-up (on_ready) alone is not enough: curl often reads the first bytes of an
     // answer in the same call that sent the request (a timer action, no wake-up), and the ACK
     // for them was then delayed: 1 in 100 tar-member ranges over nginx took 40 ms longer
     // (transfer p99 45 ms; 6 ms with this, and ~10% more samples/s).
-    if (s->want & CURL_POLL_IN) {
-      const int one = 1;
-      (void)::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
-    }
-#endif
+    if (s->want & CURL_POLL_IN) ack_at_once(fd);
     if ((s->want & CURL_POLL_IN) && !s->reading) self->wait(s, fd, true);
     if ((s->want & CURL_POLL_OUT) && !s->writing) self->wait(s, fd, false);
     return 0;
@@ -631,17 +640,7 @@ class CurlClient final : public HttpClient {
     const int flag = in ? CURL_POLL_IN : CURL_POLL_OUT;
     if (!(s->want & flag) || multi_ == nullptr) return;
     int running = 0;
-#ifdef TCP_QUICKACK
-    // ACK what arrived at once. Linux delays ACKs on request/response connections (up to
-    // 40 ms), and a server that sends the tail of a response only once the rest is ACKed (Nagle:
-    // nginx with tcp_nopush, on a response one segment past a full one) then stalls: 1 in 200
-    // small GETs took 40 ms longer, which halved objects/s at 16 in flight. The flag does not
-    // stick, so it is set on every read wake-up (one setsockopt).
-    if (in) {
-      const int one = 1;
-      (void)::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
-    }
-#endif
+    if (in) ack_at_once(fd);
     curl_multi_socket_action(multi_, fd, in ? CURL_CSELECT_IN : CURL_CSELECT_OUT, &running);
     check_done();
     // Still wanted (and still the same socket): wait again.
