@@ -104,3 +104,13 @@ Result<std::vector<ObjectInfo>> Backend::stat_many(std::span<const std::string> 
 }
 
 }  // namespace feedline::storage
+
+namespace feedline::storage {
+
+Result<std::unique_ptr<IoQueue>> Backend::make_device_queue(const QueueOptions&,
+                                                           std::shared_ptr<const transports::cufile::CufileRuntime>) {
+  return fail(Error(Errc::kUnsupported, fmt::format("{}:// cannot read into GPU memory", scheme()))
+                  .with_hint("cuFile reads local files only; batches from this storage are copied to the GPU"));
+}
+
+}  // namespace feedline::storage

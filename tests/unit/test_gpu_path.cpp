@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -156,6 +159,85 @@ cf::CufileApi fake_cufile(int open_error) {
   return a;
 }
 
+// ---- a fake cuFile whose reads pread into the fake CUDA's "device memory" (host memory) --------
+
+struct FakeCufile {
+  std::mutex mu;
+  std::map<void*, int> handles;   // handle -> our own plain descriptor of the registered file
+  std::map<const void*, std::size_t> buffers;  // cuFileBufRegister'd regions
+  int next_handle = 1;
+  int handles_registered = 0;
+  int handles_deregistered = 0;
+  int buffers_registered = 0;
+  int buffers_deregistered = 0;
+  int reads = 0;
+  int fail_read_at = -1;            // the Nth cuFileRead (0-based) returns -5011
+  int reads_outside_buffers = 0;    // reads whose base is not a registered region
+  int descriptors_without_direct = 0;  // files registered without O_DIRECT
+};
+FakeCufile g_cufile;
+
+void reset_cufile() {
+  std::lock_guard lock(g_cufile.mu);
+  for (const auto& [h, fd] : g_cufile.handles) ::close(fd);
+  g_cufile.handles.clear();
+  g_cufile.buffers.clear();
+  g_cufile.next_handle = 1;
+  g_cufile.handles_registered = g_cufile.handles_deregistered = 0;
+  g_cufile.buffers_registered = g_cufile.buffers_deregistered = 0;
+  g_cufile.reads = 0;
+  g_cufile.fail_read_at = -1;
+  g_cufile.reads_outside_buffers = g_cufile.descriptors_without_direct = 0;
+}
+
+cf::CufileApi fake_gds() {
+  cf::CufileApi a;
+  a.DriverOpen = [] { return cf::CUfileError{}; };
+  a.DriverClose = [] { return cf::CUfileError{}; };
+  a.HandleRegister = [](cf::Handle* fh, cf::CUfileDescr* d) {
+    std::lock_guard lock(g_cufile.mu);
+    if ((::fcntl(d->handle.fd, F_GETFL) & O_DIRECT) == 0) ++g_cufile.descriptors_without_direct;
+    const int plain = ::open(fmt::format("/proc/self/fd/{}", d->handle.fd).c_str(), O_RDONLY | O_CLOEXEC);
+    if (plain < 0) return cf::CUfileError{5030, 0};
+    *fh = reinterpret_cast<cf::Handle>(static_cast<std::uintptr_t>(g_cufile.next_handle++));
+    g_cufile.handles[*fh] = plain;
+    ++g_cufile.handles_registered;
+    return cf::CUfileError{};
+  };
+  a.HandleDeregister = [](cf::Handle fh) {
+    std::lock_guard lock(g_cufile.mu);
+    ::close(g_cufile.handles.at(fh));
+    g_cufile.handles.erase(fh);
+    ++g_cufile.handles_deregistered;
+  };
+  a.BufRegister = [](const void* base, std::size_t n, int) {
+    std::lock_guard lock(g_cufile.mu);
+    g_cufile.buffers[base] = n;
+    ++g_cufile.buffers_registered;
+    return cf::CUfileError{};
+  };
+  a.BufDeregister = [](const void* base) {
+    std::lock_guard lock(g_cufile.mu);
+    g_cufile.buffers.erase(base);
+    ++g_cufile.buffers_deregistered;
+    return cf::CUfileError{};
+  };
+  a.Read = [](cf::Handle fh, void* base, std::size_t n, off_t off, off_t base_off) -> ssize_t {
+    int fd = -1;
+    {
+      std::lock_guard lock(g_cufile.mu);
+      if (g_cufile.reads++ == g_cufile.fail_read_at) return -5011;
+      auto b = g_cufile.buffers.find(base);
+      if (b == g_cufile.buffers.end() || static_cast<std::size_t>(base_off) + n > b->second) {
+        ++g_cufile.reads_outside_buffers;
+      }
+      fd = g_cufile.handles.at(fh);
+    }
+    return ::pread(fd, static_cast<std::byte*>(base) + base_off, n, off);
+  };
+  return a;
+}
+
 // A files-format dataset: n raw samples (uncompressed), sizes varying so slots differ.
 struct Files {
   std::unique_ptr<storage::Backend> backend;
@@ -201,6 +283,7 @@ struct RunResult {
   std::uint64_t mismatches = 0;         // samples whose batch bytes differ from what was written
   std::uint64_t device_mismatches = 0;  // device copies that differ from the host batch
   std::uint64_t unaligned_slots = 0;
+  std::uint64_t device_only_batches = 0;  // read straight into GPU memory (no host bytes)
   std::optional<Error> error;
 };
 
@@ -220,17 +303,23 @@ RunResult run_and_check(Files& f, const LoaderConfig& c) {
     if (!*b) break;
     const Batch& batch = **b;
     const ConstBytes data = batch.data();
+    // Read straight into (fake) GPU memory: the host batch is empty and the device copy is all.
+    const bool device_only = data.empty() && batch.extent() > 0;
+    if (device_only) ++out.device_only_batches;
+    const auto* base = device_only ? static_cast<const std::byte*>(batch.device_data()) : data.data();
     for (const auto& s : batch.samples()) {
       ++out.samples;
       const auto& want = f.bytes_by_key.at(std::string(s.key));
       const auto m = batch.members_of(s);
-      if (m.size() != 1 || m[0].size != want.size() ||
-          std::memcmp(data.data() + m[0].offset, want.data(), want.size()) != 0) {
+      if (!base || m.size() != 1 || m[0].size != want.size() ||
+          std::memcmp(base + m[0].offset, want.data(), want.size()) != 0) {
         ++out.mismatches;
       }
       if (s.offset % 4096 != 0) ++out.unaligned_slots;
     }
-    if (c.device.device >= 0) {
+    if (device_only) {
+      // checked above, through device_data()
+    } else if (c.device.device >= 0) {
       const void* dev = batch.device_data();
       if (!dev || std::memcmp(dev, data.data(), data.size()) != 0) ++out.device_mismatches;
     } else if (batch.device_data()) {
@@ -320,12 +409,12 @@ TEST_CASE("data path plan: host-direct where samples need no decode, bounce othe
   Files f("mem://p/", "p/", 8, 5000);
   LoaderConfig c = config(4, 1);
   c.gpu_direct = GpuDirect::kAuto;
-  auto plan = plan_data_path(f.dataset, c).value();
+  auto plan = plan_data_path(f.dataset, c, *f.backend).value();
   CHECK(plan.path == "host-direct");
   CHECK(plan.direct);
 
   c.gpu_direct = GpuDirect::kOff;
-  plan = plan_data_path(f.dataset, c).value();
+  plan = plan_data_path(f.dataset, c, *f.backend).value();
   CHECK(plan.path == "bounce");
   CHECK_FALSE(plan.direct);
 
@@ -335,18 +424,18 @@ TEST_CASE("data path plan: host-direct where samples need no decode, bounce othe
   two.samples.front().member_count = 2;
   two.samples.front().first_member = static_cast<std::uint32_t>(two.members.size() - 2);
   c.gpu_direct = GpuDirect::kAuto;
-  plan = plan_data_path(two, c).value();
+  plan = plan_data_path(two, c, *f.backend).value();
   CHECK(plan.path == "bounce");
   CHECK(plan.reason.find("several members") != std::string::npos);
   c.gpu_direct = GpuDirect::kOn;
-  auto refused = plan_data_path(two, c);
+  auto refused = plan_data_path(two, c, *f.backend);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code() == Errc::kInvalidArgument);
 
   Dataset zst = f.dataset;
   zst.members.front().zstd = true;
   c.gpu_direct = GpuDirect::kAuto;
-  plan = plan_data_path(zst, c).value();
+  plan = plan_data_path(zst, c, *f.backend).value();
   CHECK(plan.reason.find("zstd") != std::string::npos);
 }
 
@@ -360,7 +449,7 @@ TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-d
   g_fake.count_error = cu::kErrorInsufficientDriver;
   c.device.cuda = cu::CudaRuntime::from_api(fake_api());
   c.device.cufile = cf::CufileRuntime::unavailable("libcufile not found");
-  auto nogpu = plan_data_path(f.dataset, c);
+  auto nogpu = plan_data_path(f.dataset, c, *f.backend);
   REQUIRE_FALSE(nogpu);
   CHECK(nogpu.error().code() == Errc::kUnsupported);
   CHECK(nogpu.error().message().find("35") != std::string::npos);
@@ -368,24 +457,169 @@ TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-d
   g_fake = FakeCuda{};
   c.device.cuda = cu::CudaRuntime::from_api(fake_api());
   c.device.device = 3;
-  auto nodev = plan_data_path(f.dataset, c);
+  auto nodev = plan_data_path(f.dataset, c, *f.backend);
   REQUIRE_FALSE(nodev);
   CHECK(nodev.error().code() == Errc::kInvalidArgument);
   c.device.device = 0;
 
-  auto plan = plan_data_path(f.dataset, c).value();
+  // Memory storage cannot read into GPU memory, whatever cuFile can do.
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
+  auto plan = plan_data_path(f.dataset, c, *f.backend).value();
   CHECK(plan.path == "bounce");
   CHECK(plan.direct);  // staged straight into the pinned batch slot
+  CHECK_FALSE(plan.device_reads);
+  CHECK(plan.reason.find("mem:// storage cannot read into GPU memory") != std::string::npos);
+
+  // Local files: it depends on cuFile.
+  const auto dir = testing::scratch_dir("plan-files");
+  Files local(dir.string(), dir.string() + "/", 8, 5000);
+  c.device.cufile = cf::CufileRuntime::unavailable("libcufile not found");
+  plan = plan_data_path(local.dataset, c, *local.backend).value();
+  CHECK(plan.path == "bounce");
   CHECK(plan.reason.find("cuFile unavailable") != std::string::npos);
 
   c.device.cufile = cf::CufileRuntime::from_api(fake_cufile(0), "fake", false);
-  plan = plan_data_path(f.dataset, c).value();
+  plan = plan_data_path(local.dataset, c, *local.backend).value();
+  CHECK(plan.path == "bounce");
   CHECK(plan.reason.find("compatibility mode") != std::string::npos);
 
+  // --gpu-direct on with cuFile in compatibility mode: cuFile runs, and says it copies.
   c.gpu_direct = GpuDirect::kOn;
-  auto on = plan_data_path(f.dataset, c);
+  plan = plan_data_path(local.dataset, c, *local.backend).value();
+  CHECK(plan.path == "cufile-compat");
+  CHECK(plan.device_reads);
+
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
+  for (const GpuDirect mode : {GpuDirect::kAuto, GpuDirect::kOn}) {
+    c.gpu_direct = mode;
+    plan = plan_data_path(local.dataset, c, *local.backend).value();
+    CHECK(plan.path == "gpu-direct");
+    CHECK(plan.direct);
+    CHECK(plan.device_reads);
+  }
+  c.gpu_direct = GpuDirect::kOff;
+  plan = plan_data_path(local.dataset, c, *local.backend).value();
+  CHECK(plan.path == "bounce");
+  CHECK_FALSE(plan.device_reads);
+
+  // Not possible and asked for: refused, with the reason.
+  c.gpu_direct = GpuDirect::kOn;
+  c.device.cufile = cf::CufileRuntime::unavailable("libcufile not found");
+  auto on = plan_data_path(local.dataset, c, *local.backend);
+  std::filesystem::remove_all(dir);
   REQUIRE_FALSE(on);
   CHECK(on.error().message().find("--gpu-direct on") != std::string::npos);
+  CHECK(on.error().message().find("libcufile not found") != std::string::npos);
+}
+
+TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing copied", "[gpu][cufile]") {
+  const auto dir = testing::scratch_dir("gpu-direct");
+  Files f(dir.string(), dir.string() + "/", 150, 9000);
+  g_fake = FakeCuda{};
+  reset_cufile();
+  LoaderConfig c = config(16, 2);
+  c.gpu_direct = GpuDirect::kAuto;
+  c.device.device = 0;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
+  RunResult r = run_and_check(f, c);
+  std::filesystem::remove_all(dir);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.samples == 300);
+  CHECK(r.mismatches == 0);  // every sample's bytes, read back from its slot in "GPU memory"
+  CHECK(r.device_only_batches == r.report.batches);
+  CHECK(r.unaligned_slots == 0);
+  REQUIRE(r.report.data_paths.size() == 1);
+  const auto& p = r.report.data_paths[0];
+  CHECK(p.path == "gpu-direct");
+  CHECK(p.bytes == r.report.bytes);
+  CHECK(p.copied_bytes == 0);
+  CHECK(p.copy_amplification == 0.0);
+  // No host copy of any kind: no H2D copy, no device stage, nothing the host could hash.
+  CHECK(g_fake.memcpy_async_calls == 0);
+  CHECK(r.report.device.enabled);
+  CHECK(r.report.device.h2d_bytes == 0);
+  CHECK(r.report.device.host_memory.find("not used") == 0);
+  for (const auto& s : r.report.stages) CHECK(s.name != "device");
+  CHECK_FALSE(r.report.digest_computed);
+  // cuFile saw every sample read, into registered buffers, through O_DIRECT descriptors; every
+  // registration was undone and every device buffer freed.
+  CHECK(g_cufile.reads >= 300);
+  CHECK(g_cufile.reads_outside_buffers == 0);
+  CHECK(g_cufile.descriptors_without_direct == 0);
+  CHECK(g_cufile.buffers_registered == static_cast<int>(r.report.batch_buffers));
+  CHECK(g_cufile.buffers_deregistered == g_cufile.buffers_registered);
+  CHECK(g_cufile.handles_registered >= 150);
+  CHECK(g_cufile.handles_deregistered == g_cufile.handles_registered);
+  CHECK(g_fake.frees == g_fake.mallocs);
+}
+
+TEST_CASE("cufile-compat: --gpu-direct on runs cuFile in compatibility mode and counts its copy", "[gpu][cufile]") {
+  const auto dir = testing::scratch_dir("cufile-compat");
+  Files f(dir.string(), dir.string() + "/", 40, 5000);
+  g_fake = FakeCuda{};
+  reset_cufile();
+  LoaderConfig c = config(8, 1);
+  c.gpu_direct = GpuDirect::kOn;
+  c.device.device = 0;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", false);
+  RunResult r = run_and_check(f, c);
+  std::filesystem::remove_all(dir);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.samples == 40);
+  CHECK(r.mismatches == 0);
+  const auto& p = r.report.data_paths.at(0);
+  CHECK(p.path == "cufile-compat");
+  CHECK(p.copy_amplification == 1.0);
+  CHECK(r.report.data_path_reason.find("compatibility mode") != std::string::npos);
+}
+
+TEST_CASE("gpu-direct: a cuFile read error mid-run ends the run naming the object, no hang", "[gpu][cufile]") {
+  const auto dir = testing::scratch_dir("cufile-error");
+  Files f(dir.string(), dir.string() + "/", 60, 4000);
+  g_fake = FakeCuda{};
+  reset_cufile();
+  g_cufile.fail_read_at = 7;
+  LoaderConfig c = config(8, 1);
+  c.gpu_direct = GpuDirect::kAuto;
+  c.device.device = 0;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
+  RunResult r = run_and_check(f, c);
+  REQUIRE(r.error);
+  CHECK(r.error->message().find("cuFile error 5011") != std::string::npos);
+  CHECK(r.error->object().find(dir.string()) == 0);
+  CHECK(r.samples < 60);
+  CHECK(g_cufile.handles_deregistered == g_cufile.handles_registered);
+  CHECK(g_cufile.buffers_deregistered == g_cufile.buffers_registered);
+
+  // With --on-error skip the failed sample is skipped and counted; the rest arrive intact.
+  g_cufile.fail_read_at = g_cufile.reads + 3;
+  c.on_error = OnError::kSkip;
+  RunResult s = run_and_check(f, c);
+  std::filesystem::remove_all(dir);
+  REQUIRE_FALSE(s.error);
+  CHECK(s.report.skipped == 1);
+  CHECK(s.samples == 59);
+  CHECK(s.mismatches == 0);
+}
+
+TEST_CASE("storage: only local files offer reads into GPU memory", "[gpu][cufile]") {
+  Files m("mem://n/", "n/", 1, 100);
+  CHECK_FALSE(m.backend->caps().device_reads);
+  auto q = m.backend->make_device_queue({}, cf::CufileRuntime::from_api(fake_gds(), "fake", true));
+  REQUIRE_FALSE(q);
+  CHECK(q.error().code() == Errc::kUnsupported);
+  CHECK(q.error().message().find("mem://") != std::string::npos);
+
+  const auto dir = testing::scratch_dir("device-queue");
+  Files f(dir.string(), dir.string() + "/", 1, 100);
+  CHECK(f.backend->caps().device_reads);
+  auto none = f.backend->make_device_queue({}, cf::CufileRuntime::unavailable("libcufile not found"));
+  std::filesystem::remove_all(dir);
+  REQUIRE_FALSE(none);
+  CHECK(none.error().message().find("libcufile not found") != std::string::npos);
 }
 
 TEST_CASE("direct path: batches hold the exact bytes, nothing copied (memory backend)", "[gpu][direct]") {

@@ -213,7 +213,7 @@ int run(const Options& o) {
 
   // The data path: "impossible" (--gpu-direct on, a GPU that is not there) is a usage error.
   {
-    auto plan = loader::plan_data_path(*dataset, c);
+    auto plan = loader::plan_data_path(*dataset, c, *backend);
     if (!plan) throw UsageError(plan.error());
   }
   auto loader_r = loader::Loader::open(*backend, *dataset, c);

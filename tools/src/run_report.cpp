@@ -87,7 +87,10 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
        {{"budget_bytes", r.memory_budget}, {"peak_bytes", r.peak_memory}, {"overshoot_bytes", r.budget_overshoot}}},
       {"bottleneck",
        {{"stage", r.bottleneck.stage}, {"evidence", r.bottleneck.evidence}, {"suggestion", r.bottleneck.suggestion}}},
-      {"delivered", {{"samples", r.samples}, {"digest", r.digest}}},
+      // null where samples never passed through host memory (cuFile into GPU memory).
+      {"delivered",
+       {{"samples", r.samples},
+        {"digest", r.digest_computed ? nlohmann::json(r.digest) : nlohmann::json(nullptr)}}},
       {"skipped", {{"samples", r.skipped}, {"examples", r.skipped_examples}}},
       {"interrupted", r.interrupted},
       {"config",
@@ -204,7 +207,13 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   }
   if (!r.data_path_reason.empty()) line(fmt::format("    why: {}", r.data_path_reason));
   for (const auto& n : r.data_path_notes) line(fmt::format("    note: {}", n));
-  if (r.device.enabled) {
+  const bool read_into_gpu = !r.data_paths.empty() && (r.data_paths.front().path == "gpu-direct" ||
+                                                        r.data_paths.front().path == "cufile-compat");
+  if (r.device.enabled && read_into_gpu) {
+    // Read into GPU memory by cuFile: there were no copies to report.
+    line(fmt::format("  device cuda:{} ({}): samples read into GPU memory by cuFile, no H2D copies; host memory {}",
+                     r.device.device, r.device.name, r.device.host_memory));
+  } else if (r.device.enabled) {
     const auto& d = r.device;
     line(fmt::format("  device cuda:{} ({}): {} copies, {} H2D at {}{} on {} stream(s); host memory {}", d.device,
                      d.name, d.copies, format_bytes(static_cast<double>(d.h2d_bytes)),
@@ -221,7 +230,12 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   line(fmt::format("  bottleneck: {}", r.bottleneck.stage));
   line(fmt::format("    evidence: {}", r.bottleneck.evidence));
   line(fmt::format("    next: {}", r.bottleneck.suggestion));
-  line(fmt::format("  delivered digest: {} ({} samples)", r.digest, r.samples));
+  if (r.digest_computed) {
+    line(fmt::format("  delivered digest: {} ({} samples)", r.digest, r.samples));
+  } else {
+    line(fmt::format("  delivered digest: not computed: samples went from storage to GPU memory ({} samples)",
+                     r.samples));
+  }
   if (r.error) line(fmt::format("  error: {}", r.error->what()));
   return out;
 }

@@ -1,9 +1,10 @@
-// The POSIX engine: a pool of threads, each doing blocking pread(2) calls.
+// The POSIX engine: a pool of threads, each doing blocking pread(2) calls; and the pool itself
+// (detail/pool_engine.hpp), which the cuFile engine shares with a different blocking read.
 //
 // submit() appends to a shared pending list and wakes workers; a worker reads until its request is
 // complete (looping over short reads, retrying EINTR/EAGAIN), then appends it to the done list and
-// wakes the reaper. One mutex guards both lists: the pool exists for portability and for kernels
-// without io_uring, not for the last percent of speed.
+// wakes the reaper. One mutex guards both lists: the pool exists for portability, for kernels
+// without io_uring and for cuFile's synchronous reads, not for the last percent of speed.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -16,24 +17,24 @@
 #include <utility>
 
 #include "feedline/core/clock.hpp"
+#include "detail/pool_engine.hpp"
 #include "feedline/transports/file_engine.hpp"
 
 namespace feedline::transports {
 namespace {
 
-class PosixEngine final : public FileEngine {
+class PoolEngine final : public FileEngine {
  public:
-  PosixEngine(const EngineOptions& options, std::vector<std::string> notes)
-      : notes_(std::move(notes)) {
-    unsigned n = options.posix_threads ? options.posix_threads : std::max(1u, options.depth);
-    n = std::min(n, 256u);
+  PoolEngine(std::string name, unsigned threads, detail::BlockingRead read, std::vector<std::string> notes)
+      : name_(std::move(name)), read_(std::move(read)), notes_(std::move(notes)) {
+    const unsigned n = std::clamp(threads, 1u, 256u);
     workers_.reserve(n);
     for (unsigned i = 0; i < n; ++i) {
       workers_.emplace_back([this] { work(); });
     }
   }
 
-  ~PosixEngine() override {
+  ~PoolEngine() override {
     {
       std::lock_guard lock(mu_);
       stopping_ = true;
@@ -43,10 +44,10 @@ class PosixEngine final : public FileEngine {
   }
 
   Result<void> register_buffers(std::span<const MutableBytes>) override {
-    return fail(Errc::kUnsupported, "the posix engine has no registered buffers");
+    return fail(Errc::kUnsupported, fmt::format("the {} engine has no registered buffers", name_));
   }
   Result<int> register_file(int) override {
-    return fail(Errc::kUnsupported, "the posix engine has no registered files");
+    return fail(Errc::kUnsupported, fmt::format("the {} engine has no registered files", name_));
   }
 
   void submit(std::span<FileRead* const> reads) noexcept override {
@@ -100,7 +101,7 @@ class PosixEngine final : public FileEngine {
   }
 
   EngineInfo info() const override {
-    return {"posix", {fmt::format("threads={}", workers_.size())}, notes_};
+    return {name_, {fmt::format("threads={}", workers_.size())}, notes_};
   }
 
  private:
@@ -115,31 +116,12 @@ class PosixEngine final : public FileEngine {
         pending_.pop_front();
       }
       r->issued_ns = now_ns();
-      read_fully(*r);
+      read_(*r);
       {
         std::lock_guard lock(mu_);
         done_.push_back(r);
       }
       done_cv_.notify_one();
-    }
-  }
-
-  static void read_fully(FileRead& r) noexcept {
-    while (r.done < r.length) {
-      const ssize_t n = ::pread(r.fd, r.dst + r.done, r.length - r.done,
-                                static_cast<off_t>(r.offset + r.done));
-      if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) {
-          ++r.resubmits;
-          continue;
-        }
-        // EINVAL after progress is O_DIRECT reaching end of file mid-block: a short read.
-        if (!(errno == EINVAL && r.done > 0)) r.error = errno;
-        return;
-      }
-      if (n == 0) return;  // end of file: a short read
-      r.done += static_cast<std::uint32_t>(n);
-      if (r.done < r.length) ++r.resubmits;
     }
   }
 
@@ -150,14 +132,42 @@ class PosixEngine final : public FileEngine {
   std::deque<FileRead*> done_;
   std::size_t in_flight_ = 0;
   bool stopping_ = false;
+  std::string name_;
+  detail::BlockingRead read_;
   std::vector<std::string> notes_;
   std::vector<std::jthread> workers_;  // last: joined before the lists above are destroyed
 };
 
+void pread_fully(FileRead& r) noexcept {
+  while (r.done < r.length) {
+    const ssize_t n = ::pread(r.fd, r.dst + r.done, r.length - r.done,
+                              static_cast<off_t>(r.offset + r.done));
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) {
+        ++r.resubmits;
+        continue;
+      }
+      // EINVAL after progress is O_DIRECT reaching end of file mid-block: a short read.
+      if (!(errno == EINVAL && r.done > 0)) r.error = errno;
+      return;
+    }
+    if (n == 0) return;  // end of file: a short read
+    r.done += static_cast<std::uint32_t>(n);
+    if (r.done < r.length) ++r.resubmits;
+  }
+}
+
+unsigned posix_threads(const EngineOptions& o) { return o.posix_threads ? o.posix_threads : std::max(1u, o.depth); }
+
 }  // namespace
 
+std::unique_ptr<FileEngine> detail::make_pool_engine(std::string name, unsigned threads, BlockingRead read,
+                                                     std::vector<std::string> notes) {
+  return std::make_unique<PoolEngine>(std::move(name), threads, std::move(read), std::move(notes));
+}
+
 Result<std::unique_ptr<FileEngine>> make_posix_engine(const EngineOptions& options) {
-  return std::make_unique<PosixEngine>(options, std::vector<std::string>{});
+  return detail::make_pool_engine("posix", posix_threads(options), pread_fully, {});
 }
 
 std::string_view engine_name(EngineKind kind) noexcept {
@@ -185,9 +195,8 @@ Result<std::unique_ptr<FileEngine>> make_file_engine(EngineKind kind, const Engi
   }
   auto uring = make_uring_engine(options);
   if (uring) return uring;
-  return std::make_unique<PosixEngine>(
-      options, std::vector<std::string>{fmt::format("io_uring unavailable, using posix: {}",
-                                                    uring.error().what())});
+  return detail::make_pool_engine("posix", posix_threads(options), pread_fully,
+                                  {fmt::format("io_uring unavailable, using posix: {}", uring.error().what())});
 }
 
 }  // namespace feedline::transports

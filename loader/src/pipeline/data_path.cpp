@@ -46,7 +46,8 @@ std::string why_not_direct(const Dataset& d) {
 
 }  // namespace
 
-Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config) {
+Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config,
+                                    const storage::Backend& backend) {
   const std::string why_not = why_not_direct(dataset);
   const GpuDirect mode = config.gpu_direct;
   DataPathPlan plan;
@@ -66,12 +67,27 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
     std::string gpu_why;
     if (!why_not.empty()) {
       gpu_why = why_not;
+    } else if (!backend.caps().device_reads) {
+      gpu_why = fmt::format("{}:// storage cannot read into GPU memory (cuFile reads local files)", backend.scheme());
     } else if (!cufile->available()) {
       gpu_why = "cuFile unavailable: " + cufile->reason();
     } else if (cufile->compat_mode()) {
       gpu_why = "cuFile is in compatibility mode (" + cufile->reason() + ")";
-    } else {
-      gpu_why = "cuFile reads into device memory are not wired into the pipeline in this build";
+      if (mode == GpuDirect::kOn) {
+        // Asked for cuFile: it runs, and the report says libcufile copies through host memory.
+        plan.path = "cufile-compat";
+        plan.direct = plan.device_reads = true;
+        plan.reason = "--gpu-direct on: cuFile reads into GPU memory, but in " + gpu_why +
+                      ": libcufile stages each byte through its own host buffers";
+        return plan;
+      }
+    } else if (mode != GpuDirect::kOff) {
+      plan.path = "gpu-direct";
+      plan.direct = plan.device_reads = true;
+      plan.reason = fmt::format("samples need no decode and cuFile has the nvidia-fs driver ({}): reads go from "
+                                "storage straight into their slot in GPU memory",
+                                cufile->library());
+      return plan;
     }
     if (mode == GpuDirect::kOn) {
       return fail(Error(Errc::kInvalidArgument,

@@ -78,6 +78,16 @@ void DeviceSink::unpin(const std::byte* host) {
   cuda_->api().HostUnregister(const_cast<std::byte*>(host));
 }
 
+Result<void> DeviceSink::allocate(BatchBuffer& b, std::uint64_t n) {
+  const cu::CudaApi& a = cuda_->api();
+  if (b.device) a.Free(b.device);
+  b.device = nullptr;
+  b.device_size = 0;
+  FEEDLINE_TRY(cuda_->check(a.Malloc(&b.device, n), "cudaMalloc"));
+  b.device_size = n;
+  return {};
+}
+
 void DeviceSink::release(BatchBuffer& b) {
   if (b.pinned) unpin(b.buffer.data());
   b.pinned = false;

@@ -42,6 +42,8 @@ class DeviceSink {
   // memory). Call again after the buffer was reallocated (unpin() the old memory first).
   void pin(BatchBuffer& b);
   void unpin(const std::byte* host);
+  // Gives b a device twin of `bytes` (for reads straight into GPU memory; b is not pinned).
+  Result<void> allocate(BatchBuffer& b, std::uint64_t bytes);
   // Frees b's device twin and unpins it.
   void release(BatchBuffer& b);
 

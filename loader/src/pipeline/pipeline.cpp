@@ -12,6 +12,7 @@
 #include "feedline/core/thread_name.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/transports/cuda.hpp"
+#include "feedline/transports/cufile.hpp"
 
 namespace feedline::loader {
 
@@ -81,13 +82,22 @@ std::uint64_t Pipeline::footprint(const Sample& s) const {
 }
 
 Result<void> Pipeline::start() {
-  FEEDLINE_ASSIGN_OR_RETURN(plan_, plan_data_path(dataset_, config_));
-  direct_ = plan_.direct;
-  if (config_.device.device >= 0) {
-    auto cuda = config_.device.cuda ? config_.device.cuda : transports::cuda::CudaRuntime::load();
-    FEEDLINE_ASSIGN_OR_RETURN(sink_, detail::DeviceSink::open(std::move(cuda), config_.device.device,
-                                                              config_.device.streams, config_.device.calibrate));
+  // CUDA and cuFile are loaded once, for the plan and the run.
+  LoaderConfig planned = config_;
+  if (planned.device.device >= 0) {
+    if (!planned.device.cuda) planned.device.cuda = transports::cuda::CudaRuntime::load();
+    if (!planned.device.cufile) planned.device.cufile = transports::cufile::CufileRuntime::load();
   }
+  FEEDLINE_ASSIGN_OR_RETURN(plan_, plan_data_path(dataset_, planned, backend_));
+  direct_ = plan_.direct;
+  device_reads_ = plan_.device_reads;
+  if (planned.device.device >= 0) {
+    FEEDLINE_ASSIGN_OR_RETURN(sink_, detail::DeviceSink::open(planned.device.cuda, planned.device.device,
+                                                              planned.device.streams,
+                                                              planned.device.calibrate && !device_reads_));
+    cufile_ = planned.device.cufile;
+  }
+  copies_ = sink_ && !device_reads_;
   const std::uint64_t recycle = recycle_bytes(config_.memory_budget);
   const std::size_t min_buffers = config_.prefetch_batches + 2;
   std::size_t buffers = wanted_batch_buffers(config_, backend_.caps().networked);
@@ -136,6 +146,12 @@ Result<void> Pipeline::start() {
     const std::uint64_t typical = align_up(std::uint64_t{config_.sampler.batch_size} * (avg + kPageAlign), kPageAlign);
     batch_cap = worst * buffers + recycle < config_.memory_budget / 2 ? std::max(worst, kPageAlign) : typical;
   }
+  // Reads into GPU memory: the slots are in device twins sized for the worst batch (GPU memory,
+  // outside the host budget), so they never grow and stay registered with cuFile; the host
+  // buffers hold nothing.
+  const std::uint64_t device_cap =
+      std::max(std::uint64_t{config_.sampler.batch_size} * align_up(dataset_.max_sample_bytes, kPageAlign), kPageAlign);
+  if (device_reads_) batch_cap = kPageAlign;
   // Buffers beyond prefetch + 2 are there for a deeper read window: only as many as fit in half
   // the budget (the other half is for samples in flight).
   while (buffers > min_buffers && batch_cap * buffers + recycle > config_.memory_budget / 2) --buffers;
@@ -159,7 +175,11 @@ Result<void> Pipeline::start() {
     auto b = std::make_unique<BatchBuffer>();
     FEEDLINE_ASSIGN_OR_RETURN(b->buffer, AlignedBuffer::allocate(batch_cap));
     if (config_.lock_memory) b->locked = ::mlock(b->buffer.data(), b->buffer.size()) == 0;
-    if (sink_) sink_->pin(*b);
+    if (device_reads_) {
+      FEEDLINE_TRY(sink_->allocate(*b, device_cap));
+    } else if (sink_) {
+      sink_->pin(*b);
+    }
     BatchBuffer* raw = b.get();
     pool_.push_back(std::move(b));
     free_buffers_.push(raw);
@@ -189,7 +209,7 @@ Result<void> Pipeline::start() {
     name_this_thread("fl-collate");
     collate_loop();
   });
-  if (sink_) {
+  if (copies_) {
     threads_.emplace_back([this] {
       name_this_thread("fl-device");
       device_loop();
@@ -249,7 +269,7 @@ void Pipeline::storage_loop() {
   qo.depth = config_.io_depth;
   qo.single_thread = true;
   qo.caller_mostly_polls = direct_;  // reads land in batch slots: no buffers to allocate here
-  auto queue_r = backend_.make_queue(qo);
+  auto queue_r = device_reads_ ? backend_.make_device_queue(qo, cufile_) : backend_.make_queue(qo);
   if (!queue_r) {
     fail_run(std::move(queue_r).error());
     clock.stop();
@@ -278,14 +298,25 @@ void Pipeline::storage_loop() {
   if (direct_) {
     // The pool's buffers become the queue's registered (io_uring fixed) buffers: O_DIRECT reads
     // then DMA into the batch slot without per-read page pinning.
+    // With reads into GPU memory, the device twins are registered with cuFile instead.
     std::vector<MutableBytes> regions;
-    for (const auto& b : pool_) regions.push_back(b->buffer.span());
+    for (const auto& b : pool_) {
+      regions.push_back(device_reads_ ? MutableBytes(static_cast<std::byte*>(b->device), b->device_size)
+                                      : b->buffer.span());
+    }
     auto reg = queue->register_buffers(regions);
     std::lock_guard lock(error_mu_);
-    path_notes_.push_back(backend_.caps().alignment >= kPageAlign
-                              ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
-                              : "buffered reads: the kernel copies from its page cache into the batch slot "
-                                "(--direct makes it DMA)");
+    if (device_reads_) {
+      const auto info = queue->info();
+      path_notes_.push_back(fmt::format("cuFile ({}) reads into 4 KiB-aligned slots of {} GPU batch buffers of {} bytes",
+                                        fmt::join(info.features, ", "), pool_.size(), regions.front().size()));
+      for (const auto& n : info.notes) path_notes_.push_back(n);
+    } else {
+      path_notes_.push_back(backend_.caps().alignment >= kPageAlign
+                                ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
+                                : "buffered reads: the kernel copies from its page cache into the batch slot "
+                                  "(--direct makes it DMA)");
+    }
     path_notes_.push_back(reg ? fmt::format("{} batch buffers registered with the I/O queue", regions.size())
                               : fmt::format("batch buffers not registered with the I/O queue: {}",
                                             reg.error().message()));
@@ -352,7 +383,8 @@ void Pipeline::storage_loop() {
         };
         place(*pending);
         for (const auto& sl : ahead) place(sl);
-        auto grown = detail::regrow_empty(**b, off, config_.lock_memory, sink_.get());
+        auto grown = device_reads_ ? detail::fits_device_twin(**b, off)
+                                   : detail::regrow_empty(**b, off, config_.lock_memory, sink_.get());
         if (!grown) {
           fail_run(std::move(grown).error());
           break;
@@ -397,6 +429,7 @@ void Pipeline::storage_loop() {
       if (direct_) {
         s.direct_buffer = direct_buf;
         s.direct_offset = slot_offsets[s.slot.slot];
+        s.on_device = device_reads_;
       }
       pending = next_slot();
       std::unique_ptr<storage::ObjectHandle> opened;
@@ -410,8 +443,7 @@ void Pipeline::storage_loop() {
       }
       MutableBytes dst;
       if (direct_) {
-        dst = MutableBytes(s.direct_buffer->buffer.data() + s.direct_offset,
-                           align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
+        dst = MutableBytes(const_cast<std::byte*>(s.bytes()), align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
       } else {
         auto buf = buffers_.get(smp.length);
         if (!buf) {
@@ -513,7 +545,9 @@ void Pipeline::decode_loop(unsigned index) {
     clock.to(WorkState::kBusy);
     std::uint64_t pending_bytes = 0;
     for (InFlightSample& item : in) {
-      if (!item.error) {
+      if (!item.error && item.on_device) {
+        detail::describe_on_device(dataset_, item);  // nothing to decode, nothing the host can hash
+      } else if (!item.error) {
         const std::uint64_t extra = detail::decode_sample(dataset_, item, zstd, &buffers_);
         if (extra) {  // a zstd frame larger than the reservation's estimate
           budget_.force(extra);
@@ -597,6 +631,7 @@ void Pipeline::collate_loop() {
       batch->buffer_ = buffer;
       batch->epoch_ = s.slot.epoch;
       batch->index_ = s.slot.batch;
+      batch->on_device_ = batch->device_only_ = device_reads_;
       used = 0;
     }
     if (s.error) {
@@ -710,7 +745,7 @@ Result<std::optional<Batch>> Pipeline::next() {
   }
   const std::uint64_t t0 = now_ns();
   consumer_clock_.to(WorkState::kStarved);
-  auto b = sink_ ? device_batches_.pop() : batches_.pop();
+  auto b = copies_ ? device_batches_.pop() : batches_.pop();
   const std::uint64_t t1 = now_ns();
   consumer_clock_.to(WorkState::kBusy);
   if (!b) {
@@ -766,7 +801,7 @@ void Pipeline::finish_run(std::uint64_t end) {
   const double wall = static_cast<double>(end_ns_ - start_ns_) / 1e9;
   end_queues_ = {reads_.report(wall, end_ns_), decoded_.report(wall, end_ns_),
                  batches_.report(wall, end_ns_), free_buffers_.report(wall, end_ns_)};
-  if (sink_) end_queues_.push_back(device_batches_.report(wall, end_ns_));
+  if (copies_) end_queues_.push_back(device_batches_.report(wall, end_ns_));
 }
 
 PipelineReport Pipeline::report() {
@@ -809,7 +844,7 @@ PipelineReport Pipeline::report() {
   r.stages.push_back(stage("storage", std::span<const WorkerClock>(&storage_clock_, 1)));
   r.stages.push_back(stage("decode", decode_clocks_));
   r.stages.push_back(stage("collate", std::span<const WorkerClock>(&collate_clock_, 1)));
-  if (sink_) r.stages.push_back(stage("device", std::span<const WorkerClock>(&device_clock_, 1)));
+  if (copies_) r.stages.push_back(stage("device", std::span<const WorkerClock>(&device_clock_, 1)));
   r.stages.push_back(stage("consumer", std::span<const WorkerClock>(&consumer_clock_, 1)));
   r.queues = end_queues_;
   r.io = io_stats_;
@@ -830,6 +865,7 @@ PipelineReport Pipeline::report() {
     r.error = error_;
   }
   r.digest = digest_;
+  r.digest_computed = !device_reads_;
   r.interrupted = stop_requested_by_user_ && !error_;
   {
     // Data paths: one per run (the plan is made once), with every copy the pipeline made.
@@ -838,10 +874,15 @@ PipelineReport Pipeline::report() {
     d.bytes = direct_delivered_ + bounce_delivered_;
     const std::uint64_t bounced = io_stats_.bounced_bytes;
     const std::uint64_t h2d = sink_ ? sink_->bytes : 0;
-    d.copied_bytes = collate_copied_bytes_ + bounced + h2d;
+    // cuFile's compatibility mode reads into libcufile's host buffers and copies from there to
+    // the GPU: one copy of every byte, made where feedline cannot count it.
+    const std::uint64_t cufile_copied = plan_.path == "cufile-compat" ? d.bytes : 0;
+    d.copied_bytes = collate_copied_bytes_ + bounced + h2d + cufile_copied;
     d.copy_amplification = d.bytes ? static_cast<double>(d.copied_bytes) / static_cast<double>(d.bytes) : 0;
     std::vector<std::string> parts;
-    if (direct_) parts.push_back("reads landed in their batch slot");
+    if (direct_) parts.push_back(device_reads_ ? "cuFile reads landed in their batch slot in GPU memory"
+                                               : "reads landed in their batch slot");
+    if (cufile_copied) parts.push_back(fmt::format("libcufile copied {} bytes through host bounce buffers", cufile_copied));
     if (collate_copied_bytes_) parts.push_back(fmt::format("collate copied {} bytes", collate_copied_bytes_));
     if (bounced) parts.push_back(fmt::format("O_DIRECT bounce buffers copied {} bytes", bounced));
     if (h2d) parts.push_back(fmt::format("H2D copied {} bytes", h2d));
@@ -858,7 +899,8 @@ PipelineReport Pipeline::report() {
     dv.name = sink_->cuda().devices()[static_cast<std::size_t>(dv.device)].name;
     dv.streams = sink_->streams();
     const std::string pin_failure = sink_->pin_failure();
-    dv.host_memory = pin_failure.empty()
+    dv.host_memory = device_reads_         ? "not used: cuFile reads samples into GPU memory"
+                     : pin_failure.empty()
                          ? fmt::format("pinned (cudaHostRegister, {} buffers)", sink_->pinned_buffers.load())
                          : "pageable: " + pin_failure;
     dv.copies = sink_->copies;
@@ -885,6 +927,7 @@ Batch::Batch(Batch&& o) noexcept
       digest_(o.digest_),
       bytes_(o.bytes_),
       on_device_(o.on_device_),
+      device_only_(o.device_only_),
       copy_wait_from_ns_(o.copy_wait_from_ns_),
       copy_done_ns_(o.copy_done_ns_) {}
 
@@ -900,6 +943,7 @@ Batch& Batch::operator=(Batch&& o) noexcept {
     digest_ = o.digest_;
     bytes_ = o.bytes_;
     on_device_ = o.on_device_;
+    device_only_ = o.device_only_;
     copy_wait_from_ns_ = o.copy_wait_from_ns_;
     copy_done_ns_ = o.copy_done_ns_;
   }
@@ -910,11 +954,15 @@ Batch::~Batch() {
   if (owner_ && buffer_) owner_->release(buffer_);
 }
 
-ConstBytes Batch::data() const noexcept {
-  if (!buffer_) return {};
+std::uint64_t Batch::extent() const noexcept {
   std::uint64_t end = 0;
   for (const auto& s : samples_) end = std::max(end, s.offset + s.size);
-  return ConstBytes(buffer_->buffer.data(), end);
+  return end;
+}
+
+ConstBytes Batch::data() const noexcept {
+  if (!buffer_ || device_only_) return {};
+  return ConstBytes(buffer_->buffer.data(), extent());
 }
 
 const void* Batch::device_data() const noexcept { return on_device_ && buffer_ ? buffer_->device : nullptr; }

@@ -21,6 +21,9 @@
 //     flight), lays out every slot of the batch and reads each sample into its slot; collate
 //     only records offsets. Every earlier batch already has its buffer and all its samples
 //     admitted, so it completes and the consumer hands its buffer back: no wait is circular.
+//     With reads into GPU memory (cuFile), the slots are in the buffer's device twin, sized for
+//     the largest batch at start-up (registered with cuFile, never reallocated); the host
+//     buffer holds nothing and there is no H2D copy (no device thread).
 //  5. The device sink (a device thread between collate and the consumer) keeps at most one copy
 //     per stream in flight and waits for the oldest; a batch's buffer returns to the pool only
 //     when the consumer drops the batch, after its copy finished.
@@ -71,9 +74,12 @@ struct InFlightSample {
   // empty). Every sample of a direct batch names the same buffer.
   BatchBuffer* direct_buffer = nullptr;
   std::uint64_t direct_offset = 0;
-  const std::byte* bytes() const noexcept {
-    return direct_buffer ? direct_buffer->buffer.data() + direct_offset : raw.data();
+  bool on_device = false;  // ... in the buffer's GPU twin (cuFile): bytes() is a device address
+  // Where the batch's slots start (host or device memory); only meaningful on the direct path.
+  const std::byte* slot_base() const noexcept {
+    return on_device ? static_cast<const std::byte*>(direct_buffer->device) : direct_buffer->buffer.data();
   }
+  const std::byte* bytes() const noexcept { return direct_buffer ? slot_base() + direct_offset : raw.data(); }
 };
 
 }  // namespace detail
@@ -127,6 +133,9 @@ class Pipeline {
   // The data path (decided in start()) and its accounting.
   DataPathPlan plan_;
   bool direct_ = false;
+  bool device_reads_ = false;  // direct reads land in GPU memory (cuFile)
+  bool copies_ = false;        // the device thread copies batches to the GPU (a sink, no device reads)
+  std::shared_ptr<const transports::cufile::CufileRuntime> cufile_;
   std::unique_ptr<detail::DeviceSink> sink_;
   std::uint64_t collate_copied_bytes_ = 0;  // collate thread: bytes memcpy'd into batches
   std::uint64_t direct_delivered_ = 0;      // collate thread: bytes that arrived in place

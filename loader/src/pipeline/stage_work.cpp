@@ -107,6 +107,30 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
   return zstd_total > estimated ? zstd_total - estimated : 0;
 }
 
+void describe_on_device(const Dataset& dataset, InFlightSample& s) {
+  const Sample& smp = dataset.samples[s.slot.sample];
+  s.members.clear();
+  std::uint64_t bytes = 0;
+  for (const Member& m : dataset.members_of(smp)) {
+    if (m.offset + m.size > s.raw_len) {
+      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
+                    .with_object(dataset.objects[smp.object].key)
+                    .with_offset(smp.offset + m.offset);
+      return;
+    }
+    s.members.push_back({s.bytes() + m.offset, m.size});
+    bytes += m.size;
+  }
+  s.digest = 0;
+  s.decoded_bytes = bytes;
+}
+
+Result<std::uint64_t> fits_device_twin(const BatchBuffer& buffer, std::uint64_t size) {
+  if (size <= buffer.device_size) return std::uint64_t{0};
+  return fail(Errc::kInternal, fmt::format("a batch needs {} bytes of GPU memory, its buffer has {}", size,
+                                           buffer.device_size));
+}
+
 Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const InFlightSample& s,
                                   bool lock_memory, DeviceSink* sink, std::uint64_t* copied) {
   std::uint64_t need = used;
@@ -176,7 +200,7 @@ BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s, std:
   bs.offset = s.direct_offset;
   std::uint64_t end = s.direct_offset;
   for (std::size_t i = 0; i < s.members.size(); ++i) {
-    const auto at = static_cast<std::uint64_t>(s.members[i].data - s.direct_buffer->buffer.data());
+    const auto at = static_cast<std::uint64_t>(s.members[i].data - s.slot_base());
     members.push_back({dm[i].name, at, s.members[i].size});
     end = std::max(end, at + s.members[i].size);
   }

@@ -45,6 +45,11 @@ unsigned usable_cores() noexcept;
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
                             BufferPool* pool = nullptr);
 
+// decode_sample for a sample read into GPU memory (s.on_device): its members are its stored
+// bytes (the direct path has no zstd), located but never touched; digest 0 (nothing on the host
+// could hash them).
+void describe_on_device(const Dataset& dataset, InFlightSample& s);
+
 // Makes room in buffer for s's members after `used` bytes, growing (and re-locking, and with a
 // device sink re-pinning) it when needed. Returns the bytes the buffer grew by; the `used` bytes
 // copied into the bigger buffer are added to *copied when given.
@@ -54,6 +59,10 @@ Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const
 // Replaces buffer's memory with a fresh (unfilled) allocation of at least `size` bytes, keeping
 // its lock and pin state. Returns the bytes it grew by. For the direct path, before any read lands.
 Result<std::uint64_t> regrow_empty(BatchBuffer& buffer, std::uint64_t size, bool lock_memory, DeviceSink* sink);
+
+// The GPU twin of buffer is never regrown (it is registered with cuFile): 0 when `size` bytes
+// fit, kInternal otherwise (start() sizes it for the largest batch).
+Result<std::uint64_t> fits_device_twin(const BatchBuffer& buffer, std::uint64_t size);
 
 // Copies s's members into buffer at `used` (advanced), appends their BatchMembers and returns
 // the sample's BatchSample.

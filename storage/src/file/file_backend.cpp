@@ -20,6 +20,7 @@
 #include <filesystem>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/transports/cufile.hpp"
 
 namespace feedline::storage::detail {
 namespace {
@@ -41,16 +42,19 @@ class FileHandle final : public ObjectHandle {
   bool direct_;
 };
 
-Error read_error(int err, const ReadOp& op) {
-  Error e = err == ECANCELED ? Error(Errc::kCancelled, "read cancelled")
-                             : Error::from_errno(err, "read");
+Error read_error(int err, const ReadOp& op, int engine_error = 0) {
+  Error e = err == ECANCELED     ? Error(Errc::kCancelled, "read cancelled")
+            : engine_error != 0 ? Error(Errc::kIo, fmt::format("read: cuFile error {}", engine_error))
+                                : Error::from_errno(err, "read");
   return std::move(e).with_object(op.object ? op.object->key() : "?").with_offset(op.offset);
 }
 
 class FileQueue final : public IoQueue {
  public:
-  FileQueue(unsigned depth, bool direct, std::unique_ptr<transports::FileEngine> engine)
-      : IoQueue(depth), engine_(std::move(engine)), reaped_(std::max(depth, 16u)), direct_(direct) {}
+  // `device`: destinations are GPU memory (the cuFile engine), which handles alignment itself;
+  // the host never bounces or touches them.
+  FileQueue(unsigned depth, bool direct, std::unique_ptr<transports::FileEngine> engine, bool device = false)
+      : IoQueue(depth), engine_(std::move(engine)), reaped_(std::max(depth, 16u)), direct_(direct), device_(device) {}
 
   ~FileQueue() override {
     // The kernel may still be writing into callers' buffers: cancel, then wait for every read to
@@ -69,7 +73,7 @@ class FileQueue final : public IoQueue {
   // registered (bvec) buffer about 20% slower than into a plain user buffer (measured with
   // bench/compare-fio.sh: 10.6 vs 12.6 GB/s), so buffered queues decline them.
   Result<void> register_buffers(std::span<const MutableBytes> regions) override {
-    if (!direct_) {
+    if (!direct_ && !device_) {
       return fail(Errc::kUnsupported, "registered buffers are used for direct I/O only");
     }
     return engine_->register_buffers(regions);
@@ -170,7 +174,7 @@ class FileQueue final : public IoQueue {
     std::uint64_t off = op.offset;
     std::uint64_t len = op.length;
     std::byte* dst = op.dst.data();
-    if (h->direct()) {
+    if (h->direct() && !device_) {
       const bool aligned_start = off % kDirectAlign == 0 && is_aligned(dst, kDirectAlign);
       const std::uint64_t rounded = align_up(len, kDirectAlign);
       if (aligned_start && rounded <= op.dst.size()) {
@@ -208,7 +212,7 @@ class FileQueue final : public IoQueue {
                              .with_offset(op.offset));
       }
     } else if (r.error != 0) {
-      op.result = fail(read_error(r.error, op));
+      op.result = fail(read_error(r.error, op, r.engine_error));
     } else {
       std::uint64_t got = r.done;
       if (!s.bounce.empty()) {
@@ -236,6 +240,7 @@ class FileQueue final : public IoQueue {
   std::vector<Slot*> failed_;
   std::vector<std::pair<const FileHandle*, int>> fixed_;
   bool direct_;
+  bool device_;
 };
 
 class FileWriter final : public ObjectWriter {
@@ -406,8 +411,18 @@ class FileBackend final : public Backend {
     return std::make_unique<FileQueue>(options.depth, config_.direct, std::move(engine));
   }
 
+  Result<std::unique_ptr<IoQueue>> make_device_queue(
+      const QueueOptions& options, std::shared_ptr<const transports::cufile::CufileRuntime> cufile) override {
+    transports::EngineOptions eo;
+    eo.depth = options.depth;
+    FEEDLINE_ASSIGN_OR_RETURN(auto engine, transports::cufile::make_cufile_engine(std::move(cufile), eo));
+    return std::make_unique<FileQueue>(options.depth, config_.direct, std::move(engine), /*device=*/true);
+  }
+
   BackendCaps caps() const override {
-    return {config_.direct ? kDirectAlign : 1, kMaxRequest, true};
+    BackendCaps c{config_.direct ? kDirectAlign : 1, kMaxRequest, true};
+    c.device_reads = true;
+    return c;
   }
 
  private:

@@ -177,7 +177,12 @@ class ThrottleBackend final : public Backend {
     FEEDLINE_ASSIGN_OR_RETURN(auto inner, inner_->make_queue(options));
     return std::make_unique<ThrottleQueue>(options.depth, std::move(inner), bucket_.get(), config_.latency);
   }
-  BackendCaps caps() const override { return inner_->caps(); }
+  // Reads into GPU memory would bypass the throttle: not offered.
+  BackendCaps caps() const override {
+    BackendCaps c = inner_->caps();
+    c.device_reads = false;
+    return c;
+  }
 
  private:
   std::unique_ptr<Backend> inner_;

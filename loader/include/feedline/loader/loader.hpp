@@ -92,12 +92,15 @@ struct LoaderConfig {
 // "gpu-direct" or "cufile-compat" (cuFile into device memory).
 struct DataPathPlan {
   std::string path;
-  bool direct = false;       // reads land in their final batch slot
-  std::string reason;        // why this path (and why not the direct one)
+  bool direct = false;        // reads land in their final batch slot
+  bool device_reads = false;  // ... and that slot is in GPU memory (cuFile): no host copy at all
+  std::string reason;         // why this path (and why not the direct one)
 };
-// kInvalidArgument (with the reason) when gpu_direct is kOn and the direct path is impossible,
-// kUnsupported when a device is asked for and there is no usable GPU.
-Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config);
+// `backend` is the dataset's storage (whether it can read into GPU memory). kInvalidArgument (with
+// the reason) when gpu_direct is kOn and the direct path is impossible, kUnsupported when a
+// device is asked for and there is no usable GPU.
+Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config,
+                                    const storage::Backend& backend);
 
 struct BatchMember {
   std::string_view name;
@@ -125,7 +128,11 @@ class Batch {
 
   std::uint32_t epoch() const noexcept { return epoch_; }
   std::uint64_t index() const noexcept { return index_; }   // batch number in the whole run
+  // The batch's bytes in host memory; empty when they were read straight into GPU memory
+  // (--gpu-direct with cuFile: see device_data()).
   ConstBytes data() const noexcept;
+  // Bytes from the batch's start to the end of its last sample (data().size() for a host batch).
+  std::uint64_t extent() const noexcept;
   std::span<const BatchSample> samples() const noexcept { return samples_; }
   std::span<const BatchMember> members() const noexcept { return members_; }
   std::span<const BatchMember> members_of(const BatchSample& s) const noexcept {
@@ -134,8 +141,8 @@ class Batch {
   // Sum (mod 2^64) of XXH3-64 of every member's decoded bytes: adds up to the run's digest.
   std::uint64_t digest() const noexcept { return digest_; }
   std::uint64_t bytes() const noexcept { return bytes_; }
-  // With a device sink: the batch's bytes in GPU memory (data().size() bytes, same offsets as
-  // data()), valid until the Batch dies. Null without one.
+  // With a device sink: the batch's bytes in GPU memory (extent() bytes, same offsets as the
+  // samples and members say), valid until the Batch dies. Null without one.
   const void* device_data() const noexcept;
 
  private:
@@ -150,6 +157,7 @@ class Batch {
   std::uint64_t digest_ = 0;
   std::uint64_t bytes_ = 0;
   bool on_device_ = false;
+  bool device_only_ = false;  // read into GPU memory: the host buffer holds nothing
   // The device thread's wait for this batch's copy (ns, steady clock), for the consumer to tell
   // how much of its own wait the copy caused.
   std::uint64_t copy_wait_from_ns_ = 0;
@@ -224,6 +232,9 @@ struct PipelineReport {
   std::vector<std::string> skipped_examples;
   Verdict bottleneck;
   std::uint64_t digest = 0;
+  // False when samples went from storage to GPU memory without passing through host memory
+  // (gpu-direct, cufile-compat): nothing on the host could hash them, so `digest` is 0.
+  bool digest_computed = true;
   bool interrupted = false;
   std::optional<Error> error;         // what stopped the run, if anything did
   // Which data path(s) ran, for how many bytes, at what copy amplification; why that path.

@@ -29,6 +29,10 @@
 #include "feedline/core/error.hpp"
 #include "feedline/core/histogram.hpp"
 
+namespace feedline::transports::cufile {
+class CufileRuntime;
+}
+
 namespace feedline::storage {
 
 struct ObjectInfo {
@@ -181,6 +185,8 @@ struct BackendCaps {
   // Reads cross a network (HTTP, NFS): milliseconds each with a long tail, so the pipeline keeps
   // a deeper read-ahead window for them than for local storage.
   bool networked = false;
+  // make_device_queue() works: reads can land in GPU memory through cuFile (local files).
+  bool device_reads = false;
 };
 
 // Streams a new object; it appears (atomically where the backend can) on commit().
@@ -210,6 +216,11 @@ class Backend {
   virtual Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) { return open(info.key); }
   virtual Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) = 0;
   virtual Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) = 0;
+  // A queue whose ReadOp::dst addresses are GPU memory (cudaMalloc'd; never touched by the host),
+  // read through cuFile (GPUDirect Storage, or its compatibility mode). Where caps().device_reads
+  // is false: kUnsupported.
+  virtual Result<std::unique_ptr<IoQueue>> make_device_queue(const QueueOptions& options,
+                                                             std::shared_ptr<const transports::cufile::CufileRuntime> cufile);
   virtual BackendCaps caps() const = 0;
 
   // Writes a whole object (create + append + commit).

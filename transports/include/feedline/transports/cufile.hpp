@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "feedline/core/error.hpp"
+#include "feedline/transports/file_engine.hpp"
 
 namespace feedline::transports::cufile {
 
@@ -101,5 +102,18 @@ class CufileRuntime {
 
 // True when the nvidia-fs kernel driver (GPUDirect Storage's DMA path) is loaded.
 bool nvidia_fs_loaded();
+
+// A FileEngine whose reads land in GPU memory through cuFileRead: FileRead::dst is a device
+// address (cudaMalloc'd), never touched by the host. cuFileRead is synchronous, so a pool of
+// `options.depth` threads (at most 64) keeps that many reads in flight, as KvikIO's thread pool
+// does. Each file is reopened with O_DIRECT (through /proc/self/fd; GDS needs it; a filesystem
+// that refuses it gets a plain descriptor, which cuFile serves in compatibility mode) and
+// registered once (cuFileHandleRegister), cached by device and inode while reads of it are in
+// flight and after, up to a bound; register_buffers() registers device regions with
+// cuFileBufRegister (reads into them then skip cuFile's per-call pinning; call it before any
+// read). Errors: a cuFile failure is EIO with FileRead::engine_error set to its code.
+// kUnsupported when the runtime is not available.
+Result<std::unique_ptr<FileEngine>> make_cufile_engine(std::shared_ptr<const CufileRuntime> runtime,
+                                                       const EngineOptions& options);
 
 }  // namespace feedline::transports::cufile

@@ -33,10 +33,13 @@ struct FileRead {
   std::uint32_t length = 0;  // bytes wanted
   std::byte* dst = nullptr;  // length bytes; 4 KiB-aligned for O_DIRECT
   void* user = nullptr;      // opaque to the engine
+  void* engine_data = nullptr;  // the engine's own (the cuFile engine: the registered handle)
 
   // Filled by the engine.
   std::uint32_t done = 0;        // bytes read (< length only at end of file or on error)
   int error = 0;                 // positive errno when the read failed, 0 on success
+  int engine_error = 0;          // the engine's own code behind `error`, 0 if none (cuFile: its
+                                 // CUfileOpError, 5000 and up)
   std::uint64_t issued_ns = 0;   // when the kernel (or a worker) accepted it: fio's slat end
   std::uint32_t resubmits = 0;   // short-read continuations and EAGAIN retries
 };
