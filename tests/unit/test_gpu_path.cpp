@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <deque>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -174,6 +175,19 @@ struct FakeCufile {
   int fail_read_at = -1;            // the Nth cuFileRead (0-based) returns -5011
   int reads_outside_buffers = 0;    // reads whose base is not a registered region
   int descriptors_without_direct = 0;  // files registered without O_DIRECT
+  // The batch API: each batch's finished events, waiting for cuFileBatchIOGetStatus.
+  struct Batch {
+    unsigned capacity = 0;
+    unsigned outstanding = 0;
+    std::deque<cf::CUfileIOEvents> done;
+  };
+  std::map<void*, std::unique_ptr<Batch>> batches;
+  int batch_setups = 0;
+  int batch_destroys = 0;
+  int batch_submits = 0;
+  int bad_params = 0;            // a submission with the wrong mode/opcode, or over capacity
+  int fail_setup = 0;            // cuFileBatchIOSetUp's error
+  std::size_t short_cap = 0;     // batch reads return at most this many bytes (0: all)
 };
 FakeCufile g_cufile;
 
@@ -188,9 +202,21 @@ void reset_cufile() {
   g_cufile.reads = 0;
   g_cufile.fail_read_at = -1;
   g_cufile.reads_outside_buffers = g_cufile.descriptors_without_direct = 0;
+  g_cufile.batches.clear();
+  g_cufile.batch_setups = g_cufile.batch_destroys = g_cufile.batch_submits = g_cufile.bad_params = 0;
+  g_cufile.fail_setup = 0;
+  g_cufile.short_cap = 0;
 }
 
-cf::CufileApi fake_gds() {
+// Checks a read's destination the way cuFile would see it (under g_cufile.mu).
+void check_destination(const void* base, std::size_t n, off_t base_off) {
+  auto b = g_cufile.buffers.find(base);
+  if (b == g_cufile.buffers.end() || static_cast<std::size_t>(base_off) + n > b->second) {
+    ++g_cufile.reads_outside_buffers;
+  }
+}
+
+cf::CufileApi fake_gds(bool batch_api = false) {
   cf::CufileApi a;
   a.DriverOpen = [] { return cf::CUfileError{}; };
   a.DriverClose = [] { return cf::CUfileError{}; };
@@ -227,13 +253,65 @@ cf::CufileApi fake_gds() {
     {
       std::lock_guard lock(g_cufile.mu);
       if (g_cufile.reads++ == g_cufile.fail_read_at) return -5011;
-      auto b = g_cufile.buffers.find(base);
-      if (b == g_cufile.buffers.end() || static_cast<std::size_t>(base_off) + n > b->second) {
-        ++g_cufile.reads_outside_buffers;
-      }
+      check_destination(base, n, base_off);
       fd = g_cufile.handles.at(fh);
     }
     return ::pread(fd, static_cast<std::byte*>(base) + base_off, n, off);
+  };
+  if (!batch_api) return a;
+  // The batch API: reads are done at submission; their events wait for GetStatus.
+  a.BatchIOSetUp = [](cf::BatchHandle* h, unsigned nr) {
+    std::lock_guard lock(g_cufile.mu);
+    if (g_cufile.fail_setup) return cf::CUfileError{g_cufile.fail_setup, 0};
+    auto b = std::make_unique<FakeCufile::Batch>();
+    b->capacity = nr;
+    *h = b.get();
+    g_cufile.batches[*h] = std::move(b);
+    ++g_cufile.batch_setups;
+    return cf::CUfileError{};
+  };
+  a.BatchIOSubmit = [](cf::BatchHandle h, unsigned n, cf::CUfileIOParams* params, unsigned) {
+    std::lock_guard lock(g_cufile.mu);
+    auto& b = *g_cufile.batches.at(h);
+    ++g_cufile.batch_submits;
+    if (b.outstanding + n > b.capacity) {
+      ++g_cufile.bad_params;
+      return cf::CUfileError{5022, 0};
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      const cf::CUfileIOParams& p = params[i];
+      if (p.mode != cf::kBatchMode || p.opcode != cf::kOpRead) ++g_cufile.bad_params;
+      ++b.outstanding;
+      if (g_cufile.reads++ == g_cufile.fail_read_at) {
+        b.done.push_back({p.cookie, cf::kStatusFailed, static_cast<std::size_t>(-5011)});
+        continue;
+      }
+      check_destination(p.batch.devPtr_base, p.batch.size, p.batch.devPtr_offset);
+      std::size_t size = p.batch.size;
+      if (g_cufile.short_cap) size = std::min(size, g_cufile.short_cap);
+      const ssize_t got = ::pread(g_cufile.handles.at(p.fh),
+                                  static_cast<std::byte*>(p.batch.devPtr_base) + p.batch.devPtr_offset, size,
+                                  p.batch.file_offset);
+      b.done.push_back({p.cookie, got < 0 ? cf::kStatusFailed : cf::kStatusComplete, static_cast<std::size_t>(got)});
+    }
+    return cf::CUfileError{};
+  };
+  a.BatchIOGetStatus = [](cf::BatchHandle h, unsigned, unsigned* nr, cf::CUfileIOEvents* ev, timespec*) {
+    std::lock_guard lock(g_cufile.mu);
+    auto& b = *g_cufile.batches.at(h);
+    unsigned k = 0;
+    while (k < *nr && !b.done.empty()) {
+      ev[k++] = b.done.front();
+      b.done.pop_front();
+      --b.outstanding;
+    }
+    *nr = k;
+    return cf::CUfileError{};
+  };
+  a.BatchIODestroy = [](cf::BatchHandle h) {
+    std::lock_guard lock(g_cufile.mu);
+    g_cufile.batches.erase(h);
+    ++g_cufile.batch_destroys;
   };
   return a;
 }
@@ -513,6 +591,8 @@ TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-d
 }
 
 TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing copied", "[gpu][cufile]") {
+  const bool batch_api = GENERATE(false, true);
+  INFO("cuFile batch API: " << batch_api);
   const auto dir = testing::scratch_dir("gpu-direct");
   Files f(dir.string(), dir.string() + "/", 150, 9000);
   g_fake = FakeCuda{};
@@ -521,7 +601,7 @@ TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing c
   c.gpu_direct = GpuDirect::kAuto;
   c.device.device = 0;
   c.device.cuda = cu::CudaRuntime::from_api(fake_api());
-  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(batch_api), "fake", true);
   RunResult r = run_and_check(f, c);
   std::filesystem::remove_all(dir);
   REQUIRE_FALSE(r.error);
@@ -552,6 +632,47 @@ TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing c
   CHECK(g_cufile.handles_registered >= 150);
   CHECK(g_cufile.handles_deregistered == g_cufile.handles_registered);
   CHECK(g_fake.frees == g_fake.mallocs);
+  // The batch API where the library has it: reads submitted in batches, every batch destroyed.
+  std::string notes;
+  for (const auto& n : r.report.data_path_notes) notes += n + "\n";
+  INFO(notes);
+  CHECK((notes.find("batch-api") != std::string::npos) == batch_api);
+  CHECK((g_cufile.batch_submits > 0) == batch_api);
+  CHECK(g_cufile.bad_params == 0);
+  CHECK(g_cufile.batch_destroys == g_cufile.batch_setups);
+}
+
+TEST_CASE("gpu-direct, batch API: short reads are finished, a failed set-up falls back to threads", "[gpu][cufile]") {
+  const auto dir = testing::scratch_dir("gpu-batch");
+  Files f(dir.string(), dir.string() + "/", 50, 9000);
+  g_fake = FakeCuda{};
+  reset_cufile();
+  g_cufile.short_cap = 4096;  // every batch read returns at most one page: the rest goes in again
+  LoaderConfig c = config(8, 1);
+  c.gpu_direct = GpuDirect::kAuto;
+  c.device.device = 0;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(true), "fake", true);
+  RunResult r = run_and_check(f, c);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.samples == 50);
+  CHECK(r.mismatches == 0);
+  CHECK(r.report.io.retries > 0);  // the continuations are counted like short-read resubmits
+  CHECK(g_cufile.reads > 100);
+
+  reset_cufile();
+  g_cufile.fail_setup = 5039;  // e.g. CU_FILE_INTERNAL_BATCH_SETUP_ERROR
+  RunResult fb = run_and_check(f, c);
+  std::filesystem::remove_all(dir);
+  REQUIRE_FALSE(fb.error);
+  CHECK(fb.samples == 50);
+  CHECK(fb.mismatches == 0);
+  std::string notes;
+  for (const auto& n : fb.report.data_path_notes) notes += n + "\n";
+  INFO(notes);
+  CHECK(notes.find("cuFileBatchIOSetUp") != std::string::npos);
+  CHECK(notes.find("threads=") != std::string::npos);
+  CHECK(g_cufile.batch_submits == 0);
 }
 
 TEST_CASE("cufile-compat: --gpu-direct on runs cuFile in compatibility mode and counts its copy", "[gpu][cufile]") {
@@ -576,6 +697,8 @@ TEST_CASE("cufile-compat: --gpu-direct on runs cuFile in compatibility mode and 
 }
 
 TEST_CASE("gpu-direct: a cuFile read error mid-run ends the run naming the object, no hang", "[gpu][cufile]") {
+  const bool batch_api = GENERATE(false, true);
+  INFO("cuFile batch API: " << batch_api);
   const auto dir = testing::scratch_dir("cufile-error");
   Files f(dir.string(), dir.string() + "/", 60, 4000);
   g_fake = FakeCuda{};
@@ -585,7 +708,7 @@ TEST_CASE("gpu-direct: a cuFile read error mid-run ends the run naming the objec
   c.gpu_direct = GpuDirect::kAuto;
   c.device.device = 0;
   c.device.cuda = cu::CudaRuntime::from_api(fake_api());
-  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(batch_api), "fake", true);
   RunResult r = run_and_check(f, c);
   REQUIRE(r.error);
   CHECK(r.error->message().find("cuFile error 5011") != std::string::npos);

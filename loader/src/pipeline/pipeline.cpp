@@ -307,10 +307,8 @@ void Pipeline::storage_loop() {
     auto reg = queue->register_buffers(regions);
     std::lock_guard lock(error_mu_);
     if (device_reads_) {
-      const auto info = queue->info();
-      path_notes_.push_back(fmt::format("cuFile ({}) reads into 4 KiB-aligned slots of {} GPU batch buffers of {} bytes",
-                                        fmt::join(info.features, ", "), pool_.size(), regions.front().size()));
-      for (const auto& n : info.notes) path_notes_.push_back(n);
+      path_notes_.push_back(fmt::format("cuFile reads into 4 KiB-aligned slots of {} GPU batch buffers of {} bytes",
+                                        pool_.size(), regions.front().size()));
     } else {
       path_notes_.push_back(backend_.caps().alignment >= kPageAlign
                                 ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
@@ -522,6 +520,13 @@ void Pipeline::storage_loop() {
   }
   set_limit(kNone);
   io_stats_ = queue->stats();
+  if (device_reads_) {
+    // How cuFile was driven (batch API or threads, handles registered) and any fallback, as run.
+    const auto info = queue->info();
+    std::lock_guard lock(error_mu_);
+    path_notes_.push_back(fmt::format("cuFile engine: {}", fmt::join(info.features, ", ")));
+    for (const auto& n : info.notes) path_notes_.push_back(n);
+  }
   reads_.close();
   clock.stop();
 }

@@ -1,5 +1,6 @@
-// The cuFile engine (cufile.hpp): cuFileRead into GPU memory on the shared worker pool, with the
-// per-file handle registration GDS needs kept on the submitting thread.
+// The cuFile engine (cufile.hpp): reads into GPU memory through cuFile's batch API on the
+// caller's thread, or cuFileRead on the shared worker pool; the per-file handle registration GDS
+// needs is kept on the submitting thread either way.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -7,28 +8,37 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <deque>
 #include <mutex>
 
 #include "../detail/pool_engine.hpp"
+#include "feedline/core/clock.hpp"
 #include "feedline/transports/cufile.hpp"
 
 namespace feedline::transports::cufile {
 namespace {
 
 constexpr unsigned kMaxThreads = 64;
+constexpr unsigned kPerBatch = 16;  // reads per batch handle: small, so a slow read holds few back
 
 class CufileEngine final : public FileEngine {
  public:
   CufileEngine(std::shared_ptr<const CufileRuntime> rt, unsigned depth)
-      : rt_(std::move(rt)), entries_(std::max(64u, depth + 16)) {
-    pool_ = transports::detail::make_pool_engine(rt_->compat_mode() ? "cufile-compat" : "cufile",
-                                                 std::min(std::max(1u, depth), kMaxThreads),
-                                                 [this](FileRead& r) { read(r); }, {});
+      : rt_(std::move(rt)), depth_(std::max(1u, depth)), entries_(std::max(64u, depth + 16)) {
+    // The batch API with the nvidia-fs driver (cuFile refuses batches in compatibility mode).
+    if (rt_->batch_api() && !rt_->compat_mode()) {
+      batches_.resize((depth_ + kPerBatch - 1) / kPerBatch + 2);
+    } else {
+      start_pool();
+    }
   }
 
   ~CufileEngine() override {
     pool_.reset();  // joins the workers (the owner drained every read first)
     const CufileApi& a = rt_->api();
+    for (Batch& b : batches_) {
+      if (b.handle) a.BatchIODestroy(b.handle);
+    }
     for (Entry& e : entries_) drop(e);
     for (const MutableBytes& r : regions_) a.BufDeregister(r.data());
   }
@@ -60,9 +70,11 @@ class CufileEngine final : public FileEngine {
       r->error = 0;
       r->engine_error = 0;
       r->resubmits = 0;
+      r->issued_ns = 0;
+      r->engine_data = nullptr;
       Entry* e = entry_for(*r);
       if (!e) {
-        failed_.push_back(r);  // r->error says why
+        finished_.push_back(r);  // r->error says why
         continue;
       }
       ++e->in_flight;
@@ -70,33 +82,56 @@ class CufileEngine final : public FileEngine {
       r->engine_data = e;
       batch_.push_back(r);
     }
-    pool_->submit(batch_);
+    if (pool_) {
+      pool_->submit(batch_);
+    } else {
+      waiting_.insert(waiting_.end(), batch_.begin(), batch_.end());
+      pump();
+    }
   }
 
   std::size_t reap(std::span<FileRead*> out, std::size_t min_complete,
                    std::chrono::nanoseconds timeout) noexcept override {
+    if (!pool_) collect(min_complete, timeout);
     std::size_t n = 0;
-    while (!failed_.empty() && n < out.size()) {
-      out[n++] = failed_.back();
-      failed_.pop_back();
+    while (!finished_.empty() && n < out.size()) {
+      out[n++] = finished_.front();
+      finished_.pop_front();
     }
-    if (n < out.size()) {
+    if (pool_ && n < out.size()) {
       const std::size_t want = min_complete > n ? min_complete - n : 0;
-      const std::size_t got = pool_->reap(out.subspan(n), want, n > 0 ? std::chrono::nanoseconds(0) : timeout);
-      for (std::size_t i = n; i < n + got; ++i) {
-        if (auto* e = static_cast<Entry*>(out[i]->engine_data)) --e->in_flight;
-        out[i]->engine_data = nullptr;
-      }
-      n += got;
+      n += pool_->reap(out.subspan(n), want, n > 0 ? std::chrono::nanoseconds(0) : timeout);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (auto* e = static_cast<Entry*>(out[i]->engine_data)) --e->in_flight;
+      out[i]->engine_data = nullptr;
     }
     return n;
   }
 
-  void cancel_all() noexcept override { pool_->cancel_all(); }
-  std::size_t in_flight() const noexcept override { return pool_->in_flight() + failed_.size(); }
+  // Reads not yet handed to cuFile are cancelled; those in cuFile's hands complete (local reads,
+  // milliseconds), since a cancelled batch may report nothing more for them.
+  void cancel_all() noexcept override {
+    if (pool_) pool_->cancel_all();
+    for (FileRead* r : waiting_) {
+      r->error = ECANCELED;
+      finished_.push_back(r);
+    }
+    waiting_.clear();
+  }
+
+  std::size_t in_flight() const noexcept override {
+    std::size_t n = finished_.size() + waiting_.size() + (pool_ ? pool_->in_flight() : 0);
+    for (const Batch& b : batches_) n += b.reads.size();
+    return n;
+  }
 
   EngineInfo info() const override {
-    EngineInfo i = pool_->info();
+    EngineInfo i = pool_ ? pool_->info() : EngineInfo{"cufile", {"batch-api"}, {}};
+    if (pool_ && rt_->batch_api() && rt_->compat_mode()) {
+      i.notes.push_back("cuFile's batch API is not used in compatibility mode: cuFileRead on threads");
+    }
+    if (!batch_fallback_.empty()) i.notes.push_back(batch_fallback_);
     if (!regions_.empty()) i.features.push_back(fmt::format("registered-buffers={}", regions_.size()));
     i.features.push_back(fmt::format("handles-registered={}", handles_registered_));
     if (plain_fds_) {
@@ -177,19 +212,155 @@ class CufileEngine final : public FileEngine {
     return victim;
   }
 
-  // On a worker thread: cuFileRead until r is whole or the file ends. A dst inside a registered
-  // region is passed as (region base, offset), as cuFile expects for registered buffers.
-  void read(FileRead& r) noexcept {
-    const auto* e = static_cast<const Entry*>(r.engine_data);
-    std::byte* base = r.dst;
-    std::uint64_t base_off = 0;
+  // A dst inside a registered region is passed as (region base, offset), as cuFile expects for
+  // registered buffers; any other as (dst, 0).
+  std::pair<std::byte*, std::uint64_t> locate(std::byte* dst) const noexcept {
     for (const MutableBytes& reg : regions_) {
-      if (r.dst >= reg.data() && r.dst < reg.data() + reg.size()) {
-        base = reg.data();
-        base_off = static_cast<std::uint64_t>(r.dst - reg.data());
-        break;
+      if (dst >= reg.data() && dst < reg.data() + reg.size()) {
+        return {reg.data(), static_cast<std::uint64_t>(dst - reg.data())};
       }
     }
+    return {dst, 0};
+  }
+
+  void start_pool() {
+    pool_ = transports::detail::make_pool_engine(rt_->compat_mode() ? "cufile-compat" : "cufile",
+                                                 std::min(depth_, kMaxThreads), [this](FileRead& r) { read(r); }, {});
+  }
+
+  // ---- the batch API (caller's thread) ----
+
+  struct Batch {
+    BatchHandle handle = nullptr;
+    std::vector<FileRead*> reads;  // submitted and not yet reported back
+  };
+
+  // Hands waiting reads to free batch handles (set up on first use), kPerBatch at a time.
+  void pump() noexcept {
+    const CufileApi& a = rt_->api();
+    for (Batch& b : batches_) {
+      if (waiting_.empty()) return;
+      if (!b.reads.empty()) continue;
+      if (!b.handle) {
+        const CUfileError e = a.BatchIOSetUp(&b.handle, kPerBatch);
+        if (e.err != kSuccess) {
+          b.handle = nullptr;
+          if (!any_batch_set_up_) {  // the batch API does not work here: threads from now on
+            batch_fallback_ = rt_->error(e, "cuFileBatchIOSetUp").message() + ": cuFileRead on threads instead";
+            batches_.clear();
+            start_pool();
+            std::vector<FileRead*> moved(waiting_.begin(), waiting_.end());
+            waiting_.clear();
+            pool_->submit(moved);
+            return;
+          }
+          continue;
+        }
+        any_batch_set_up_ = true;
+      }
+      params_.clear();
+      while (!waiting_.empty() && params_.size() < kPerBatch) {
+        FileRead* r = waiting_.front();
+        waiting_.pop_front();
+        const auto [base, off] = locate(r->dst + r->done);
+        CUfileIOParams p;
+        p.batch.devPtr_base = base;
+        p.batch.devPtr_offset = static_cast<off_t>(off);
+        p.batch.file_offset = static_cast<off_t>(r->offset + r->done);
+        p.batch.size = r->length - r->done;
+        p.fh = static_cast<const Entry*>(r->engine_data)->handle;
+        p.cookie = r;
+        params_.push_back(p);
+        b.reads.push_back(r);
+      }
+      const std::uint64_t now = now_ns();
+      const CUfileError e = a.BatchIOSubmit(b.handle, static_cast<unsigned>(params_.size()), params_.data(), 0);
+      for (FileRead* r : b.reads) {
+        if (r->issued_ns == 0) r->issued_ns = now;
+        if (e.err != kSuccess) {
+          r->error = EIO;
+          r->engine_error = e.err;
+          finished_.push_back(r);
+        }
+      }
+      if (e.err != kSuccess) {
+        note_error(rt_->error(e, "cuFileBatchIOSubmit").message());
+        b.reads.clear();
+      }
+    }
+  }
+
+  // Takes what cuFile finished: first without waiting from every busy batch, then, until
+  // min_complete reads are finished or the timeout passes, waiting on the oldest busy batch in
+  // slices of at most a millisecond (so completions on other batches are not held up).
+  void collect(std::size_t min_complete, std::chrono::nanoseconds timeout) noexcept {
+    const std::uint64_t deadline = now_ns() + static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
+    for (;;) {
+      for (Batch& b : batches_) {
+        if (!b.reads.empty()) poll_batch(b, 0, 0);
+      }
+      pump();  // handles freed above take waiting reads (remainders of short reads among them)
+      const std::uint64_t now = now_ns();
+      if (finished_.size() >= min_complete || now >= deadline) return;
+      Batch* oldest = nullptr;
+      for (Batch& b : batches_) {
+        if (!b.reads.empty() && (!oldest || b.reads.front()->issued_ns < oldest->reads.front()->issued_ns)) oldest = &b;
+      }
+      if (!oldest) return;  // nothing in flight to wait for
+      poll_batch(*oldest, 1, std::min<std::uint64_t>(deadline - now, 1'000'000));
+    }
+  }
+
+  void poll_batch(Batch& b, unsigned min_nr, std::uint64_t wait_ns) noexcept {
+    events_.resize(kPerBatch);
+    unsigned n = static_cast<unsigned>(std::min<std::size_t>(events_.size(), b.reads.size()));
+    timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+    const CUfileError e = rt_->api().BatchIOGetStatus(b.handle, min_nr, &n, events_.data(), &ts);
+    if (e.err != kSuccess) {
+      // cuFile lost track of this batch: every read still in it fails.
+      note_error(rt_->error(e, "cuFileBatchIOGetStatus").message());
+      for (FileRead* r : b.reads) {
+        r->error = EIO;
+        r->engine_error = e.err;
+        finished_.push_back(r);
+      }
+      b.reads.clear();
+      return;
+    }
+    for (unsigned i = 0; i < n && i < events_.size(); ++i) {
+      auto* r = static_cast<FileRead*>(events_[i].cookie);
+      auto it = std::find(b.reads.begin(), b.reads.end(), r);
+      if (it == b.reads.end()) continue;  // not one of ours (cannot happen)
+      b.reads.erase(it);
+      finish_event(*r, events_[i]);
+    }
+  }
+
+  void finish_event(FileRead& r, const CUfileIOEvents& ev) noexcept {
+    const auto ret = static_cast<ssize_t>(ev.ret);
+    if (ev.status == kStatusComplete && ret >= 0) {
+      r.done += static_cast<std::uint32_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(ret), r.length - r.done));
+      if (ret > 0 && r.done < r.length) {  // short: the rest goes in again
+        ++r.resubmits;
+        waiting_.push_front(&r);
+        return;
+      }
+    } else if (ev.status == kStatusCanceled) {
+      r.error = ECANCELED;
+    } else {
+      r.error = EIO;
+      r.engine_error = ret < 0 ? static_cast<int>(-ret) : 0;
+      note_error(fmt::format("cuFile batch read: status {:#x}, result {}", ev.status, ret));
+    }
+    finished_.push_back(&r);
+  }
+
+  // ---- cuFileRead on the pool's worker threads ----
+
+  // cuFileRead until r is whole or the file ends.
+  void read(FileRead& r) noexcept {
+    const auto* e = static_cast<const Entry*>(r.engine_data);
+    const auto [base, base_off] = locate(r.dst);
     while (r.done < r.length) {
       errno = 0;
       const ssize_t n = rt_->api().Read(e->handle, base, r.length - r.done, static_cast<off_t>(r.offset + r.done),
@@ -220,10 +391,18 @@ class CufileEngine final : public FileEngine {
   }
 
   std::shared_ptr<const CufileRuntime> rt_;
+  unsigned depth_;
   std::vector<Entry> entries_;
   std::vector<MutableBytes> regions_;
   std::vector<FileRead*> batch_;
-  std::vector<FileRead*> failed_;
+  std::deque<FileRead*> finished_;  // done (or failed before reaching cuFile), not yet reaped
+  // The batch API (empty when the pool is used).
+  std::vector<Batch> batches_;
+  std::deque<FileRead*> waiting_;  // registered, waiting for a free batch handle
+  std::vector<CUfileIOParams> params_;
+  std::vector<CUfileIOEvents> events_;
+  bool any_batch_set_up_ = false;
+  std::string batch_fallback_;
   std::uint64_t uses_ = 0;
   std::uint64_t handles_registered_ = 0;
   std::uint64_t plain_fds_ = 0;

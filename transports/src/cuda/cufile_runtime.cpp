@@ -38,9 +38,11 @@ Result<LoadedCufile> load_cufile_api() {
   need("cuFileBufDeregister", a.BufDeregister);
   need("cuFileRead", a.Read);
   if (missing) return fail(Errc::kUnsupported, fmt::format("{} has no symbol {}", soname, missing));
-  a.BatchIOSetUp = ::dlsym(lib, "cuFileBatchIOSetUp");
-  a.BatchIOSubmit = ::dlsym(lib, "cuFileBatchIOSubmit");
-  a.BatchIOGetStatus = ::dlsym(lib, "cuFileBatchIOGetStatus");
+  resolve(lib, "cuFileBatchIOSetUp", a.BatchIOSetUp);
+  resolve(lib, "cuFileBatchIOSubmit", a.BatchIOSubmit);
+  resolve(lib, "cuFileBatchIOGetStatus", a.BatchIOGetStatus);
+  resolve(lib, "cuFileBatchIOCancel", a.BatchIOCancel);
+  resolve(lib, "cuFileBatchIODestroy", a.BatchIODestroy);
   resolve(lib, "cuFileGetVersion", a.GetVersion);
   return out;
 }
@@ -63,7 +65,7 @@ std::shared_ptr<const CufileRuntime> CufileRuntime::from_api(const CufileApi& ap
   std::shared_ptr<CufileRuntime> rt(new CufileRuntime());
   rt->api_ = api;
   rt->library_ = std::move(library);
-  rt->batch_api_ = api.BatchIOSetUp && api.BatchIOSubmit && api.BatchIOGetStatus;
+  rt->batch_api_ = api.BatchIOSetUp && api.BatchIOSubmit && api.BatchIOGetStatus && api.BatchIODestroy;
   if (api.GetVersion) api.GetVersion(&rt->version_);
   if (!api.DriverOpen) {
     rt->reason_ = "the cuFile table has no cuFileDriverOpen";

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <time.h>
 
 #include <cstddef>
 #include <memory>
@@ -44,6 +45,39 @@ struct CUfileDescr {
 };
 using Handle = void*;  // CUfileHandle_t
 
+// The batch API's types (cuFile 1.6+), same layouts as cufile.h: CUfileIOParams_t is
+// {CUfileBatchMode_t mode; union {struct {devPtr_base, file_offset, devPtr_offset, size} batch;} u;
+// CUfileHandle_t fh; CUfileOpcode_t opcode; void* cookie;}, CUfileIOEvents_t {cookie, status, ret}.
+using BatchHandle = void*;  // CUfileBatchHandle_t
+inline constexpr int kBatchMode = 1;  // CUFILE_BATCH
+inline constexpr int kOpRead = 0;     // CUFILE_READ
+// CUfileStatus_t
+inline constexpr int kStatusWaiting = 0x01;
+inline constexpr int kStatusPending = 0x02;
+inline constexpr int kStatusInvalid = 0x04;
+inline constexpr int kStatusCanceled = 0x08;
+inline constexpr int kStatusComplete = 0x10;
+inline constexpr int kStatusTimeout = 0x20;
+inline constexpr int kStatusFailed = 0x40;
+struct CUfileIOParams {
+  int mode = kBatchMode;
+  struct {
+    void* devPtr_base = nullptr;
+    off_t file_offset = 0;
+    off_t devPtr_offset = 0;
+    std::size_t size = 0;
+  } batch;
+  Handle fh = nullptr;
+  int opcode = kOpRead;
+  void* cookie = nullptr;
+};
+struct CUfileIOEvents {
+  void* cookie = nullptr;
+  int status = 0;
+  std::size_t ret = 0;  // bytes done, or a negative error
+};
+static_assert(sizeof(CUfileIOParams) == 64 && sizeof(CUfileIOEvents) == 24, "cufile.h's layouts (LP64)");
+
 struct CufileApi {
   CUfileError (*DriverOpen)() = nullptr;
   CUfileError (*DriverClose)() = nullptr;
@@ -52,11 +86,14 @@ struct CufileApi {
   CUfileError (*BufRegister)(const void* base, std::size_t length, int flags) = nullptr;
   CUfileError (*BufDeregister)(const void* base) = nullptr;
   ssize_t (*Read)(Handle fh, void* base, std::size_t size, off_t file_offset, off_t base_offset) = nullptr;
-  // Optional (cuFile 1.6+ / CUDA 12.2+): the batch API and the version query. feedline records
-  // whether they are there.
-  void* BatchIOSetUp = nullptr;
-  void* BatchIOSubmit = nullptr;
-  void* BatchIOGetStatus = nullptr;
+  // Optional (cuFile 1.6+ / CUDA 12.2+): the batch API (used where all but Cancel are there, with
+  // the nvidia-fs driver) and the version query.
+  CUfileError (*BatchIOSetUp)(BatchHandle* batch, unsigned nr) = nullptr;
+  CUfileError (*BatchIOSubmit)(BatchHandle batch, unsigned nr, CUfileIOParams* params, unsigned flags) = nullptr;
+  CUfileError (*BatchIOGetStatus)(BatchHandle batch, unsigned min_nr, unsigned* nr, CUfileIOEvents* events,
+                                  struct timespec* timeout) = nullptr;
+  CUfileError (*BatchIOCancel)(BatchHandle batch) = nullptr;
+  void (*BatchIODestroy)(BatchHandle batch) = nullptr;
   CUfileError (*GetVersion)(int* version) = nullptr;
 };
 
@@ -103,10 +140,13 @@ class CufileRuntime {
 // True when the nvidia-fs kernel driver (GPUDirect Storage's DMA path) is loaded.
 bool nvidia_fs_loaded();
 
-// A FileEngine whose reads land in GPU memory through cuFileRead: FileRead::dst is a device
-// address (cudaMalloc'd), never touched by the host. cuFileRead is synchronous, so a pool of
-// `options.depth` threads (at most 64) keeps that many reads in flight, as KvikIO's thread pool
-// does. Each file is reopened with O_DIRECT (through /proc/self/fd; GDS needs it; a filesystem
+// A FileEngine whose reads land in GPU memory: FileRead::dst is a device address (cudaMalloc'd),
+// never touched by the host. With the batch API and the nvidia-fs driver, reads go to cuFile in
+// batches (cuFileBatchIOSubmit, at most 16 per batch handle, handles reused once all their reads
+// are back) and are reaped with cuFileBatchIOGetStatus on the caller's thread: no threads of our
+// own. Otherwise (compatibility mode, an older libcufile, or a batch set-up that fails) cuFileRead,
+// which is synchronous, runs on a pool of `options.depth` threads (at most 64), as KvikIO's thread
+// pool does. info() says which ("batch-api" or "threads=N"). Each file is reopened with O_DIRECT (through /proc/self/fd; GDS needs it; a filesystem
 // that refuses it gets a plain descriptor, which cuFile serves in compatibility mode) and
 // registered once (cuFileHandleRegister), cached by device and inode while reads of it are in
 // flight and after, up to a bound; register_buffers() registers device regions with
