@@ -444,6 +444,13 @@ TEST_CASE("cuda shim: any start-up error means no GPU, with the reason kept", "[
 }
 
 TEST_CASE("cuda shim: the real library on this machine loads or says why not", "[gpu][shim]") {
+  // Where a libcudart is installed, it has every entry point the shim needs (a missing one would
+  // read as "no GPU" on a machine that has one).
+  auto api = cu::load_api();
+  if (!api) {
+    INFO(api.error().message());
+    CHECK(api.error().message().find("has no symbol") == std::string::npos);
+  }
   auto rt = cu::CudaRuntime::load();  // never throws or crashes, GPU or not
   if (!rt->available()) {
     CHECK_FALSE(rt->reason().empty());

@@ -188,8 +188,7 @@ void CudaRuntime::probe() {
     d.index = i;
     d.name = "?";
     if (api_.GetDeviceProperties) {
-      // cudaDeviceProp is about 1 KiB; its first field is char name[256].
-      std::vector<char> prop(16384, '\0');
+      std::vector<char> prop(kDevicePropBytes, '\0');
       if (api_.GetDeviceProperties(prop.data(), i) == kSuccess)
         d.name.assign(prop.data(), strnlen(prop.data(), 256));
     }

@@ -47,6 +47,9 @@ inline constexpr int kDevAttrPciDeviceId = 34;
 inline constexpr int kDevAttrPciDomainId = 50;
 inline constexpr int kDevAttrComputeCapabilityMajor = 75;
 inline constexpr int kDevAttrComputeCapabilityMinor = 76;
+// The buffer handed to cudaGetDeviceProperties: far larger than any cudaDeviceProp (about 1 KiB),
+// whose first field is char name[256]. tests/abi checks both against the real header.
+inline constexpr std::size_t kDevicePropBytes = 16384;
 
 // The runtime entry points feedline uses. Every pointer is non-null in a table that load_api()
 // returned; a fake table for tests may leave optional ones (marked) null.
