@@ -43,6 +43,7 @@ struct FakeCuda {
   int unregistered = 0;
   int mallocs = 0;
   int frees = 0;
+  std::size_t malloc_limit = 0;  // cudaMalloc of more bytes fails with error 2 (0: no limit)
 };
 FakeCuda g_fake;
 std::mutex g_events_mu;
@@ -77,6 +78,7 @@ cu::CudaApi fake_api() {
     return 0;
   };
   a.Malloc = [](void** p, std::size_t n) {
+    if (g_fake.malloc_limit && n > g_fake.malloc_limit) return 2;  // cudaErrorMemoryAllocation
     *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
     ++g_fake.mallocs;
     return *p ? 0 : 2;
@@ -733,6 +735,25 @@ TEST_CASE("gpu-direct: a cuFile read error mid-run ends the run naming the objec
   CHECK(s.report.skipped == 1);
   CHECK(s.samples == 59);
   CHECK(s.mismatches == 0);
+}
+
+TEST_CASE("gpu-direct: batch buffers too large for GPU memory are refused at open, with what to lower", "[gpu][cufile]") {
+  const auto dir = testing::scratch_dir("gpu-oom");
+  Files f(dir.string(), dir.string() + "/", 16, 9000);
+  g_fake = FakeCuda{};
+  g_fake.malloc_limit = 64 << 10;  // a "GPU" with room for 64 KiB per buffer
+  reset_cufile();
+  LoaderConfig c = config(16, 1);
+  c.gpu_direct = GpuDirect::kAuto;
+  c.device.device = 0;
+  c.device.cuda = cu::CudaRuntime::from_api(fake_api());
+  c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
+  auto l = Loader::open(*f.backend, f.dataset, c);
+  std::filesystem::remove_all(dir);
+  REQUIRE_FALSE(l);
+  CHECK(l.error().message().find("cudaMalloc") != std::string::npos);
+  CHECK(l.error().hint().find("--batch-size") != std::string::npos);
+  CHECK(g_fake.frees == g_fake.mallocs);
 }
 
 TEST_CASE("storage: only local files offer reads into GPU memory", "[gpu][cufile]") {

@@ -83,7 +83,13 @@ Result<void> DeviceSink::allocate(BatchBuffer& b, std::uint64_t n) {
   if (b.device) a.Free(b.device);
   b.device = nullptr;
   b.device_size = 0;
-  FEEDLINE_TRY(cuda_->check(a.Malloc(&b.device, n), "cudaMalloc"));
+  const auto rc = a.Malloc(&b.device, n);
+  if (rc != cu::kSuccess) {
+    b.device = nullptr;
+    return fail(cuda_->error(rc, fmt::format("cudaMalloc of a {}-byte batch buffer", n))
+                    .with_hint("each prefetched batch holds its largest possible size in GPU memory: lower "
+                               "--batch-size or --prefetch, or use --gpu-direct off"));
+  }
   b.device_size = n;
   return {};
 }
