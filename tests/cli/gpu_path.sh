@@ -4,7 +4,8 @@
 #    machine (no GPU here: available false and a reason).
 #  - `run --gpu-direct auto` on an uncompressed files dataset takes the host-direct path (copy
 #    amplification 0) and `off` the bounce path (amplification >= 1), with the same digest; the
-#    direct path also with --direct (O_DIRECT: no bounce copies either).
+#    direct path also with --direct (O_DIRECT: no bounce copies either). Indexed zstd tar shards
+#    decode in place with auto and bounce with off, same digest.
 #  - bad input gets one clear error line and exit 2: --device foo, --device cuda:7 with no GPU,
 #    --gpu-direct on where it is impossible (tar, zstd), --gpu-direct maybe.
 #
@@ -44,7 +45,7 @@ fi
 
 # --- data paths ----------------------------------------------------------------------------------
 must_gen "$scratch/files" --format files --samples 300 --sample-size lognormal:40KiB:20KiB --seed 5
-must_gen "$scratch/tar" --format tar --samples 100 --sample-size 8KiB --seed 5
+must_gen "$scratch/tar" --format tar --samples 100 --sample-size 8KiB --seed 5 --compress zstd --compressibility 0.5
 
 run_path() {  # run_path NAME ARGS...: run, JSON in $scratch/NAME.json
   local name=$1; shift
@@ -75,12 +76,21 @@ if run_path direct --gpu-direct auto && run_path bounce --gpu-direct off && run_
     direct "$scratch/direct.json" || true
 fi
 checks=$((checks + 1))
-if must_run "tar auto" run "$scratch/tar" --batch-size 16 --json "$scratch/tar.json"; then
+if must_run "tar auto" run "$scratch/tar" --batch-size 16 --json "$scratch/tar.json" &&
+   must_run "tar off" run "$scratch/tar" --batch-size 16 --gpu-direct off --json "$scratch/tar-off.json"; then
   bad=()
-  msg=$(json_check "$scratch/tar.json" "d['data_paths'][0]['path'] == 'bounce' and 'several members' in d['data_path']['reason']" \
-        "tar: auto should fall back to bounce and say why")
+  # Indexed zstd shards: no direct read (several members, zstd), but decode writes each sample
+  # into its batch slot; only the small stored .cls members are copied. off: the bounce path.
+  msg=$(json_check "$scratch/tar.json" "d['data_paths'][0]['path'] == 'decode-in-place' and 'several members' in d['data_path']['reason'] and d['data_paths'][0]['copy_amplification'] < 0.1" \
+        "tar: auto should decode in place (copying only stored members) and say why it cannot read in place")
   [[ -z $msg ]] || bad+=("$msg")
-  conclude "tar auto" "tar shards: auto falls back to bounce and says why" json "$scratch/tar.json" || true
+  msg=$(json_check "$scratch/tar-off.json" "d['data_paths'][0]['path'] == 'bounce' and d['data_paths'][0]['copy_amplification'] >= 1" \
+        "tar --gpu-direct off: bounce, amplification >= 1")
+  [[ -z $msg ]] || bad+=("$msg")
+  t1=$(json_get "$scratch/tar.json" "d['delivered']['digest']")
+  t2=$(json_get "$scratch/tar-off.json" "d['delivered']['digest']")
+  [[ $t1 == "$t2" ]] || bad+=("tar digests differ: decode-in-place $t1, bounce $t2")
+  conclude "tar auto" "tar shards: decode in place (auto) and bounce (off), same digest" json "$scratch/tar.json" || true
 fi
 
 # --- bad input -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "feedline/loader/gen.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
@@ -512,8 +513,14 @@ TEST_CASE("data path plan: host-direct where samples need no decode, bounce othe
   two.samples.front().first_member = static_cast<std::uint32_t>(two.members.size() - 2);
   c.gpu_direct = GpuDirect::kAuto;
   plan = plan_data_path(two, c, *f.backend).value();
-  CHECK(plan.path == "bounce");
+  CHECK(plan.path == "decode-in-place");  // every decoded size is known: decode writes into the slot
+  CHECK(plan.decode_in_place);
+  CHECK_FALSE(plan.direct);
   CHECK(plan.reason.find("several members") != std::string::npos);
+  c.gpu_direct = GpuDirect::kOff;
+  plan = plan_data_path(two, c, *f.backend).value();
+  CHECK(plan.path == "bounce");
+  CHECK_FALSE(plan.decode_in_place);
   c.gpu_direct = GpuDirect::kOn;
   auto refused = plan_data_path(two, c, *f.backend);
   REQUIRE_FALSE(refused);
@@ -521,9 +528,105 @@ TEST_CASE("data path plan: host-direct where samples need no decode, bounce othe
 
   Dataset zst = f.dataset;
   zst.members.front().zstd = true;
+  zst.members.front().decoded_size = 0;  // unknown, as without an index
   c.gpu_direct = GpuDirect::kAuto;
   plan = plan_data_path(zst, c, *f.backend).value();
   CHECK(plan.reason.find("zstd") != std::string::npos);
+  CHECK(plan.path == "bounce");  // a zstd member of unknown decoded size (no index): no slot layout
+  zst.members.front().decoded_size = 12345;
+  plan = plan_data_path(zst, c, *f.backend).value();
+  CHECK(plan.path == "decode-in-place");
+}
+
+namespace {
+// Every batch of a run, as (sample key -> member name -> bytes), plus the report.
+struct Delivered {
+  std::map<std::string, std::map<std::string, std::vector<std::byte>>> samples;
+  PipelineReport report;
+  std::optional<Error> error;
+};
+Delivered deliver_all(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& c) {
+  Delivered out;
+  auto loader = Loader::open(backend, dataset, c);
+  if (!loader) {
+    out.error = loader.error();
+    return out;
+  }
+  for (;;) {
+    auto b = (*loader)->next();
+    if (!b) {
+      out.error = b.error();
+      break;
+    }
+    if (!*b) break;
+    const ConstBytes data = (**b).data();
+    for (const auto& s : (**b).samples()) {
+      for (const auto& m : (**b).members_of(s)) {
+        out.samples[std::string(s.key)][std::string(m.name)].assign(data.data() + m.offset,
+                                                                   data.data() + m.offset + m.size);
+      }
+    }
+  }
+  out.report = (*loader)->report();
+  return out;
+}
+}  // namespace
+
+TEST_CASE("decode in place: zstd tar samples decoded straight into their batch slot", "[gpu][decode]") {
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  auto backend = std::move(registry.open("mem://z/", {})->backend);
+  GenConfig g;
+  g.format = DatasetFormat::kTar;
+  g.samples = 300;
+  g.samples_per_shard = 64;
+  g.sample_size = SizeDistribution::parse("normal:20000:6000").value();
+  g.compress = CompressionSpec::parse("zstd:3").value();
+  g.compressibility = 0.5;
+  const GenSummary written = generate_dataset(*backend, "z", g).value();
+  DatasetOptions o;
+  o.format = DatasetFormat::kTar;
+  const Dataset dataset = open_dataset(*backend, "z", o).value();
+  REQUIRE(dataset.indexed);
+
+  LoaderConfig c = config(16, 1);
+  c.gpu_direct = GpuDirect::kAuto;
+  const Delivered in_place = deliver_all(*backend, dataset, c);
+  c.gpu_direct = GpuDirect::kOff;
+  const Delivered bounce = deliver_all(*backend, dataset, c);
+  REQUIRE_FALSE(in_place.error);
+  REQUIRE_FALSE(bounce.error);
+  CHECK(in_place.report.digest == written.digest);  // gen's own digest: independent of the loader
+  CHECK(bounce.report.digest == written.digest);
+  CHECK(in_place.samples.size() == 300);
+  CHECK(in_place.samples == bounce.samples);  // every member's bytes, under every key
+  const auto& p = in_place.report.data_paths.at(0);
+  CHECK(p.path == "decode-in-place");
+  // Only the stored .cls labels are copied; the bounce path copies everything at least once.
+  CHECK(p.copy_amplification < 0.01);
+  CHECK(p.copied_bytes > 0);
+  CHECK(bounce.report.data_paths.at(0).copy_amplification >= 1.0);
+
+  // A stale index (a member's decoded size off by one) fails the run naming the shard and what
+  // to do; --on-error skip skips just that sample.
+  Dataset stale = dataset;
+  for (auto& m : stale.members) {
+    if (m.zstd) {
+      ++m.decoded_size;
+      break;
+    }
+  }
+  c.gpu_direct = GpuDirect::kAuto;
+  const Delivered bad = deliver_all(*backend, stale, c);
+  REQUIRE(bad.error);
+  CHECK(bad.error->message().find("index says") != std::string::npos);
+  CHECK(bad.error->object().find("z/") == 0);
+  CHECK(bad.error->hint().find(".idx") != std::string::npos);
+  c.on_error = OnError::kSkip;
+  const Delivered skipped = deliver_all(*backend, stale, c);
+  REQUIRE_FALSE(skipped.error);
+  CHECK(skipped.report.skipped == 1);
+  CHECK(skipped.samples.size() == 299);
 }
 
 TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-direct on", "[gpu][plan]") {

@@ -44,6 +44,23 @@ std::string why_not_direct(const Dataset& d) {
   return {};
 }
 
+// True when every member's decoded size is known before reading (the index gives zstd
+// members'): decode can then write each sample into a slot laid out in advance.
+bool decoded_sizes_known(const Dataset& d) {
+  for (const Member& m : d.members) {
+    if (m.zstd && m.decoded_size == 0) return false;
+  }
+  return !d.samples.empty();
+}
+
+// The fallback when reads cannot land in their slot: decode in place where sizes are known.
+void plan_decode(DataPathPlan& plan, const Dataset& d, GpuDirect mode) {
+  if (mode == GpuDirect::kOff || !decoded_sizes_known(d)) return;
+  plan.path = "decode-in-place";
+  plan.decode_in_place = true;
+  plan.reason += "; decode threads write each sample straight into its batch slot (decoded sizes from the index)";
+}
+
 }  // namespace
 
 Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config,
@@ -100,6 +117,7 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
                       ? "--gpu-direct off: pinned host batches, then H2D copies"
                       : fmt::format("bounce through pinned host batches, then H2D: {}{}", gpu_why,
                                     plan.direct ? " (reads still land in their pinned batch slot)" : "");
+    if (!plan.direct) plan_decode(plan, dataset, mode);
     return plan;
   }
   if (mode == GpuDirect::kOff) {
@@ -119,6 +137,7 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
   }
   plan.path = "bounce";
   plan.reason = "direct path not possible: " + why_not;
+  plan_decode(plan, dataset, mode);
   return plan;
 }
 

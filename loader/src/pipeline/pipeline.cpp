@@ -75,6 +75,7 @@ Pipeline::~Pipeline() {
 
 std::uint64_t Pipeline::footprint(const Sample& s) const {
   std::uint64_t bytes = align_up(s.length, kPageAlign);
+  if (decode_in_place_) return bytes;  // decoded bytes go into the batch buffer (the pool's share)
   for (const Member& m : dataset_.members_of(s)) {
     if (m.zstd) bytes += detail::decoded_estimate(m);
   }
@@ -91,6 +92,7 @@ Result<void> Pipeline::start() {
   FEEDLINE_ASSIGN_OR_RETURN(plan_, plan_data_path(dataset_, planned, backend_));
   direct_ = plan_.direct;
   device_reads_ = plan_.device_reads;
+  decode_in_place_ = plan_.decode_in_place;
   if (planned.device.device >= 0) {
     FEEDLINE_ASSIGN_OR_RETURN(sink_, detail::DeviceSink::open(planned.device.cuda, planned.device.device,
                                                               planned.device.streams,
@@ -138,6 +140,22 @@ Result<void> Pipeline::start() {
   const std::uint64_t avg = est_total / std::max<std::uint64_t>(1, counted);
   std::uint64_t batch_cap =
       align_up(std::uint64_t{config_.sampler.batch_size} * (avg + 2 * detail::kMemberAlign) + 65536, kPageAlign);
+  if (decode_in_place_) {
+    // Decode in place: slots of decoded size, laid out per batch by the storage thread; like the
+    // direct path's, buffers are sized for the worst batch when the budget allows.
+    std::uint64_t widest = 0;
+    std::uint64_t decoded_total = 0;
+    for (const Sample& smp : dataset_.samples) {
+      const std::uint64_t b = detail::decoded_slot_bytes(dataset_, smp) + detail::kMemberAlign;
+      widest = std::max(widest, b);
+      decoded_total += b;
+    }
+    const std::uint64_t worst = align_up(std::uint64_t{config_.sampler.batch_size} * widest, kPageAlign);
+    const std::uint64_t typical = align_up(std::uint64_t{config_.sampler.batch_size} *
+                                               (decoded_total / std::max<std::size_t>(1, dataset_.samples.size())),
+                                           kPageAlign);
+    batch_cap = worst * buffers + recycle < config_.memory_budget / 2 ? worst : std::max(typical, kPageAlign);
+  }
   if (direct_) {
     // Direct path: every sample has a 4 KiB-aligned slot (O_DIRECT reads land in place). Size the
     // buffers for the worst batch when the budget allows, so they never grow (and stay registered
@@ -357,7 +375,7 @@ void Pipeline::storage_loop() {
         break;
       }
       const Sample& smp = dataset_.samples[pending->sample];
-      if (direct_ && pending->batch != direct_batch) {
+      if ((direct_ || decode_in_place_) && pending->batch != direct_batch) {
         // A new batch: take a free buffer without blocking (reads in flight must be polled) and
         // lay out its 4 KiB-aligned slots, growing the buffer before anything lands in it.
         auto b = free_buffers_.pop_for(std::chrono::nanoseconds(0));
@@ -377,7 +395,8 @@ void Pipeline::storage_loop() {
           slot_offsets[sl.slot] = off;
           const Sample& x = dataset_.samples[sl.sample];
           if (footprints_[sl.sample] > sample_limit_) return;  // skipped below: no slot
-          off += align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
+          off += decode_in_place_ ? align_up(detail::decoded_slot_bytes(dataset_, x), detail::kMemberAlign)
+                                  : align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
         };
         place(*pending);
         for (const auto& sl : ahead) place(sl);
@@ -392,8 +411,9 @@ void Pipeline::storage_loop() {
           if (!noted_growth) {
             noted_growth = true;
             std::lock_guard lock(error_mu_);
-            path_notes_.push_back("a batch buffer grew past its start-up size (no longer a registered buffer): "
-                                  "raise --memory-budget to size every buffer for the largest batch");
+            path_notes_.push_back(fmt::format("a batch buffer grew past its start-up size{}: raise --memory-budget "
+                                              "to size every buffer for the largest batch",
+                                              direct_ ? " (no longer a registered buffer)" : ""));
           }
         }
         direct_buf = *b;
@@ -405,7 +425,7 @@ void Pipeline::storage_loop() {
       if (footprints_[pending->sample] > sample_limit_) {  // only with on_error = skip: start() refused it otherwise
         InFlightSample s;
         s.slot = *pending;
-        s.direct_buffer = direct_ ? direct_buf : nullptr;  // the batch's buffer travels with every sample
+        s.direct_buffer = direct_ || decode_in_place_ ? direct_buf : nullptr;  // the batch's buffer travels with every sample
         s.error = Error(Errc::kResourceExhausted,
                         fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
                                     smp.key, need, sample_limit_))
@@ -424,10 +444,11 @@ void Pipeline::storage_loop() {
       InFlightSample s;
       s.slot = *pending;
       s.reserved = need;
-      if (direct_) {
+      if (direct_ || decode_in_place_) {
         s.direct_buffer = direct_buf;
         s.direct_offset = slot_offsets[s.slot.slot];
         s.on_device = device_reads_;
+        s.decode_in_place = decode_in_place_;
       }
       pending = next_slot();
       std::unique_ptr<storage::ObjectHandle> opened;
@@ -647,6 +668,7 @@ void Pipeline::collate_loop() {
       BatchSample bs = detail::place_in_batch(dataset_, s, batch->members_);  // already in place
       used = std::max(used, bs.offset + bs.size);
       direct_delivered_ += s.decoded_bytes;
+      collate_copied_bytes_ += s.copied_bytes;  // stored members decode copied into the slot
       batch->samples_.push_back(bs);
       batch->digest_ += s.digest;
       batch->bytes_ += s.decoded_bytes;
@@ -887,8 +909,11 @@ PipelineReport Pipeline::report() {
     std::vector<std::string> parts;
     if (direct_) parts.push_back(device_reads_ ? "cuFile reads landed in their batch slot in GPU memory"
                                                : "reads landed in their batch slot");
+    if (decode_in_place_) parts.push_back("zstd members decoded straight into their batch slot");
     if (cufile_copied) parts.push_back(fmt::format("libcufile copied {} bytes through host bounce buffers", cufile_copied));
-    if (collate_copied_bytes_) parts.push_back(fmt::format("collate copied {} bytes", collate_copied_bytes_));
+    if (collate_copied_bytes_) {
+      parts.push_back(fmt::format("{} copied {} bytes", decode_in_place_ ? "decode" : "collate", collate_copied_bytes_));
+    }
     if (bounced) parts.push_back(fmt::format("O_DIRECT bounce buffers copied {} bytes", bounced));
     if (h2d) parts.push_back(fmt::format("H2D copied {} bytes", h2d));
     d.detail = fmt::format("{}", fmt::join(parts, "; "));

@@ -24,6 +24,9 @@
 //     With reads into GPU memory (cuFile), the slots are in the buffer's device twin, sized for
 //     the largest batch at start-up (registered with cuFile, never reallocated); the host
 //     buffer holds nothing and there is no H2D copy (no device thread).
+//     Decode in place (samples that need decoding, decoded sizes known from the index) takes
+//     the batch buffer the same way and lays out each sample's decoded slot; reads go to sample
+//     buffers as on the bounce path and decode writes into the slot, so the same argument holds.
 //  5. The device sink (a device thread between collate and the consumer) keeps at most one copy
 //     per stream in flight and waits for the oldest; a batch's buffer returns to the pool only
 //     when the consumer drops the batch, after its copy finished.
@@ -75,11 +78,19 @@ struct InFlightSample {
   BatchBuffer* direct_buffer = nullptr;
   std::uint64_t direct_offset = 0;
   bool on_device = false;  // ... in the buffer's GPU twin (cuFile): bytes() is a device address
-  // Where the batch's slots start (host or device memory); only meaningful on the direct path.
+  // Decode in place: the read is in raw as usual; decode writes the members into the slot at
+  // direct_offset of direct_buffer (laid out from the index's decoded sizes).
+  bool decode_in_place = false;
+  std::uint64_t copied_bytes = 0;  // decode in place: stored members decode copied into the slot
+  // Where the batch's slots start (host or device memory); only meaningful with direct_buffer.
   const std::byte* slot_base() const noexcept {
     return on_device ? static_cast<const std::byte*>(direct_buffer->device) : direct_buffer->buffer.data();
   }
-  const std::byte* bytes() const noexcept { return direct_buffer ? slot_base() + direct_offset : raw.data(); }
+  std::byte* decode_target() const noexcept { return direct_buffer->buffer.data() + direct_offset; }
+  // The sample's stored bytes as read.
+  const std::byte* bytes() const noexcept {
+    return direct_buffer && !decode_in_place ? slot_base() + direct_offset : raw.data();
+  }
 };
 
 }  // namespace detail
@@ -134,6 +145,7 @@ class Pipeline {
   DataPathPlan plan_;
   bool direct_ = false;
   bool device_reads_ = false;  // direct reads land in GPU memory (cuFile)
+  bool decode_in_place_ = false;  // decode writes samples into their batch slot (plan_.decode_in_place)
   bool copies_ = false;        // the device thread copies batches to the GPU (a sink, no device reads)
   std::shared_ptr<const transports::cufile::CufileRuntime> cufile_;
   std::unique_ptr<detail::DeviceSink> sink_;

@@ -46,6 +46,67 @@ void spin_for(std::chrono::nanoseconds d) {
   }
 }
 
+std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s) {
+  std::uint64_t pos = 0;
+  for (const Member& m : dataset.members_of(s)) pos = align_up(pos, kMemberAlign) + (m.zstd ? m.decoded_size : m.size);
+  return pos;
+}
+
+namespace {
+
+// The digest and decoded size of s's members.
+void digest_members(InFlightSample& s) {
+  std::uint64_t digest = 0;
+  std::uint64_t bytes = 0;
+  for (const auto& mb : s.members) {
+    digest += XXH3_64bits(mb.data, mb.size);
+    bytes += mb.size;
+  }
+  s.digest = digest;
+  s.decoded_bytes = bytes;
+}
+
+// decode_sample's in-place half: every member into s's batch slot, at the offsets
+// decoded_slot_bytes() lays out.
+void decode_into_slot(const Dataset& dataset, InFlightSample& s, Decompressor& zstd) {
+  const Sample& smp = dataset.samples[s.slot.sample];
+  const std::string& object = dataset.objects[smp.object].key;
+  std::byte* slot = s.decode_target();
+  std::uint64_t pos = 0;
+  s.copied_bytes = 0;
+  for (const Member& m : dataset.members_of(smp)) {
+    pos = align_up(pos, kMemberAlign);
+    const ConstBytes stored(s.bytes() + m.offset, m.size);
+    if (!m.zstd) {
+      if (m.size) std::memcpy(slot + pos, stored.data(), m.size);
+      s.copied_bytes += m.size;
+      s.members.push_back({slot + pos, m.size});
+      pos += m.size;
+      continue;
+    }
+    // The slot holds exactly what the index says; a frame that declares another size (a stale
+    // index) is caught before writing, one that lies in its header by zstd's bound.
+    auto declared = Decompressor::content_size(stored);
+    if (declared && *declared != m.decoded_size) {
+      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' decodes to {} bytes, the shard's index says {}",
+                                                  m.name, *declared, m.decoded_size))
+                    .with_object(object)
+                    .with_offset(smp.offset + m.offset)
+                    .with_hint("the index is stale: delete the shard's .idx file (it is rebuilt by scanning)");
+      return;
+    }
+    auto n = zstd.decompress(stored, MutableBytes(slot + pos, m.decoded_size));
+    if (!n) {
+      s.error = std::move(n).error().with_object(object).with_offset(smp.offset + m.offset);
+      return;
+    }
+    s.members.push_back({slot + pos, *n});
+    pos += m.decoded_size;
+  }
+}
+
+}  // namespace
+
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
                             BufferPool* pool) {
   const Sample& smp = dataset.samples[s.slot.sample];
@@ -53,8 +114,6 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
   const std::string& object = dataset.objects[smp.object].key;
   s.members.clear();
   s.members.reserve(members.size());
-  std::uint64_t zstd_total = 0;
-  std::uint64_t estimated = 0;
   for (const Member& m : members) {
     if (m.offset + m.size > s.raw_len) {
       s.error = Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
@@ -62,6 +121,15 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
                     .with_offset(smp.offset + m.offset);
       return 0;
     }
+  }
+  if (s.decode_in_place) {
+    decode_into_slot(dataset, s, zstd);
+    if (!s.error) digest_members(s);
+    return 0;
+  }
+  std::uint64_t zstd_total = 0;
+  std::uint64_t estimated = 0;
+  for (const Member& m : members) {
     if (m.zstd) {
       auto size = Decompressor::content_size(ConstBytes(s.bytes() + m.offset, m.size));
       if (!size) {
@@ -96,14 +164,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
     s.members.push_back({out.data(), *n});
     zpos += align_up(*n, kMemberAlign);
   }
-  std::uint64_t digest = 0;
-  std::uint64_t bytes = 0;
-  for (const auto& mb : s.members) {
-    digest += XXH3_64bits(mb.data, mb.size);
-    bytes += mb.size;
-  }
-  s.digest = digest;
-  s.decoded_bytes = bytes;
+  digest_members(s);
   return zstd_total > estimated ? zstd_total - estimated : 0;
 }
 

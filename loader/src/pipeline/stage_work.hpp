@@ -38,8 +38,14 @@ void spin_for(std::chrono::nanoseconds d);
 // CPUs this process may run on: its affinity mask, which containers and taskset narrow (at least 1).
 unsigned usable_cores() noexcept;
 
-// Cuts s's members out of its raw bytes, decompresses zstd members into s.decoded and computes
-// the digest. On failure sets s.error (naming object and offset). Returns the bytes by which the
+// Bytes a sample takes in a batch after decoding: its members' decoded sizes, each started on a
+// kMemberAlign boundary (what decode in place writes and collate packs). Needs every zstd
+// member's decoded_size (the index's).
+std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s);
+
+// Cuts s's members out of its raw bytes, decompresses zstd members into s.decoded (or, with
+// s.decode_in_place, writes every member into s's batch slot as decoded_slot_bytes lays it out:
+// a frame whose size differs from the index's is an error) and computes the digest. On failure sets s.error (naming object and offset). Returns the bytes by which the
 // decoded size exceeded the reservation's estimate (0 normally). The output buffer comes from
 // pool when given (s.decoded is reused when already large enough).
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,

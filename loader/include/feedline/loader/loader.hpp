@@ -88,12 +88,16 @@ struct LoaderConfig {
 
 // The data path a run takes, decided from the dataset, the backend and the config before it
 // starts (plan_data_path). `path` is one of "host-direct" (reads land in the batch slot),
-// "bounce" (a sample buffer, then collate's copy; with a device, then the H2D copy),
+// "decode-in-place" (decode writes into the batch slot), "bounce" (a sample buffer, then
+// collate's copy; with a device, then the H2D copy),
 // "gpu-direct" or "cufile-compat" (cuFile into device memory).
 struct DataPathPlan {
   std::string path;
   bool direct = false;        // reads land in their final batch slot
   bool device_reads = false;  // ... and that slot is in GPU memory (cuFile): no host copy at all
+  // Samples that need decoding, whose decoded sizes the index gives: decode threads write each
+  // sample straight into its slot in the batch (path "decode-in-place"), so collate copies nothing.
+  bool decode_in_place = false;
   std::string reason;         // why this path (and why not the direct one)
 };
 // `backend` is the dataset's storage (whether it can read into GPU memory). kInvalidArgument (with
