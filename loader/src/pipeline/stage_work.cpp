@@ -84,8 +84,9 @@ void decode_into_slot(const Dataset& dataset, InFlightSample& s, Decompressor& z
       pos += m.size;
       continue;
     }
-    // The slot holds exactly what the index says; a frame that declares another size (a stale
-    // index) is caught before writing, one that lies in its header by zstd's bound.
+    // The slot holds exactly what the index says. A frame that declares another size (a stale
+    // index) is refused before anything is written; one whose header lies cannot write past the
+    // slot either (zstd stops at the destination's end and reports it).
     auto declared = Decompressor::content_size(stored);
     if (declared && *declared != m.decoded_size) {
       s.error = Error(Errc::kCorrupt, fmt::format("member '{}' decodes to {} bytes, the shard's index says {}",
