@@ -140,8 +140,19 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     FEEDLINE_TRY(read_pass(backend, dataset, config, std::span<const SampleSlot>(order).first(n), longest, &cache));
   }
 
+  // Decode in place (the run's data path) writes each sample into its batch slot: decode alone
+  // does the same, into one reused slot per thread.
+  DataPathPlan plan;
+  if (auto p = plan_data_path(dataset, config, backend)) plan = *p;
+  std::uint64_t widest_slot = kPageAlign;
+  if (plan.decode_in_place) {
+    for (const InFlightSample& s : cache) {
+      widest_slot = std::max(widest_slot, detail::decoded_slot_bytes(dataset, dataset.samples[s.slot.sample]));
+    }
+  }
+
   // Decode alone, timed: the pipeline's decode threads on cached samples, each thread reusing
-  // one output buffer (the outputs are not kept).
+  // one output buffer (decode in place: one slot-sized batch buffer; the outputs are not kept).
   {
     std::atomic<std::size_t> next{0};
     std::atomic<std::uint64_t> bytes{0};
@@ -156,10 +167,29 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
         threads.emplace_back([&] {
           Decompressor zstd;
           AlignedBuffer scratch;
+          BatchBuffer slot;
+          if (plan.decode_in_place) {
+            auto b = AlignedBuffer::allocate(align_up(widest_slot, kPageAlign));
+            if (!b) {
+              std::lock_guard lock(error_mu);
+              error = b.error();
+              failed = true;
+              return;
+            }
+            slot.buffer = std::move(*b);
+            slot.buffer.prefault(slot.buffer.size());
+          }
           for (std::size_t i = next++; i < cache.size() && !failed; i = next++) {
             InFlightSample& s = cache[i];
             s.decoded = std::move(scratch);
+            if (plan.decode_in_place) {
+              s.direct_buffer = &slot;
+              s.direct_offset = 0;
+              s.decode_in_place = true;
+            }
             detail::decode_sample(dataset, s, zstd);
+            s.direct_buffer = nullptr;
+            s.decode_in_place = false;
             scratch = std::move(s.decoded);
             if (s.error) {
               std::lock_guard lock(error_mu);
@@ -182,7 +212,8 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     for (InFlightSample& s : cache) detail::decode_sample(dataset, s, zstd);
   }
 
-  // Collate alone: the batch copy, one thread, one reused buffer.
+  // Collate alone: the batch copy, one thread, one reused buffer. (On the direct path and with
+  // decode in place the run's collate copies nothing: this overstates its cost there.)
   {
     BatchBuffer buffer;
     std::vector<BatchMember> members;
