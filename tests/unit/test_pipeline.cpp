@@ -4,6 +4,11 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -383,4 +388,35 @@ TEST_CASE("the verdict blames the planted bottleneck", "[loader][verdict]") {
     CHECK(r.input_bound == "no");
     CHECK(r.au > 0.8);
   }
+}
+
+TEST_CASE("decode threads run at the configured nice increment, the other stages do not", "[loader][pipeline]") {
+  MemDataset ds(400, 3000);
+  auto config = small_config(8, 1);  // a small window: the threads stay alive while we look
+  config.decode_nice = 7;
+  errno = 0;
+  const int base = ::getpriority(PRIO_PROCESS, 0);
+  REQUIRE(errno == 0);
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  auto first = loader->next();
+  REQUIRE(first);
+  REQUIRE(*first);
+  std::map<std::string, int> nice_of;  // thread name -> nice
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (!name.starts_with("fl-")) continue;
+    errno = 0;
+    const int n = ::getpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(task.path().filename().string())));
+    if (errno == 0) nice_of[name] = n;
+  }
+  CHECK(nice_of.count("fl-decode-0") == 1);
+  CHECK(nice_of.count("fl-decode-1") == 1);
+  for (const auto& [name, n] : nice_of) {
+    INFO(name);
+    CHECK(n == (name.starts_with("fl-decode-") ? std::min(19, base + 7) : base));
+  }
+  first->reset();
+  loader->stop();
 }

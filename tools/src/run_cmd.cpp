@@ -48,6 +48,7 @@ struct Options {
   bool drop_last = false;
   unsigned io_depth = 64;
   unsigned decode_threads = 2;
+  int decode_nice = 5;
   unsigned prefetch = 2;
   std::string memory_budget = "1GiB";
   std::string compute_time;
@@ -111,6 +112,8 @@ int run(const Options& o) {
   if (o.decode_threads == 0 || o.decode_threads > 256) throw UsageError("--decode-threads must be between 1 and 256");
   c.io_depth = o.io_depth;
   c.decode_threads = o.decode_threads;
+  if (o.decode_nice < 0 || o.decode_nice > 19) throw UsageError("--decode-nice must be between 0 and 19");
+  c.decode_nice = o.decode_nice;
   c.prefetch_batches = o.prefetch;
   auto budget = parse_size(o.memory_budget);
   if (!budget) throw UsageError(fmt::format("--memory-budget: {}", budget.error().message()));
@@ -315,6 +318,10 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_flag("--drop-last", o->drop_last, "Drop each epoch's last partial batch");
   cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")->capture_default_str();
   cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")->capture_default_str();
+  cmd->add_option("--decode-nice", o->decode_nice,
+                  "Nice increment for the decode threads (0-19): CPU-bound decode yields to the short "
+                  "storage/collate/consumer hand-offs on busy cores; 0 keeps them at the process's priority")
+      ->capture_default_str();
   cmd->add_option("--prefetch", o->prefetch, "Finished batches queued ahead of the consumer (over a network the batch pool also grows, "
                   "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")->capture_default_str();
   cmd->add_option("--memory-budget", o->memory_budget, "Bytes the pipeline may hold in buffers")->capture_default_str();

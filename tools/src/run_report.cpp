@@ -103,6 +103,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"drop_last", ctx.config.sampler.drop_last},
         {"io_depth", ctx.config.io_depth},
         {"decode_threads", ctx.config.decode_threads},
+        {"decode_nice", ctx.config.decode_nice},
         {"prefetch_batches", ctx.config.prefetch_batches},
         {"memory_budget", ctx.config.memory_budget},
         {"compute_time", ctx.compute_time},

@@ -220,6 +220,7 @@ Result<void> Pipeline::start() {
   for (unsigned i = 0; i < config_.decode_threads; ++i) {
     threads_.emplace_back([this, i] {
       name_this_thread(fmt::format("fl-decode-{}", i));
+      detail::make_this_thread_nicer(config_.decode_nice);  // refused: run at the same priority
       decode_loop(i);
     });
   }

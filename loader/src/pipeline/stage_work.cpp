@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -30,6 +33,15 @@ Result<const storage::ObjectHandle*> HandleCache::get(std::uint32_t i,
   }
   cached_[i] = std::move(h);
   return cached_[i].get();
+}
+
+bool make_this_thread_nicer(int increment) noexcept {
+  if (increment <= 0) return true;
+  const auto tid = static_cast<id_t>(::gettid());
+  errno = 0;
+  const int now = ::getpriority(PRIO_PROCESS, tid);
+  if (now == -1 && errno != 0) return false;
+  return ::setpriority(PRIO_PROCESS, tid, std::min(19, now + increment)) == 0;
 }
 
 unsigned usable_cores() noexcept {

@@ -35,6 +35,10 @@ class HandleCache {
 // Busy CPU work for d (the decode/collate cost knobs): burns CPU like a real decoder would.
 void spin_for(std::chrono::nanoseconds d);
 
+// Makes the calling thread `increment` nicer (Linux: nice is per thread), at most 19. False when
+// the kernel refused.
+bool make_this_thread_nicer(int increment) noexcept;
+
 // CPUs this process may run on: its affinity mask, which containers and taskset narrow (at least 1).
 unsigned usable_cores() noexcept;
 
