@@ -238,6 +238,8 @@ expect_usage "run --throttle-bw fast" "--throttle-bw" "'fast'" -- run "$tar_ds" 
 expect_usage "run --epochs 0" "--epochs" -- run "$tar_ds" --epochs 0
 expect_usage "run --rank 3 --world-size 3" "--rank" "--world-size" -- run "$tar_ds" --rank 3 --world-size 3
 expect_usage "run --decode-threads 0" "--decode-threads" -- run "$tar_ds" --decode-threads 0
+expect_usage "run --decode-nice 20" "--decode-nice" -- run "$tar_ds" --decode-nice 20
+expect_usage "run --decode-nice -1" "--decode-nice" -- run "$tar_ds" --decode-nice -1
 expect_usage "run --io-depth 0" "--io-depth" -- run "$tar_ds" --io-depth 0
 expect_usage "run --config missing file" "--config" -- run "$tar_ds" --config "$scratch/no-such.toml"
 expect_usage "run without a URL" "url" -- run
