@@ -45,7 +45,9 @@ fi
 
 # --- data paths ----------------------------------------------------------------------------------
 must_gen "$scratch/files" --format files --samples 300 --sample-size lognormal:40KiB:20KiB --seed 5
-must_gen "$scratch/tar" --format tar --samples 100 --sample-size 8KiB --seed 5 --compress zstd --compressibility 0.5
+tar_compress=none  # zstd members where this build has zstd (the minimal build has not)
+if "$bin" --version | grep -q "zstd: yes"; then tar_compress=zstd; fi
+must_gen "$scratch/tar" --format tar --samples 100 --sample-size 8KiB --seed 5 --compress "$tar_compress" --compressibility 0.5
 
 run_path() {  # run_path NAME ARGS...: run, JSON in $scratch/NAME.json
   local name=$1; shift
@@ -79,10 +81,11 @@ checks=$((checks + 1))
 if must_run "tar auto" run "$scratch/tar" --batch-size 16 --json "$scratch/tar.json" &&
    must_run "tar off" run "$scratch/tar" --batch-size 16 --gpu-direct off --json "$scratch/tar-off.json"; then
   bad=()
-  # Indexed zstd shards: no direct read (several members, zstd), but decode writes each sample
-  # into its batch slot; only the small stored .cls members are copied. off: the bounce path.
-  msg=$(json_check "$scratch/tar.json" "d['data_paths'][0]['path'] == 'decode-in-place' and 'several members' in d['data_path']['reason'] and d['data_paths'][0]['copy_amplification'] < 0.1" \
-        "tar: auto should decode in place (copying only stored members) and say why it cannot read in place")
+  # Indexed shards: no direct read (several members, zstd), but decode writes each sample into
+  # its batch slot; with zstd only the small stored .cls members are copied. off: the bounce path.
+  max_amp=$([[ $tar_compress == zstd ]] && echo 0.1 || echo 1.01)
+  msg=$(json_check "$scratch/tar.json" "d['data_paths'][0]['path'] == 'decode-in-place' and 'several members' in d['data_path']['reason'] and d['data_paths'][0]['copy_amplification'] < $max_amp" \
+        "tar: auto should decode in place (zstd: copying only stored members) and say why it cannot read in place")
   [[ -z $msg ]] || bad+=("$msg")
   msg=$(json_check "$scratch/tar-off.json" "d['data_paths'][0]['path'] == 'bounce' and d['data_paths'][0]['copy_amplification'] >= 1" \
         "tar --gpu-direct off: bounce, amplification >= 1")

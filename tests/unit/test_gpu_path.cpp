@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "feedline/loader/codec.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/storage/registry.hpp"
@@ -581,7 +582,8 @@ TEST_CASE("decode in place: zstd tar samples decoded straight into their batch s
   g.samples = 300;
   g.samples_per_shard = 64;
   g.sample_size = SizeDistribution::parse("normal:20000:6000").value();
-  g.compress = CompressionSpec::parse("zstd:3").value();
+  // zstd members where this build has zstd; otherwise stored members, which decode copies in.
+  g.compress = CompressionSpec::parse(zstd_available() ? "zstd:3" : "none").value();
   g.compressibility = 0.5;
   const GenSummary written = generate_dataset(*backend, "z", g).value();
   DatasetOptions o;
@@ -602,10 +604,14 @@ TEST_CASE("decode in place: zstd tar samples decoded straight into their batch s
   CHECK(in_place.samples == bounce.samples);  // every member's bytes, under every key
   const auto& p = in_place.report.data_paths.at(0);
   CHECK(p.path == "decode-in-place");
-  // Only the stored .cls labels are copied; the bounce path copies everything at least once.
-  CHECK(p.copy_amplification < 0.01);
   CHECK(p.copied_bytes > 0);
   CHECK(bounce.report.data_paths.at(0).copy_amplification >= 1.0);
+  if (!zstd_available()) {
+    CHECK(p.copy_amplification == 1.0);  // every member stored: decode copies each in once
+    return;
+  }
+  // Only the stored .cls labels are copied; the bounce path copies everything at least once.
+  CHECK(p.copy_amplification < 0.01);
 
   // A stale index (a member's decoded size off by one) fails the run naming the shard and what
   // to do; --on-error skip skips just that sample.
