@@ -25,16 +25,19 @@ start_nginx "$www" "$ngport" || { echo "FAIL: nginx did not start"; exit 1; }
 base=http://127.0.0.1:$ngport
 
 # --- bench storage ----------------------------------------------------------------------------------
-for shape in "--rw read --bs 1m --iodepth 8" "--rw read --bs 8m --iodepth 4" "--rw randread --bs 64k --iodepth 16 --size 16m"; do
+for shape in "--rw read --bs 1m --iodepth 8" "--rw read --bs 8m --iodepth 4" "--rw randread --bs 64k --iodepth 16 --size 16m" \
+  "--rw read --bs 4m --iodepth 6 --part-size 1m --http-loops 3"; do
   read -ra a <<<"$shape"
   checks=$((checks + 1))
   must_frun "bench storage $shape" bench storage "$base/big.bin" "${a[@]}" --output json || continue
   cp "$out" "$scratch/bench.json"
   want=$((48 << 20))
   [[ $shape == *16m* ]] && want=$((16 << 20))
+  loops=1
+  [[ $shape == *--http-loops* ]] && loops=3
   problems=$(json_check "$scratch/bench.json" \
-    "d['bytes'] == $want and d['errors'] == 0 and d['engine'] == 'http' and d['backend_counters'].get('http_requests', 0) >= d['ios'] and d['backend_histograms']['ttfb_ns']['count'] > 0 and d['cpu_seconds_per_gib'] > 0" \
-    "bench storage $shape: expected $want bytes, no errors, engine http, http_requests >= ios, ttfb and CPU reported")
+    "d['bytes'] == $want and d['errors'] == 0 and d['engine'] == 'http' and d['backend_counters'].get('http_requests', 0) >= d['ios'] and d['backend_histograms']['ttfb_ns']['count'] > 0 and d['cpu_seconds_per_gib'] > 0 and ($loops == 1 or '$loops event loops for parts >= 1 MiB' in d['engine_features'])" \
+    "bench storage $shape: expected $want bytes, no errors, engine http, http_requests >= ios, ttfb and CPU reported ($loops event loops)")
   [[ -z $problems ]] && echo "ok: bench storage $base/big.bin $shape: $want bytes, $(json_get "$scratch/bench.json" "'%.0f MB/s' % (d['bandwidth_bytes_per_second'] / 1e6)")" ||
     { fail "$problems"; show report "$scratch/bench.json"; }
 done

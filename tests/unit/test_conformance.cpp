@@ -23,6 +23,8 @@ struct BackendCase {
   std::string url = {};      // nfs: the directory to test in (FEEDLINE_TEST_NFS_URL)
   unsigned connections = 1;  // nfs: --connections
   bool caller_polls = false;  // QueueOptions::caller_mostly_polls (HTTP: the loop runs in poll())
+  unsigned http_loops = 1;    // HttpConfig::loops
+  std::uint64_t part_size = 256 * 1024;  // HTTP: several parts per large read
 };
 
 const BackendCase kBackends[] = {
@@ -36,6 +38,9 @@ const BackendCase kBackends[] = {
     {"http", "http", transports::EngineKind::kAuto, false},
     {"s3, loop in poll()", "s3", transports::EngineKind::kAuto, false, {}, 1, true},
     {"http, loop in poll()", "http", transports::EngineKind::kAuto, false, {}, 1, true},
+    // Parts of 1 MiB and more spread over helper event loops (the object is 1 MiB + 12,345 B).
+    {"s3, 3 event loops", "s3", transports::EngineKind::kAuto, false, {}, 1, false, 3, 1u << 20},
+    {"http, 3 event loops, loop in poll()", "http", transports::EngineKind::kAuto, false, {}, 1, true, 3, 1u << 20},
 };
 
 std::string env_or_empty(const char* name) {
@@ -71,7 +76,8 @@ struct Fixture {
       config.s3.endpoint = env_or_empty("FEEDLINE_TEST_S3_ENDPOINT");
       config.s3.access_key_id = env_or_empty("AWS_ACCESS_KEY_ID");
       config.s3.secret_access_key = env_or_empty("AWS_SECRET_ACCESS_KEY");
-      config.http.part_size = 256 * 1024;  // several parts per large read
+      config.http.part_size = c.part_size;
+      config.http.loops = c.http_loops;
     } else if (scheme == "mem") {
       url = "mem://conformance/";
     } else if (!c.url.empty()) {

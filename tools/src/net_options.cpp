@@ -27,6 +27,10 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
   cmd.add_option("--ca-bundle", o.ca_bundle, "CA certificates file for TLS verification")->group(group);
   cmd.add_option("--part-size", o.part_size, "Large reads are split into parallel range requests of this size")
       ->group(group);
+  cmd.add_option("--http-loops", o.http_loops,
+                 "HTTP event-loop threads per job that share parts of 1 MiB and more, so that receiving "
+                 "large objects uses more than one core (0 = one per core, at most 4; 1 = a single loop)")
+      ->group(group);
   cmd.add_option("--max-attempts", o.max_attempts, "Attempts per request, the first included (retries back off with jitter)")
       ->group(group);
   cmd.add_option("--connect-timeout", o.connect_timeout, "Give up connecting after this long")->group(group);
@@ -50,6 +54,7 @@ void apply_net_options(const NetOptions& o, std::string_view url, storage::Backe
   c.http.insecure = o.insecure;
   c.http.ca_bundle = o.ca_bundle;
   c.http.part_size = *part;
+  c.http.loops = o.http_loops;
   c.http.max_attempts = o.max_attempts;
   c.http.connect_timeout = duration(o.connect_timeout, "--connect-timeout");
   c.http.stall_timeout = duration(o.stall_timeout, "--stall-timeout");

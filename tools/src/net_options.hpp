@@ -20,6 +20,7 @@ struct NetOptions {
   bool insecure = false;
   std::string ca_bundle;
   std::string part_size = "8MiB";
+  unsigned http_loops = 0;
   unsigned max_attempts = 5;
   std::string connect_timeout = "10s";
   std::string stall_timeout = "30s";

@@ -36,6 +36,8 @@ class ObjectStore : public Backend {
   }
   Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override;
   BackendCaps caps() const override;
+  // Event loops per I/O queue (HttpConfig::loops; 0 = one per core, at most 4).
+  unsigned event_loops() const;
   std::string display_name(std::string_view key) const override { return shown(key); }
 
  protected:

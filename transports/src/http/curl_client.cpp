@@ -169,6 +169,10 @@ class CurlClient final : public HttpClient {
     return n;
   }
 
+  void wake() override {
+    if (options_.driven) asio::post(io_, [] {});  // a handler to run: run_for() returns
+  }
+
   bool driven() const noexcept override { return options_.driven; }
 
   void cancel_all() override {

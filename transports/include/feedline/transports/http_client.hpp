@@ -126,6 +126,9 @@ class HttpClient {
   // socket became ready, a timer fired) or the timeout passed, then everything else already
   // ready; completion callbacks run here. Returns the handlers run. Threaded clients: returns 0.
   virtual std::size_t run_for(std::chrono::nanoseconds timeout) = 0;
+  // Driven clients: makes a run_for() in progress (or the next one) return, from any thread —
+  // for owners that also wait on work finishing elsewhere. Threaded clients: nothing.
+  virtual void wake() = 0;
   virtual HttpClientStats stats() const = 0;
   virtual bool driven() const noexcept = 0;
 
