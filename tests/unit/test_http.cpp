@@ -169,6 +169,52 @@ TEST_CASE("a connection reset mid-body resumes with a range for the missing byte
   CHECK(range_of(seen[1]).second == 10'000 + 150'000 - 1);
 }
 
+TEST_CASE("a scattered GET puts each segment's bytes in its own buffer, also across a resumed transfer",
+          "[http][retry]") {
+  const std::string obj = object_bytes(300'000);
+  std::atomic<int> calls{0};
+  const bool reset = GENERATE(false, true);
+  HttpTestServer server([&](const HttpTestRequest& r) {
+    std::string full = partial(obj, r);
+    if (reset && calls++ == 0) {  // 70,000 body bytes (inside the second segment), then a reset
+      const auto body_at = full.find("\r\n\r\n") + 4;
+      return HttpTestReply{full.substr(0, body_at + 70'000), false, true};
+    }
+    return HttpTestReply{full};
+  });
+  auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
+  REQUIRE(client);
+  // The range [1000, 201000): three segments with gaps before, between and after them.
+  std::vector<std::byte> a(40'000), b(60'000), c(50'000), none;
+  HttpRequest req = ranged(server.port(), 1000, none);
+  req.range_length = 200'000;
+  req.scatter = {{5'000, a}, {45'000, b}, {150'000, c}};
+  auto resp = (*client)->perform(req);
+  REQUIRE(resp);
+  CHECK(resp->bytes == 200'000);
+  CHECK(as_string(a, a.size()) == obj.substr(6'000, a.size()));
+  CHECK(as_string(b, b.size()) == obj.substr(46'000, b.size()));
+  CHECK(as_string(c, c.size()) == obj.substr(151'000, c.size()));
+  CHECK(resp->attempts == (reset ? 2u : 1u));
+  if (reset) CHECK(range_of(server.requests().at(1)).first == 1000 + 70'000);  // only what is missing
+
+  SECTION("segments out of order or past the range are refused before anything is sent") {
+    const auto before = server.requests().size();
+    HttpRequest bad = ranged(server.port(), 0, none);
+    bad.range_length = 1000;
+    bad.scatter = {{500, a}};  // 40,000 bytes from 500: past the range's end
+    auto r = (*client)->perform(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kInvalidArgument);
+    bad.range_length = 200'000;
+    bad.scatter = {{45'000, b}, {5'000, a}};
+    auto r2 = (*client)->perform(bad);
+    REQUIRE_FALSE(r2);
+    CHECK(r2.error().code() == Errc::kInvalidArgument);
+    CHECK(server.requests().size() == before);
+  }
+}
+
 TEST_CASE("a whole-object read is a plain GET; a broken one resumes with a range; a grown object is an error",
           "[http][retry]") {
   const std::string obj = object_bytes(120'000);

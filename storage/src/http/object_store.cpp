@@ -39,9 +39,16 @@ std::optional<std::uint64_t> to_u64(std::string_view s) {
 // requests stay on the main client: for them the hand-over between threads would cost more than
 // the copy it spreads. Large parts in flight over all loops are capped at the connection count;
 // the rest wait here, in order, so --connections keeps its meaning.
+//
+// Reads submitted together that lie close together in one object (at most kMaxGap apart, as the
+// samples of a tar shard read in storage order, a header between each) are coalesced into one
+// GET of up to a part, its body scattered into each read's buffer: a request costs a round trip
+// and ~20-60 us of CPU on each side whatever its size, so 64 KiB tar members read one GET each
+// ran at ~12k/s where the same bytes in 8 MiB GETs stream at line rate.
 class HttpQueue final : public IoQueue {
  public:
   static constexpr std::uint64_t kLargePart = 1u << 20;
+  static constexpr std::uint64_t kMaxGap = 16u << 10;
 
   HttpQueue(unsigned depth, std::vector<std::unique_ptr<HttpClient>> loops, std::uint64_t part_size, unsigned connections)
       : IoQueue(depth), part_size_(part_size), connections_(connections) {
@@ -56,7 +63,7 @@ class HttpQueue final : public IoQueue {
   void cancel() override {
     std::deque<Waiting> waiting;
     waiting.swap(waiting_);
-    for (auto& w : waiting) push_done(Part{w.st, fail(Errc::kCancelled, "cancelled"), w.length, kNoLoop});
+    for (auto& w : waiting) push_done(Part{std::move(w.members), fail(Errc::kCancelled, "cancelled"), w.length, kNoLoop});
     for (auto& l : loops_) l.client->cancel_all();
   }
 
@@ -71,7 +78,7 @@ class HttpQueue final : public IoQueue {
  protected:
   void do_submit(std::span<ReadOp* const> ops) override {
     const std::uint64_t now = now_ns();
-    std::vector<std::pair<HttpRequest, transports::HttpCallback>> batch;
+    std::vector<Piece> pieces;  // single-part reads: candidates for coalescing
     for (ReadOp* op : ops) {
       auto st = std::make_shared<OpState>();
       st->op = op;
@@ -95,25 +102,22 @@ class HttpQueue final : public IoQueue {
       const std::uint64_t parts = (len + part_size_ - 1) / part_size_;
       st->parts_left = static_cast<unsigned>(parts);
       op->times.issued_ns = now;
+      if (parts == 1) {
+        pieces.push_back(Piece{h, op->offset, len, op->dst.first(static_cast<std::size_t>(len)), std::move(st)});
+        continue;
+      }
       for (std::uint64_t i = 0; i < parts; ++i) {
         const std::uint64_t off = i * part_size_;
         const std::uint64_t n = std::min(part_size_, len - off);
-        HttpRequest req;
-        req.url = h->url();
-        req.shown = h->shown();
-        req.range_offset = op->offset + off;
-        req.range_length = n;
-        req.whole = parts == 1 && op->offset == 0 && n == h->size();
+        HttpRequest req = request_for(*h, op->offset + off, n);
         req.dst = op->dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
-        if (loops_.size() > 1 && n >= kLargePart) {
-          waiting_.push_back(Waiting{std::move(req), st, n});
-        } else {
-          ++loops_[0].requests;
-          batch.emplace_back(std::move(req), [this, st, n](Result<HttpResponse> r) { push_done(Part{st, std::move(r), n, 0}); });
-        }
+        std::vector<Member> m;
+        m.push_back(Member{st, 0, n});
+        issue(std::move(req), std::move(m), n);
       }
     }
-    if (!batch.empty()) loops_[0].client->start_many(std::move(batch));
+    coalesce(pieces);
+    if (!main_batch_.empty()) loops_[0].client->start_many(std::exchange(main_batch_, {}));
     start_waiting();
   }
 
@@ -164,11 +168,25 @@ class HttpQueue final : public IoQueue {
     std::optional<Error> error;
     std::string shown;
   };
-  struct Part {
+  // An op's share of a request: its bytes are the request's [at, at + length).
+  struct Member {
     std::shared_ptr<OpState> st;
-    Result<HttpResponse> r;  // a value-less part (an op finished at submit) has parts_left == 0
+    std::uint64_t at = 0;
     std::uint64_t length = 0;
+  };
+  struct Part {
+    std::vector<Member> members;  // one op, or several coalesced
+    Result<HttpResponse> r;  // a value-less part (an op finished at submit) has parts_left == 0
+    std::uint64_t length = 0;    // the request's range; 0: no request (the op ended at submit)
     std::size_t loop = kNoLoop;  // the client that ran it (kNoLoop: none)
+  };
+  // A single-part read before coalescing.
+  struct Piece {
+    const HttpObject* object;
+    std::uint64_t offset;
+    std::uint64_t length;
+    MutableBytes dst;
+    std::shared_ptr<OpState> st;
   };
   struct Loop {
     std::unique_ptr<HttpClient> client;
@@ -176,9 +194,68 @@ class HttpQueue final : public IoQueue {
   };
   struct Waiting {
     HttpRequest req;
-    std::shared_ptr<OpState> st;
+    std::vector<Member> members;
     std::uint64_t length = 0;
   };
+
+  HttpRequest request_for(const HttpObject& h, std::uint64_t offset, std::uint64_t length) const {
+    HttpRequest req;
+    req.url = h.url();
+    req.shown = h.shown();
+    req.range_offset = offset;
+    req.range_length = length;
+    req.whole = offset == 0 && length == h.size();
+    return req;
+  }
+
+  // Large parts wait for a loop (several loops), the rest go to the main loop's next batch.
+  void issue(HttpRequest req, std::vector<Member> members, std::uint64_t n) {
+    if (loops_.size() > 1 && n >= kLargePart) {
+      waiting_.push_back(Waiting{std::move(req), std::move(members), n});
+      return;
+    }
+    ++loops_[0].requests;
+    main_batch_.emplace_back(std::move(req), [this, m = std::move(members), n](Result<HttpResponse> r) mutable {
+      push_done(Part{std::move(m), std::move(r), n, 0});
+    });
+  }
+
+  // One request per run of pieces in one object, in offset order, each at most kMaxGap after
+  // the last and all within one part; at most an eighth of the queue's depth per request, so
+  // that several requests stay in flight (one request at a time would wait out every first
+  // byte: the ops it frees arrive together and would form the next single request).
+  void coalesce(std::vector<Piece>& pieces) {
+    const std::size_t max_group = std::max(1u, depth() / 8);
+    std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+      return a.object != b.object ? std::less<>()(a.object, b.object) : a.offset < b.offset;
+    });
+    for (std::size_t i = 0; i < pieces.size();) {
+      const Piece& first = pieces[i];
+      std::uint64_t end = first.offset + first.length;
+      std::size_t j = i + 1;
+      while (j < pieces.size() && j - i < max_group && pieces[j].object == first.object && pieces[j].offset >= end &&
+             pieces[j].offset - end <= kMaxGap && pieces[j].offset + pieces[j].length - first.offset <= part_size_) {
+        end = pieces[j].offset + pieces[j].length;
+        ++j;
+      }
+      HttpRequest req = request_for(*first.object, first.offset, end - first.offset);
+      std::vector<Member> members;
+      members.reserve(j - i);
+      if (j - i == 1) {
+        req.dst = first.dst;
+        members.push_back(Member{first.st, 0, first.length});
+      } else {
+        for (std::size_t k = i; k < j; ++k) {
+          const std::uint64_t at = pieces[k].offset - first.offset;
+          req.scatter.push_back(HttpRequest::Segment{at, pieces[k].dst});
+          members.push_back(Member{pieces[k].st, at, pieces[k].length});
+        }
+        mutable_stats().counters["http_coalesced_reads"] += j - i;
+      }
+      issue(std::move(req), std::move(members), end - first.offset);
+      i = j;
+    }
+  }
 
   std::string format_part() const {
     return part_size_ % (1u << 20) == 0 ? fmt::format("{} MiB", part_size_ >> 20) : fmt::format("{} B", part_size_);
@@ -197,8 +274,8 @@ class HttpQueue final : public IoQueue {
       }
       ++loops_[best].requests;
       ++large_in_flight_;
-      batches[best].emplace_back(std::move(w.req), [this, st = w.st, n = w.length, best](Result<HttpResponse> r) {
-        push_done(Part{st, std::move(r), n, best});
+      batches[best].emplace_back(std::move(w.req), [this, m = std::move(w.members), n = w.length, best](Result<HttpResponse> r) mutable {
+        push_done(Part{std::move(m), std::move(r), n, best});
       });
     }
     for (std::size_t i = 0; i < loops_.size(); ++i) {
@@ -206,7 +283,11 @@ class HttpQueue final : public IoQueue {
     }
   }
 
-  void push_ready(std::shared_ptr<OpState> st) { push_done(Part{std::move(st), HttpResponse{}, 0, kNoLoop}); }
+  void push_ready(std::shared_ptr<OpState> st) {
+    std::vector<Member> m;
+    m.push_back(Member{std::move(st), 0, 0});
+    push_done(Part{std::move(m), HttpResponse{}, 0, kNoLoop});
+  }
 
   // From the clients' callbacks: on this thread (a driven main client, or cancel()) or on a
   // client's own thread.
@@ -230,44 +311,62 @@ class HttpQueue final : public IoQueue {
     if (done_.size() == 1) cv_.notify_one();  // the poller drains everything it finds
   }
 
-  // Records one request; returns 1 when it finished its op.
+  // Records one request; returns the ops it finished.
   std::size_t account(Part& p) {
-    OpState& st = *p.st;
     auto& stats = mutable_stats();
     if (p.loop != kNoLoop) {
       --loops_[p.loop].requests;
       if (loops_.size() > 1 && p.length >= kLargePart) --large_in_flight_;
     }
-    if (p.length > 0) {
-      ++stats.counters["http_requests"];
-      if (p.r) {
-        const HttpResponse& r = *p.r;
-        stats.histograms["ttfb_ns"].record(r.ttfb_ns);
-        stats.histograms["transfer_ns"].record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
-        if (r.connections) stats.counters["http_connections_opened"] += r.connections;
-        for (const auto& [reason, n] : r.retries) {
-          stats.counters["http_retries"] += n;
-          stats.counters["http_retry_" + reason] += n;
-          if (reason == "http_503" || reason == "http_429") stats.counters["http_throttled"] += n;
-          st.retries += n;
-        }
-        if (r.status == 200 || r.status == 206) {
-          st.bytes += r.bytes;
-        } else if (!st.error) {
-          st.error = Error(r.status == 404 ? Errc::kNotFound
-                           : (r.status == 401 || r.status == 403) ? Errc::kPermissionDenied
-                                                                  : Errc::kIo,
-                           fmt::format("HTTP {} to a ranged GET", r.status))
-                         .with_http_status(static_cast<int>(r.status))
-                         .with_object(st.shown)
-                         .with_offset(st.op->offset);
-        }
-      } else {
-        ++stats.counters["http_failed_requests"];
-        if (!st.error) st.error = p.r.error();
-      }
-      if (--st.parts_left > 0) return 0;
+    std::size_t finished = 0;
+    if (p.length == 0) {  // ended at submit
+      for (Member& m : p.members) finished += finish(*m.st);
+      return finished;
     }
+    ++stats.counters["http_requests"];
+    std::optional<Error> error;
+    std::uint64_t body = 0;
+    std::uint32_t retries = 0;
+    if (p.r) {
+      const HttpResponse& r = *p.r;
+      stats.histograms["ttfb_ns"].record(r.ttfb_ns);
+      stats.histograms["transfer_ns"].record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
+      if (r.connections) stats.counters["http_connections_opened"] += r.connections;
+      for (const auto& [reason, n] : r.retries) {
+        stats.counters["http_retries"] += n;
+        stats.counters["http_retry_" + reason] += n;
+        if (reason == "http_503" || reason == "http_429") stats.counters["http_throttled"] += n;
+        retries += n;
+      }
+      if (r.status == 200 || r.status == 206) {
+        body = r.bytes;
+      } else {
+        error = Error(r.status == 404 ? Errc::kNotFound
+                      : (r.status == 401 || r.status == 403) ? Errc::kPermissionDenied
+                                                             : Errc::kIo,
+                      fmt::format("HTTP {} to a ranged GET", r.status))
+                    .with_http_status(static_cast<int>(r.status));
+      }
+    } else {
+      ++stats.counters["http_failed_requests"];
+      error = p.r.error();
+    }
+    for (Member& m : p.members) {
+      OpState& st = *m.st;
+      st.retries += retries;
+      if (error && !st.error) {
+        st.error = *error;
+        if (p.r) st.error = std::move(*st.error).with_object(st.shown).with_offset(st.op->offset);
+      } else if (!error) {
+        st.bytes += body > m.at ? std::min(m.length, body - m.at) : 0;
+      }
+      if (--st.parts_left == 0) finished += finish(st);
+    }
+    return finished;
+  }
+
+  std::size_t finish(OpState& st) {
+    auto& stats = mutable_stats();
     std::uint64_t max_open = 0;  // the loops' peaks, added up (an upper bound when they differ in time)
     for (const auto& l : loops_) max_open += l.client->stats().max_open_connections;
     auto& peak = stats.counters["http_connections_peak"];
@@ -286,6 +385,7 @@ class HttpQueue final : public IoQueue {
   std::uint64_t part_size_;
   unsigned connections_;
   std::deque<Waiting> waiting_;  // large parts not started yet (several loops only)
+  std::vector<std::pair<HttpRequest, transports::HttpCallback>> main_batch_;  // do_submit's, for the main loop
   unsigned large_in_flight_ = 0;
   std::mutex mu_;           // guards done_ when the main client is threaded, and remote_
   std::condition_variable cv_;

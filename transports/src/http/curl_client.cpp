@@ -78,6 +78,7 @@ struct Transfer {
   curl_slist* headers = nullptr;
   HttpResponse resp;
   std::uint64_t received = 0;  // into dst, all attempts
+  std::size_t segment = 0;     // scatter: the first segment not yet filled
   std::size_t upload_pos = 0;
   long status = 0;  // of the current attempt, from its status line
   bool range_ignored = false;
@@ -91,6 +92,28 @@ struct Transfer {
     if (easy) curl_easy_cleanup(easy);
   }
   bool ranged() const { return req.range_offset.has_value(); }
+
+  // Puts `len` body bytes that start `received` bytes into the range where they belong.
+  void store(const char* data, std::size_t len) {
+    if (req.scatter.empty()) {
+      std::memcpy(req.dst.data() + received, data, len);
+      return;
+    }
+    std::uint64_t pos = received;
+    while (len > 0 && segment < req.scatter.size()) {
+      const HttpRequest::Segment& s = req.scatter[segment];
+      if (pos >= s.at + s.dst.size()) {
+        ++segment;
+        continue;
+      }
+      const std::uint64_t skip = pos < s.at ? std::min<std::uint64_t>(len, s.at - pos) : 0;
+      const std::uint64_t n = skip > 0 ? 0 : std::min<std::uint64_t>(len, s.at + s.dst.size() - pos);
+      if (n > 0) std::memcpy(s.dst.data() + (pos - s.at), data, n);
+      pos += skip + n;
+      data += skip + n;
+      len -= static_cast<std::size_t>(skip + n);
+    }
+  }
 };
 
 class CurlClient final : public HttpClient {
@@ -280,6 +303,13 @@ class CurlClient final : public HttpClient {
     }
     if (r.range_offset) {
       if (r.range_length == 0) return fail(Errc::kInvalidArgument, "a ranged GET of 0 bytes");
+      std::uint64_t end = 0;
+      for (const auto& seg : r.scatter) {
+        if (seg.at < end || seg.at + seg.dst.size() > r.range_length) {
+          return fail(Errc::kInvalidArgument, "scatter segments out of order or outside the range");
+        }
+        end = seg.at + seg.dst.size();
+      }
       if (r.whole && *r.range_offset != 0) return fail(Errc::kInvalidArgument, "a whole-object GET from offset > 0");
       const std::uint64_t first = *r.range_offset + t->received;
       const std::uint64_t last = *r.range_offset + r.range_length - 1;
@@ -365,7 +395,7 @@ class CurlClient final : public HttpClient {
         }
         return 0;
       }
-      std::memcpy(t->req.dst.data() + t->received, data, len);
+      t->store(data, len);
       t->received += len;
       t->resp.bytes += len;
       return len;

@@ -76,6 +76,14 @@ struct HttpRequest {
   std::optional<std::uint64_t> range_offset;
   std::uint64_t range_length = 0;
   MutableBytes dst;
+  // Instead of dst: the range's bytes scattered over several buffers (one GET for several
+  // nearby reads). Segment i takes the range's bytes [at, at + dst.size()); segments are in
+  // order, do not overlap and lie inside the range; bytes between them are dropped.
+  struct Segment {
+    std::uint64_t at = 0;
+    MutableBytes dst;
+  };
+  std::vector<Segment> scatter;
   // The range is the whole object (offset 0, length = its size): the first attempt is a plain
   // GET without Range, a 200 of exactly range_length bytes; a retry after a partial body asks
   // for the rest with a Range. Servers answer plain GETs at least as well (nginx with
