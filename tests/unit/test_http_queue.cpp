@@ -40,11 +40,14 @@ struct ObjectServer {
   HttpTestServer server;
 
   ObjectServer(std::size_t size, std::chrono::milliseconds h)
-      : obj(object_bytes(size)), hold(h), server([this](const HttpTestRequest& r) { return answer(r); }) {}
+      : obj(object_bytes(size)),
+        hold(h),
+        server([this](const HttpTestRequest& r) { return answer(r); }) {}
 
   HttpTestReply answer(const HttpTestRequest& r) {
     if (r.method == "HEAD") {
-      return HttpTestReply{fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
+      return HttpTestReply{
+          fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
     }
     const int now = ++active;
     int seen = peak.load();
@@ -60,8 +63,9 @@ struct ObjectServer {
     }
     --active;
     if (r.header("range").empty()) return HttpTestReply{HttpTestServer::reply(200, obj)};
-    return HttpTestReply{HttpTestServer::reply(
-        206, obj.substr(a, b - a + 1), {fmt::format("Content-Range: bytes {}-{}/{}", a, b, obj.size())})};
+    return HttpTestReply{
+        HttpTestServer::reply(206, obj.substr(a, b - a + 1),
+                              {fmt::format("Content-Range: bytes {}-{}/{}", a, b, obj.size())})};
   }
 
   std::string url() const { return fmt::format("http://127.0.0.1:{}/data/obj.bin", server.port()); }
@@ -74,7 +78,8 @@ struct Collector final : ReadCompletion {
 
 void poll_until(IoQueue& q, const std::function<bool()>& done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!done() && std::chrono::steady_clock::now() < deadline) q.poll(1, std::chrono::milliseconds(50));
+  while (!done() && std::chrono::steady_clock::now() < deadline)
+    q.poll(1, std::chrono::milliseconds(50));
   REQUIRE(done());
 }
 
@@ -100,13 +105,15 @@ Opened open_object(const ObjectServer& s, unsigned connections, unsigned loops) 
 
 }  // namespace
 
-TEST_CASE("http queue: large parts over several event loops land byte for byte, within --connections",
-          "[http][storage]") {
+TEST_CASE(
+    "http queue: large parts over several event loops land byte for byte, within --connections",
+    "[http][storage]") {
   // 8 MiB + a tail: eight parts of 1 MiB (helper loops too) and one of 12,345 bytes (main loop).
   ObjectServer s((8u << 20) + 12345, std::chrono::milliseconds(5));
   for (const bool driven : {true, false}) {
     for (const unsigned connections : {2u, 5u}) {
-      DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads") << ", " << connections << " connections") {
+      DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads")
+                      << ", " << connections << " connections") {
         auto o = open_object(s, connections, 3);
         QueueOptions qo;
         qo.depth = 4;
@@ -115,8 +122,9 @@ TEST_CASE("http queue: large parts over several event loops land byte for byte, 
         REQUIRE(q);
         const auto info = (*q)->info();
         const std::string loops = fmt::format("{} event loops", std::min(3u, connections));
-        CHECK(std::any_of(info.features.begin(), info.features.end(),
-                          [&](const std::string& f) { return f.find(loops) != std::string::npos; }));
+        CHECK(std::any_of(info.features.begin(), info.features.end(), [&](const std::string& f) {
+          return f.find(loops) != std::string::npos;
+        }));
 
         const std::uint64_t size = s.obj.size();
         auto whole = AlignedBuffer::allocate(size).value();
@@ -194,14 +202,17 @@ TEST_CASE("http queue: cancel ends parts still waiting for a connection; every o
   }
 }
 
-TEST_CASE("http queue: nearby reads submitted together share one GET; each gets its bytes, short reads and errors",
-          "[http][storage]") {
+TEST_CASE(
+    "http queue: nearby reads submitted together share one GET; each gets its bytes, short reads "
+    "and errors",
+    "[http][storage]") {
   // Reads of 10,000 bytes 512 bytes apart (like tar members, a header between each).
   constexpr std::uint64_t kLen = 10'000, kStride = 10'512;
   ObjectServer s(2u << 20, std::chrono::milliseconds(0));
   std::atomic<bool> refuse_second_half{false};
   HttpTestServer server([&](const HttpTestRequest& r) {
-    if (refuse_second_half && r.method == "GET" && r.header("range").starts_with("bytes=1048576-")) {
+    if (refuse_second_half && r.method == "GET" &&
+        r.header("range").starts_with("bytes=1048576-")) {
       return HttpTestReply{HttpTestServer::reply(403, "<Error><Code>AccessDenied</Code></Error>")};
     }
     return s.answer(r);
@@ -224,7 +235,8 @@ TEST_CASE("http queue: nearby reads submitted together share one GET; each gets 
   // one far from all others.
   std::vector<std::uint64_t> offsets;
   for (int i = 19; i >= 0; --i) offsets.push_back(static_cast<std::uint64_t>(i) * kStride);
-  for (int i = 0; i < 4; ++i) offsets.push_back((1u << 20) + static_cast<std::uint64_t>(i) * kStride);
+  for (int i = 0; i < 4; ++i)
+    offsets.push_back((1u << 20) + static_cast<std::uint64_t>(i) * kStride);
   offsets.push_back((2u << 20) - 3000);
   offsets.push_back(600'000);
   auto buf = AlignedBuffer::allocate(offsets.size() * kLen).value();
