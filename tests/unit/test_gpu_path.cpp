@@ -369,21 +369,31 @@ struct RunResult {
   std::optional<Error> error;
 };
 
-RunResult run_and_check(Files& f, const LoaderConfig& c) {
-  RunResult out;
-  auto loader = Loader::open(*f.backend, f.dataset, c);
+// Opens a loader over the dataset and hands every batch to on_batch; the first error (opening,
+// or a batch that failed) and the report come back.
+template <class OnBatch>
+void for_each_batch(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& c,
+                    std::optional<Error>& error, PipelineReport& report, OnBatch&& on_batch) {
+  auto loader = Loader::open(backend, dataset, c);
   if (!loader) {
-    out.error = loader.error();
-    return out;
+    error = loader.error();
+    return;
   }
   for (;;) {
     auto b = (*loader)->next();
     if (!b) {
-      out.error = b.error();
+      error = b.error();
       break;
     }
     if (!*b) break;
-    const Batch& batch = **b;
+    on_batch(**b);
+  }
+  report = (*loader)->report();
+}
+
+RunResult run_and_check(Files& f, const LoaderConfig& c) {
+  RunResult out;
+  for_each_batch(*f.backend, f.dataset, c, out.error, out.report, [&](const Batch& batch) {
     const ConstBytes data = batch.data();
     // Read straight into (fake) GPU memory: the host batch is empty and the device copy is all.
     const bool device_only = data.empty() && batch.extent() > 0;
@@ -407,8 +417,7 @@ RunResult run_and_check(Files& f, const LoaderConfig& c) {
     } else if (batch.device_data()) {
       ++out.device_mismatches;
     }
-  }
-  out.report = (*loader)->report();
+  });
   if (!out.error && out.report.error) out.error = out.report.error;
   return out;
 }
@@ -548,27 +557,15 @@ struct Delivered {
 };
 Delivered deliver_all(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& c) {
   Delivered out;
-  auto loader = Loader::open(backend, dataset, c);
-  if (!loader) {
-    out.error = loader.error();
-    return out;
-  }
-  for (;;) {
-    auto b = (*loader)->next();
-    if (!b) {
-      out.error = b.error();
-      break;
-    }
-    if (!*b) break;
-    const ConstBytes data = (**b).data();
-    for (const auto& s : (**b).samples()) {
-      for (const auto& m : (**b).members_of(s)) {
+  for_each_batch(backend, dataset, c, out.error, out.report, [&](const Batch& batch) {
+    const ConstBytes data = batch.data();
+    for (const auto& s : batch.samples()) {
+      for (const auto& m : batch.members_of(s)) {
         out.samples[std::string(s.key)][std::string(m.name)].assign(data.data() + m.offset,
                                                                    data.data() + m.offset + m.size);
       }
     }
-  }
-  out.report = (*loader)->report();
+  });
   return out;
 }
 }  // namespace
