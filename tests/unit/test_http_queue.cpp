@@ -227,6 +227,7 @@ TEST_CASE(
   REQUIRE(h);
   QueueOptions qo;
   qo.depth = 64;  // at most 64 / 8 = 8 reads per GET
+  qo.coalesce = true;
   qo.caller_mostly_polls = GENERATE(false, true);
   auto q = opened->backend->make_queue(qo);
   REQUIRE(q);
@@ -269,6 +270,19 @@ TEST_CASE(
     CHECK(s.gets == 6);
     CHECK((*q)->stats().counters.at("http_requests") == 6);
     CHECK((*q)->stats().counters.at("http_coalesced_reads") == 24);
+  }
+  SECTION("without QueueOptions::coalesce (bench storage) every read is a GET of its own") {
+    QueueOptions plain = qo;
+    plain.coalesce = false;
+    auto pq = opened->backend->make_queue(plain);
+    REQUIRE(pq);
+    s.gets = 0;
+    (*pq)->submit(ptrs);
+    poll_until(**pq, [&] { return c.calls == static_cast<int>(ops.size()); });
+    for (std::size_t i = 0; i < 24; ++i) check_bytes(i, kLen);
+    check_bytes(24, 3000);
+    CHECK(s.gets == static_cast<int>(ops.size()));
+    CHECK((*pq)->stats().counters.count("http_coalesced_reads") == 0);
   }
   SECTION("an error answer fails every read of its GET, each naming its own offset") {
     refuse_second_half = true;

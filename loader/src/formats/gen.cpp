@@ -2,7 +2,7 @@
 #include "feedline/loader/gen.hpp"
 
 #include <fmt/format.h>
-#include <xxhash.h>
+#include "feedline/loader/digest.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -93,7 +93,7 @@ void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
   fill_content(rng, size, c.compressibility, parts.raw);
 }
 
-std::uint64_t xxh3(ConstBytes b) { return XXH3_64bits(b.data(), b.size()); }
+std::uint64_t xxh3(ConstBytes b) { return member_hash(b); }
 ConstBytes as_bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
 
 // True when `text` is all digits, at least `width` of them; the number goes to n.

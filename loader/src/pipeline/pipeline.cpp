@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -288,6 +287,7 @@ void Pipeline::storage_loop() {
   qo.depth = config_.io_depth;
   qo.single_thread = true;
   qo.caller_mostly_polls = direct_;  // reads land in batch slots: no buffers to allocate here
+  qo.coalesce = true;  // nearby reads (tar members in storage order) may share a request
   auto queue_r = device_reads_ ? backend_.make_device_queue(qo, cufile_) : backend_.make_queue(qo);
   if (!queue_r) {
     fail_run(std::move(queue_r).error());

@@ -42,6 +42,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
   qo.depth = config.io_depth;
   qo.single_thread = true;
   qo.caller_mostly_polls = keep == nullptr;  // reused buffers: the thread only reads
+  qo.coalesce = true;  // nearby reads may share a request (as the run's own storage stage)
   FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
   detail::HandleCache handles(backend, dataset);
   struct Slot {

@@ -5,7 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <sys/mman.h>
-#include <xxhash.h>
+#include "feedline/loader/digest.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -71,7 +71,7 @@ void digest_members(InFlightSample& s) {
   std::uint64_t digest = 0;
   std::uint64_t bytes = 0;
   for (const auto& mb : s.members) {
-    digest += XXH3_64bits(mb.data, mb.size);
+    digest += member_hash(ConstBytes(mb.data, mb.size));
     bytes += mb.size;
   }
   s.digest = digest;

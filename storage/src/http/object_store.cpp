@@ -40,8 +40,9 @@ std::optional<std::uint64_t> to_u64(std::string_view s) {
 // the copy it spreads. Large parts in flight over all loops are capped at the connection count;
 // the rest wait here, in order, so --connections keeps its meaning.
 //
-// Reads submitted together that lie close together in one object (at most kMaxGap apart, as the
-// samples of a tar shard read in storage order, a header between each) are coalesced into one
+// Where the caller allows it (QueueOptions::coalesce), reads submitted together that lie close
+// together in one object (at most kMaxGap apart, as the samples of a tar shard read in storage
+// order, a header between each) are coalesced into one
 // GET of up to a part, its body scattered into each read's buffer: a request costs a round trip
 // and ~20-60 us of CPU on each side whatever its size, so 64 KiB tar members read one GET each
 // ran at ~12k/s where the same bytes in 8 MiB GETs stream at line rate.
@@ -50,8 +51,9 @@ class HttpQueue final : public IoQueue {
   static constexpr std::uint64_t kLargePart = 1u << 20;
   static constexpr std::uint64_t kMaxGap = 16u << 10;
 
-  HttpQueue(unsigned depth, std::vector<std::unique_ptr<HttpClient>> loops, std::uint64_t part_size, unsigned connections)
-      : IoQueue(depth), part_size_(part_size), connections_(connections) {
+  HttpQueue(unsigned depth, std::vector<std::unique_ptr<HttpClient>> loops, std::uint64_t part_size, unsigned connections,
+            bool coalesce)
+      : IoQueue(depth), part_size_(part_size), connections_(connections), coalesce_(coalesce) {
     for (auto& c : loops) loops_.push_back(Loop{std::move(c), 0});
   }
 
@@ -225,7 +227,7 @@ class HttpQueue final : public IoQueue {
   // that several requests stay in flight (one request at a time would wait out every first
   // byte: the ops it frees arrive together and would form the next single request).
   void coalesce(std::vector<Piece>& pieces) {
-    const std::size_t max_group = std::max(1u, depth() / 8);
+    const std::size_t max_group = coalesce_ ? std::max(1u, depth() / 8) : 1;
     std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
       return a.object != b.object ? std::less<>()(a.object, b.object) : a.offset < b.offset;
     });
@@ -384,6 +386,7 @@ class HttpQueue final : public IoQueue {
   std::vector<Loop> loops_;  // [0]: the main client (driven or threaded); the rest: helpers
   std::uint64_t part_size_;
   unsigned connections_;
+  bool coalesce_;
   std::deque<Waiting> waiting_;  // large parts not started yet (several loops only)
   std::vector<std::pair<HttpRequest, transports::HttpCallback>> main_batch_;  // do_submit's, for the main loop
   unsigned large_in_flight_ = 0;
@@ -527,7 +530,8 @@ Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& opt
     loops.push_back(std::move(helper));
   }
   return std::unique_ptr<IoQueue>(
-      std::make_unique<HttpQueue>(options.depth, std::move(loops), std::max<std::uint64_t>(http_.part_size, 4096), connections));
+      std::make_unique<HttpQueue>(options.depth, std::move(loops), std::max<std::uint64_t>(http_.part_size, 4096), connections,
+                                  options.coalesce));
 }
 
 unsigned ObjectStore::event_loops() const {

@@ -123,6 +123,10 @@ struct QueueOptions {
   // (allocating sample buffers, handing them to decode) does not delay the sockets: tar members
   // with decode over HTTP ran ~20% faster that way.
   bool caller_mostly_polls = false;
+  // Reads submitted together that lie close together in one object may share one request
+  // (HTTP: one GET scattered into each read's buffer). The pipeline wants that; a storage
+  // benchmark measures the request pattern as given (fio merges nothing), so it is off there.
+  bool coalesce = false;
 };
 
 struct QueueInfo {
