@@ -165,11 +165,13 @@ TEST_CASE("http queue: cancel ends parts still waiting for a connection; every o
   ObjectServer s(16u << 20, std::chrono::milliseconds(20));
   for (const bool driven : {true, false}) {
     DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads")) {
-      auto o = open_object(s, 1, 2);  // one connection: 15 of the 16 parts wait in the queue
+      auto o = open_object(s, 2, 2);  // two loops, two connections: 14 of the 16 parts wait here
       QueueOptions qo;
       qo.caller_mostly_polls = driven;
       auto q = o.backend->make_queue(qo);
       REQUIRE(q);
+      const auto features = (*q)->info().features;
+      CHECK(std::find(features.begin(), features.end(), "2 event loops for parts >= 1 MiB") != features.end());
       auto buf = AlignedBuffer::allocate(s.obj.size()).value();
       Collector c;
       ReadOp op;
@@ -185,7 +187,8 @@ TEST_CASE("http queue: cancel ends parts still waiting for a connection; every o
       poll_until(**q, [&] { return c.calls == 1; });
       REQUIRE_FALSE(op.result);
       CHECK(op.result.error().code() == Errc::kCancelled);
-      CHECK(s.gets < 16);  // the waiting parts were never sent
+      CHECK(s.gets < 16);  // the waiting parts were never sent, nor counted as requests
+      CHECK((*q)->stats().counters.at("http_requests") <= static_cast<std::uint64_t>(s.gets) + 2);
       CHECK((*q)->in_flight() == 0);
       // The queue goes on working after a cancel.
       Collector c2;

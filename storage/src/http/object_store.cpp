@@ -42,10 +42,10 @@ std::optional<std::uint64_t> to_u64(std::string_view s) {
 //
 // Where the caller allows it (QueueOptions::coalesce), reads submitted together that lie close
 // together in one object (at most kMaxGap apart, as the samples of a tar shard read in storage
-// order, a header between each) are coalesced into one
-// GET of up to a part, its body scattered into each read's buffer: a request costs a round trip
-// and ~20-60 us of CPU on each side whatever its size, so 64 KiB tar members read one GET each
-// ran at ~12k/s where the same bytes in 8 MiB GETs stream at line rate.
+// order, a header between each) are coalesced into one GET of up to a part, its body scattered
+// into each read's buffer: a request costs a round trip and ~20-60 us of CPU on each side
+// whatever its size, so 64 KiB tar members read one GET each ran at ~12k/s where the same bytes
+// in 8 MiB GETs stream at line rate.
 class HttpQueue final : public IoQueue {
  public:
   static constexpr std::uint64_t kLargePart = 1u << 20;
@@ -325,11 +325,13 @@ class HttpQueue final : public IoQueue {
       for (Member& m : p.members) finished += finish(*m.st);
       return finished;
     }
-    ++stats.counters["http_requests"];
     std::optional<Error> error;
     std::uint64_t body = 0;
     std::uint32_t retries = 0;
-    if (p.r) {
+    if (p.loop == kNoLoop) {  // cancelled while waiting for a loop: never sent
+      error = p.r.error();
+    } else if (p.r) {
+      ++stats.counters["http_requests"];
       const HttpResponse& r = *p.r;
       stats.histograms["ttfb_ns"].record(r.ttfb_ns);
       stats.histograms["transfer_ns"].record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
@@ -350,6 +352,7 @@ class HttpQueue final : public IoQueue {
                     .with_http_status(static_cast<int>(r.status));
       }
     } else {
+      ++stats.counters["http_requests"];
       ++stats.counters["http_failed_requests"];
       error = p.r.error();
     }
