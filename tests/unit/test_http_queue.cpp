@@ -171,7 +171,8 @@ TEST_CASE("http queue: cancel ends parts still waiting for a connection; every o
       auto q = o.backend->make_queue(qo);
       REQUIRE(q);
       const auto features = (*q)->info().features;
-      CHECK(std::find(features.begin(), features.end(), "2 event loops for parts >= 1 MiB") != features.end());
+      CHECK(std::find(features.begin(), features.end(), "2 event loops for parts >= 1 MiB") !=
+            features.end());
       auto buf = AlignedBuffer::allocate(s.obj.size()).value();
       Collector c;
       ReadOp op;
