@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace feedline::test {
@@ -158,4 +160,28 @@ class HttpTestServer {
   std::vector<HttpTestRequest> seen_;
 };
 
+// Test object bytes: a pattern no two nearby offsets share.
+inline std::string object_bytes(std::size_t n) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
+  return s;
+}
+
+// Parses "bytes=A-B".
+inline std::pair<std::size_t, std::size_t> range_of(const HttpTestRequest& r) {
+  const std::string h = r.header("range");
+  const auto eq = h.find('='), dash = h.find('-');
+  return {std::stoul(h.substr(eq + 1, dash - eq - 1)), std::stoul(h.substr(dash + 1))};
+}
+
+// A 206 answer with obj's bytes for the request's range (cut at the object's end).
+inline std::string partial(const std::string& obj, const HttpTestRequest& r) {
+  auto [a, b] = range_of(r);
+  b = std::min(b, obj.size() - 1);
+  return HttpTestServer::reply(206, obj.substr(a, b - a + 1),
+                               {"Content-Range: bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
+                                std::to_string(obj.size())});
+}
+
 }  // namespace feedline::test
+

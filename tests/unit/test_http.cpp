@@ -19,32 +19,14 @@ using namespace feedline;
 using feedline::test::HttpTestReply;
 using feedline::test::HttpTestRequest;
 using feedline::test::HttpTestServer;
+using feedline::test::object_bytes;
+using feedline::test::partial;
+using feedline::test::range_of;
 using transports::HttpClient;
 using transports::HttpClientOptions;
 using transports::HttpRequest;
 
 namespace {
-
-std::string object_bytes(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('a' + (i * 7 + i / 251) % 26);
-  return s;
-}
-
-// Parses "bytes=A-B".
-std::pair<std::size_t, std::size_t> range_of(const HttpTestRequest& r) {
-  const std::string h = r.header("range");
-  const auto eq = h.find('='), dash = h.find('-');
-  return {std::stoul(h.substr(eq + 1, dash - eq - 1)), std::stoul(h.substr(dash + 1))};
-}
-
-std::string partial(const std::string& obj, const HttpTestRequest& r) {
-  auto [a, b] = range_of(r);
-  b = std::min(b, obj.size() - 1);
-  return HttpTestServer::reply(206, obj.substr(a, b - a + 1),
-                               {"Content-Range: bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
-                                std::to_string(obj.size())});
-}
 
 // driven: no thread of the client's own; perform() then runs the loop itself (run_for).
 HttpClientOptions fast_retries(bool driven = false) {

@@ -22,14 +22,10 @@ using namespace feedline::storage;
 using feedline::test::HttpTestReply;
 using feedline::test::HttpTestRequest;
 using feedline::test::HttpTestServer;
+using feedline::test::object_bytes;
+using feedline::test::partial;
 
 namespace {
-
-std::string object_bytes(std::size_t n) {
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>('A' + (i * 13 + i / 4093) % 26);
-  return s;
-}
 
 // Serves one object: HEAD with its size, ranged GETs as 206, each GET held `hold` so that parts
 // overlap; counts the GETs being answered at once.
@@ -55,17 +51,9 @@ struct ObjectServer {
     }
     ++gets;
     std::this_thread::sleep_for(hold);
-    std::size_t a = 0, b = obj.size() - 1;
-    if (const std::string range = r.header("range"); !range.empty()) {
-      const auto eq = range.find('='), dash = range.find('-');
-      a = std::stoul(range.substr(eq + 1, dash - eq - 1));
-      b = std::min<std::size_t>(std::stoul(range.substr(dash + 1)), obj.size() - 1);
-    }
     --active;
     if (r.header("range").empty()) return HttpTestReply{HttpTestServer::reply(200, obj)};
-    return HttpTestReply{
-        HttpTestServer::reply(206, obj.substr(a, b - a + 1),
-                              {fmt::format("Content-Range: bytes {}-{}/{}", a, b, obj.size())})};
+    return HttpTestReply{partial(obj, r)};
   }
 
   std::string url() const { return fmt::format("http://127.0.0.1:{}/data/obj.bin", server.port()); }

@@ -2,7 +2,6 @@
 #include "feedline/loader/gen.hpp"
 
 #include <fmt/format.h>
-#include "feedline/loader/digest.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "feedline/core/units.hpp"
+#include "feedline/loader/digest.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
@@ -93,7 +93,6 @@ void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
   fill_content(rng, size, c.compressibility, parts.raw);
 }
 
-std::uint64_t xxh3(ConstBytes b) { return member_hash(b); }
 ConstBytes as_bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
 
 // True when `text` is all digits, at least `width` of them; the number goes to n.
@@ -319,7 +318,7 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
   auto produce = [&](std::uint64_t i) -> Result<ConstBytes> {
     if (hooks.stop.stop_requested()) return fail(Error(Errc::kCancelled, "generation stopped"));
     make_sample(c, i, parts);
-    sum.digest += xxh3(parts.raw);
+    sum.digest += member_hash(parts.raw);
     sum.bytes_decoded += parts.raw.size();
     ++sum.members;
     ++sum.samples;
@@ -365,7 +364,7 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
         member += ".cls";
         FEEDLINE_ASSIGN_OR_RETURN(tar::Placement pl, tw.add(member, as_bytes(parts.label)));
         index.entries.push_back({member, pl.header_offset, pl.data_offset, pl.size, pl.size});
-        sum.digest += xxh3(as_bytes(parts.label));
+        sum.digest += member_hash(as_bytes(parts.label));
         sum.bytes_decoded += parts.label.size();
         ++sum.members;
       }

@@ -5,12 +5,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include <sys/mman.h>
-#include "feedline/loader/digest.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
+
+#include "feedline/loader/digest.hpp"
 
 namespace feedline::loader::detail {
 

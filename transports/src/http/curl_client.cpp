@@ -102,16 +102,17 @@ struct Transfer {
     std::uint64_t pos = received;
     while (len > 0 && segment < req.scatter.size()) {
       const HttpRequest::Segment& s = req.scatter[segment];
-      if (pos >= s.at + s.dst.size()) {
+      const std::uint64_t end = s.at + s.dst.size();
+      if (pos >= end) {
         ++segment;
         continue;
       }
-      const std::uint64_t skip = pos < s.at ? std::min<std::uint64_t>(len, s.at - pos) : 0;
-      const std::uint64_t n = skip > 0 ? 0 : std::min<std::uint64_t>(len, s.at + s.dst.size() - pos);
-      if (n > 0) std::memcpy(s.dst.data() + (pos - s.at), data, n);
-      pos += skip + n;
-      data += skip + n;
-      len -= static_cast<std::size_t>(skip + n);
+      // Bytes before the segment are a gap (dropped); then as many as fit in it.
+      const std::uint64_t n = pos < s.at ? std::min<std::uint64_t>(len, s.at - pos) : std::min<std::uint64_t>(len, end - pos);
+      if (pos >= s.at) std::memcpy(s.dst.data() + (pos - s.at), data, n);
+      pos += n;
+      data += n;
+      len -= static_cast<std::size_t>(n);
     }
   }
 };
