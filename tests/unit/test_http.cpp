@@ -188,6 +188,7 @@ TEST_CASE("a scattered GET puts each segment's bytes in its own buffer, also acr
     auto r = (*client)->perform(bad);
     REQUIRE_FALSE(r);
     CHECK(r.error().code() == Errc::kInvalidArgument);
+    CHECK(r.error().what().find("/obj") != std::string::npos);  // names the object
     bad.range_length = 200'000;
     bad.scatter = {{45'000, b}, {5'000, a}};
     auto r2 = (*client)->perform(bad);

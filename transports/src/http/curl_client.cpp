@@ -241,7 +241,7 @@ class CurlClient final : public HttpClient {
       }
     }
     if (auto r = configure(t); !r) {
-      finish(t, fail(std::move(r).error()));
+      finish(t, fail(std::move(r).error().with_object(t->req.shown.empty() ? t->req.url : t->req.shown)));
       return;
     }
     t->status = 0;
