@@ -4,11 +4,16 @@
 #
 # Jobs (choose with --jobs):
 #   large  one large object (--size, default 1 GiB) from nginx:
-#            curl     C parallel ranged GETs of 8 MiB parts (curl --parallel --parallel-max C, -K list)
+#            curl     C parallel ranged GETs of 8 MiB parts (curl --parallel --parallel-max C, -K list),
+#                     bodies to /dev/null (the bytes are dropped: no copy kept anywhere)
+#            curl-tmpfs  the same GETs, each part written to a file in tmpfs (/dev/shm): curl's way of
+#                     keeping the bytes in memory; for CPU per GiB at equal work (feedline keeps every
+#                     byte in its buffers: one copy out of libcurl's receive buffer)
 #            aws      /usr/bin/aws s3 cp s3://bench/big.bin - (max_concurrent_requests C, 8 MiB chunks)
 #            rclone   rclone cat :http:big.bin (one stream: rclone cat has no parallel mode; shown, not a peer at C)
 #            feedline feedline bench storage http://.../big.bin --rw read --bs 8m --iodepth C
-#          target: feedline GB/s >= the best of curl, aws and rclone
+#          targets: feedline GB/s >= the best of curl, aws and rclone; CPU s/GiB <= curl's (shown
+#          against curl dropping the bytes and against curl keeping them)
 #   small  --count objects (default 10,000) of --small-size (default 64 KiB) from nginx:
 #            curl        curl --parallel --parallel-max C over a -K list of URLs (output /dev/null)
 #            curl-sigv4  the same, every request signed by curl (--aws-sigv4, the signer feedline uses)
@@ -190,6 +195,19 @@ part=$((8 << 20))
     printf 'url = "%s/bench/big.bin"\nrange = %d-%d\noutput = "/dev/null"\n' "$base" "$off" "$end"
   done
 } >"$servers_dir/curl-large.cfg"
+# curl keeping the bytes: one tmpfs file per part (only when /dev/shm has room for the object twice).
+keep_dir=""
+if [[ -d /dev/shm && -w /dev/shm ]] && (($(df -B1 --output=avail /dev/shm | tail -n 1) > 2 * big_bytes)); then
+  keep_dir=$(mktemp -d /dev/shm/feedline-compare-http.XXXXXX)
+  cleanup() { rm -rf -- "$keep_dir"; stop_servers; }
+  trap cleanup EXIT
+  trap 'cleanup; trap - EXIT; exit 130' INT
+  trap 'cleanup; trap - EXIT; exit 143' TERM
+  awk -v dir="$keep_dir" '/^output = / { printf "output = \"%s/part.%d\"\n", dir, n++; next } { print }' \
+    "$servers_dir/curl-large.cfg" >"$servers_dir/curl-large-tmpfs.cfg"
+else
+  echo "$bench_name: /dev/shm is missing or too small for --size twice: the curl-tmpfs row is skipped" >&2
+fi
 {
   for ((i = 0; i < count; i++)); do
     printf 'url = "%s/bench/small/%0*d.bin"\noutput = "/dev/null"\n' "$base" "$digits" "$i"
@@ -244,6 +262,11 @@ failed=0
 for ((round = 1; round <= pairs; round++)); do
   if [[ ,$jobs, == *,large,* ]]; then
     measure large curl 1 "$big_bytes" curl -sS --fail --parallel --parallel-max "$concurrency" -K "$servers_dir/curl-large.cfg" || failed=1
+    if [[ -n $keep_dir ]]; then
+      rm -f "$keep_dir"/part.*
+      measure large curl-tmpfs 1 "$big_bytes" curl -sS --fail --parallel --parallel-max "$concurrency" -K "$servers_dir/curl-large-tmpfs.cfg" || failed=1
+      rm -f "$keep_dir"/part.*
+    fi
     measure large aws 1 "$big_bytes" bash -c '"$@" /usr/bin/aws --endpoint-url '"$base"' s3 cp s3://bench/big.bin - >/dev/null' _ "${aws_env[@]}" || failed=1
     if command -v rclone >/dev/null; then
       measure large rclone 1 "$big_bytes" bash -c 'env -u AWS_CA_BUNDLE rclone cat --http-url '"$base"'/rclone/ :http:big.bin >/dev/null' || failed=1
