@@ -242,11 +242,21 @@ fi
 # --- runs --------------------------------------------------------------------------------------------------
 results=$servers_dir/results.tsv
 : >"$results"
-# measure JOB TOOL UNITS BYTES CMD...: runs CMD under GNU time; appends "job tool units bytes wall user sys [json]".
+# delayed_acks: the kernel's count of ACKs sent by the delayed-ACK timer (TcpExt DelayedACKs, all
+# sockets on this machine). Each one a client waited for is a ~40 ms stall when the server holds
+# the tail of an answer until the rest is ACKed (Nagle); shown per run as evidence.
+delayed_acks() {
+  awk '/^TcpExt:/ { if (!h) { for (i = 1; i <= NF; i++) n[i] = $i; h = 1 }
+                    else { for (i = 1; i <= NF; i++) if (n[i] == "DelayedACKs") print $i } }' /proc/net/netstat 2>/dev/null || echo 0
+}
+# measure JOB TOOL UNITS BYTES CMD...: runs CMD under GNU time; appends
+# "job tool units bytes wall user sys [json] delayed-acks".
 measure() {
   local job=$1 tool=$2 units=$3 bytes=$4; shift 4
   local tf=$servers_dir/time.txt
   sync
+  local acks_before
+  acks_before=$(delayed_acks)
   if ! /usr/bin/time -o "$tf" -f '%e %U %S' "$@" >"$servers_dir/run.out" 2>"$servers_dir/run.err"; then
     echo "$bench_name: $job/$tool failed: ${*@Q}" >&2
     tail -n 5 "$servers_dir/run.err" >&2
@@ -254,9 +264,12 @@ measure() {
   fi
   local extra=""
   [[ -s $servers_dir/run.json ]] && extra=$(tr -d '\n' <"$servers_dir/run.json")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$job" "$tool" "$units" "$bytes" "$(tail -n 1 "$tf")" "$extra" >>"$results"
+  local acks_after acks
+  acks_after=$(delayed_acks)
+  acks=$((acks_after - acks_before))
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$job" "$tool" "$units" "$bytes" "$(tail -n 1 "$tf")" "$extra" "$acks" >>"$results"
   rm -f "$servers_dir/run.json"
-  echo "$bench_name: $job/$tool: $(tail -n 1 "$tf") (wall user sys)" >&2
+  echo "$bench_name: $job/$tool: $(tail -n 1 "$tf") (wall user sys), $acks delayed ACKs" >&2
 }
 failed=0
 for ((round = 1; round <= pairs; round++)); do

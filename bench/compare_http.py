@@ -2,7 +2,7 @@
 """Summarise bench/compare-http.sh's runs: medians per job and tool, ratios against the targets.
 
 Usage: compare_http.py RESULTS.tsv OUT.json CONCURRENCY PAIRS FEEDLINE_OK
-RESULTS.tsv lines: job tool units bytes wall user sys [feedline JSON report]
+RESULTS.tsv lines: job tool units bytes wall user sys [feedline JSON report] [delayed ACKs]
 """
 import json
 import statistics
@@ -24,7 +24,9 @@ def main():
                 report = json.loads(parts[5])
             except ValueError:
                 report = {}
+        acks = int(parts[6]) if len(parts) > 6 and parts[6].strip().lstrip("-").isdigit() else None
         r = {"job": job, "tool": tool, "wall_s": wall, "cpu_s": user + sys_, "bytes": nbytes, "units": units,
+             "delayed_acks": acks,
              "gb_per_s": nbytes / wall / 1e9 if wall > 0 else 0.0,
              "objects_per_s": units / wall if wall > 0 else 0.0,
              "cpu_s_per_gib": (user + sys_) / (nbytes / GIB) if nbytes else 0.0}
@@ -44,7 +46,7 @@ def main():
         for tool in sorted({r["tool"] for r in runs if r["job"] == job}):
             rs = [r for r in runs if r["job"] == job and r["tool"] == tool]
             m = {k: statistics.median([r[k] for r in rs]) for k in ("gb_per_s", "objects_per_s", "cpu_s_per_gib", "wall_s")}
-            for k in ("self_reported_gb_per_s", "self_reported_objects_per_s"):
+            for k in ("self_reported_gb_per_s", "self_reported_objects_per_s", "delayed_acks"):
                 vals = [r[k] for r in rs if r.get(k) is not None]
                 if vals:
                     m[k] = statistics.median(vals)
@@ -91,9 +93,12 @@ def main():
                   L["curl-tmpfs"]["cpu_s_per_gib"], 1.0, False)
     if "small" in med:
         lines.append("small objects:")
-        lines.append("  %-22s %10s %14s %8s" % ("tool", "objects/s", "CPU s/GiB", "runs"))
+        # Delayed ACKs (the kernel's timer-sent ACKs during the run, all sockets): each one a client
+        # waited for stalled a GET ~40 ms; an in-order loader waits behind it, curl --parallel not.
+        lines.append("  %-22s %10s %14s %8s %14s" % ("tool", "objects/s", "CPU s/GiB", "runs", "delayed ACKs"))
         for tool, m in med["small"].items():
-            lines.append("  %-22s %10.0f %14.3f %8d" % (tool, m["objects_per_s"], m["cpu_s_per_gib"], m["runs"]))
+            acks = "%14.0f" % m["delayed_acks"] if m.get("delayed_acks") is not None else "%14s" % "n/a"
+            lines.append("  %-22s %10.0f %14.3f %8d %s" % (tool, m["objects_per_s"], m["cpu_s_per_gib"], m["runs"], acks))
         S = med["small"]
         # Each feedline row against the peer doing the same work (signed or not).
         for ours, peer in (("feedline", "curl"), ("feedline-s3-unsigned", "curl"), ("feedline-s3", "curl-sigv4")):
