@@ -19,7 +19,8 @@
 #            curl-sigv4  the same, every request signed by curl (--aws-sigv4, the signer feedline uses)
 #            aws         /usr/bin/aws s3 cp --recursive s3://bench/small/ DIR (max_concurrent_requests C)
 #            feedline    feedline run 'http://.../small/{00000..09999}.bin' --format files --io-depth C
-#                        (no listing on plain HTTP: a HEAD per object first, for its size)
+#                        (sizes from nginx's JSON directory listing, one GET; a server without
+#                        one costs a HEAD per object)
 #            feedline-s3 feedline run s3://bench/small/ --endpoint http://nginx (same objects, listed,
 #                        signed)
 #            feedline-s3-unsigned  the same with --no-sign-request
@@ -164,6 +165,8 @@ http {
     }
     # rclone's http remote finds big.bin in an HTML index.
     location = /rclone/ { autoindex on; }
+    # feedline's http:// brace list takes its sizes from this JSON listing (no HEAD per object).
+    location = /bench/small/ { autoindex on; autoindex_format json; }
   }
 }
 CONF

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Plain http:// against nginx: range reads with bench storage (sequential and random, every byte
-# accounted for), pipeline runs over brace-expanded URL lists (tar shards and one file per sample)
-# with the local copy's digest, and clear errors for a missing object, a missing member of a list,
+# accounted for), pipeline runs over brace-expanded URL lists and directory URLs (nginx's JSON
+# listings; tar shards and one file per sample) with the local copy's digest, and clear errors for a missing object, a missing member of a list,
 # a closed port and an unknown host.
 # Usage: http_nginx.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -uo pipefail
@@ -62,6 +62,14 @@ checks=$((checks + 1))
 must_frun "run http files" run "$base/files/{000000..000119}.bin" --format files --batch-size 16 --io-depth 32 \
   --json "$scratch/http-files.json" &&
   same_digest "run $base/files/{000000..000119}.bin" "$scratch/local-files.json" "$scratch/http-files.json"
+# nginx lists directories as JSON here (autoindex_format json): a directory URL is a dataset, and
+# the brace list above took its sizes from that listing.
+checks=$((checks + 1))
+must_frun "run http files, directory URL" run "$base/files/" --format files --batch-size 16 --json "$scratch/http-dir.json" &&
+  same_digest "run $base/files/ (JSON directory listing)" "$scratch/local-files.json" "$scratch/http-dir.json"
+checks=$((checks + 1))
+must_frun "run http tar shards, directory URL" run "$base/tar/" --batch-size 16 --json "$scratch/http-tar-dir.json" &&
+  same_digest "run $base/tar/ (JSON directory listing, format auto)" "$scratch/local-tar.json" "$scratch/http-tar-dir.json"
 checks=$((checks + 1))
 # Over a network the read-ahead window holds 16 x --io-depth samples (batch 4, depth 16: 64
 # buffers, the cap), within half the memory budget (8 MiB: fewer, never below prefetch + 2).
@@ -88,6 +96,11 @@ must_frun "run http tar, 2 connections, 2 epochs" run "$base/tar/shard-{000000..
 expect_net_error "missing object" 60 "$base/nope.bin" "404" -- bench storage "$base/nope.bin" --output json
 expect_net_error "a missing member of a URL list" 60 "000010.tar" \
   -- run "$base/tar/shard-{000000..000010}.tar" --json "$scratch/missing.json"
+# ... also where the sizes come from the directory's listing (120 names there, one not listed).
+expect_net_error "a missing member of a listed URL list" 60 "000120.bin" \
+  -- run "$base/files/{000000..000120}.bin" --format files --json "$scratch/missing-listed.json"
+expect_net_error "a missing directory" 60 "no samples" "no-such-dir/" \
+  -- run "$base/files/no-such-dir/" --format files --json "$scratch/missing-dir.json"
 closed=$(free_port)
 expect_net_error "closed port" 40 "re:127\.0\.0\.1(:| port )$closed" \
   -- bench storage "http://127.0.0.1:$closed/big.bin" --max-attempts 3 --output json

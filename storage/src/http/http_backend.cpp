@@ -1,7 +1,16 @@
-// http(s)://host[:port]/path: any server with Range support (nginx, a CDN). No listing: datasets
-// name their objects with brace notation. Writes are HTTP PUTs (WebDAV servers accept them).
+// http(s)://host[:port]/path: any server with Range support (nginx, a CDN). HTTP has no listing:
+// datasets name their objects with brace notation, or, where the server lists directories as
+// JSON (nginx: autoindex on; autoindex_format json), a directory URL ending in '/' lists them,
+// and a brace list takes its sizes from its directory's listing instead of a HEAD per object.
+// Writes are HTTP PUTs (WebDAV servers accept them).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <unordered_map>
+
+#include "feedline/storage/autoindex.hpp"
 #include "object_store.hpp"
 
 namespace feedline::storage::detail {
@@ -35,11 +44,89 @@ class HttpBackend final : public ObjectStore {
 
   std::string_view scheme() const noexcept override { return scheme_; }
 
+  // A directory (a prefix ending in '/') and every directory below it, through the server's JSON
+  // directory listings; keys come back sorted, names percent-encoded.
   Result<std::vector<ObjectInfo>> list(std::string_view prefix) override {
-    return fail(Error(Errc::kUnsupported, "plain HTTP servers have no listing")
-                    .with_object(shown(prefix))
-                    .with_hint(fmt::format("name the objects with brace notation, e.g. {}://{}/train-{{000000..000127}}.tar",
-                                           scheme_, authority_)));
+    auto no_listing = [&](std::string why) {
+      return fail(Error(Errc::kUnsupported, std::move(why))
+                      .with_object(shown(prefix))
+                      .with_hint(fmt::format("name the objects with brace notation, e.g. {}://{}/train-{{000000..000127}}.tar, "
+                                             "or serve the directory with a JSON listing (nginx: autoindex on; "
+                                             "autoindex_format json;) and end the URL with '/'",
+                                             scheme_, authority_)));
+    };
+    if (!prefix.ends_with('/')) return no_listing("plain HTTP servers have no listing");
+    std::vector<ObjectInfo> out;
+    std::deque<std::string> dirs{std::string(prefix)};
+    std::size_t visited = 0;
+    while (!dirs.empty()) {
+      const std::string dir = std::move(dirs.front());
+      dirs.pop_front();
+      if (++visited > kMaxListedDirectories) {
+        return fail(Error(Errc::kResourceExhausted, fmt::format("more than {} directories under the dataset root",
+                                                                kMaxListedDirectories))
+                        .with_object(shown(prefix))
+                        .with_hint("point the URL at a directory lower down, or name the objects with brace notation"));
+      }
+      FEEDLINE_ASSIGN_OR_RETURN(auto listing, fetch_listing(dir, /*look_first=*/visited == 1));
+      if (!listing) {
+        if (visited == 1) return no_listing("the server answered the directory URL without a JSON listing");
+        return fail(Error(Errc::kCorrupt, "the server answered a directory URL without a JSON listing").with_object(shown(dir)));
+      }
+      for (const autoindex::Entry& e : *listing) {
+        std::string key = dir + autoindex::encode_segment(e.name);
+        if (e.directory) {
+          dirs.push_back(std::move(key) + "/");
+        } else {
+          out.push_back(ObjectInfo{std::move(key), e.size});
+        }
+      }
+    }
+    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    return out;
+  }
+
+  // Sizes for a brace list: from the directory's JSON listing where the server has one and the
+  // directory holds many of the keys (one GET instead of a HEAD each); HEADs for the rest.
+  Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys) override {
+    std::map<std::string, std::vector<std::size_t>> by_dir;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const std::string& k = keys[i];
+      const std::size_t slash = k.rfind('/');
+      if (slash == std::string::npos || k.find_first_of("?#") != std::string::npos) continue;
+      by_dir[k.substr(0, slash + 1)].push_back(i);
+    }
+    std::vector<ObjectInfo> out(keys.size());
+    std::vector<bool> known(keys.size(), false);
+    for (const auto& [dir, members] : by_dir) {
+      if (members.size() < kListingMinKeys) continue;
+      auto listing = fetch_listing(dir);  // no listing, or none to be had: HEADs as without one
+      if (!listing || !*listing) continue;
+      std::unordered_map<std::string, std::uint64_t> sizes;
+      sizes.reserve((*listing)->size());
+      for (const autoindex::Entry& e : **listing) {
+        if (!e.directory) sizes.emplace(autoindex::encode_segment(e.name), e.size);
+      }
+      for (const std::size_t i : members) {
+        const auto it = sizes.find(keys[i].substr(dir.size()));
+        if (it == sizes.end()) continue;  // not listed: its HEAD says what is there
+        out[i] = ObjectInfo{keys[i], it->second};
+        known[i] = true;
+      }
+    }
+    std::vector<std::string> rest;
+    std::vector<std::size_t> rest_at;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (!known[i]) {
+        rest.push_back(keys[i]);
+        rest_at.push_back(i);
+      }
+    }
+    if (!rest.empty()) {
+      FEEDLINE_ASSIGN_OR_RETURN(auto heads, ObjectStore::stat_many(rest));
+      for (std::size_t j = 0; j < rest.size(); ++j) out[rest_at[j]] = std::move(heads[j]);
+    }
+    return out;
   }
 
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {
@@ -68,6 +155,42 @@ class HttpBackend final : public ObjectStore {
   }
 
  private:
+  static constexpr std::size_t kMaxListedDirectories = 100'000;
+  static constexpr std::size_t kListingMinKeys = 32;  // fewer keys in a directory: HEADs cost less
+  static constexpr std::size_t kMaxListingBytes = std::size_t{256} << 20;
+
+  // The directory's JSON listing; nullopt when the server answers without one (an HTML index, an
+  // error page, nginx's 403 for a directory it does not list). An error for a directory that is
+  // not there (404) and for what no answer explains (an unreachable server).
+  Result<std::optional<std::vector<autoindex::Entry>>> fetch_listing(const std::string& dir, bool look_first = false) {
+    FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
+    if (look_first) {
+      // The dataset layer asks for root + '/' also when the root names one object, and some
+      // servers answer "object/" with the object itself: a HEAD first, so that only a JSON
+      // answer is fetched whole.
+      HttpRequest head;
+      head.method = "HEAD";
+      head.url = url_for(dir);
+      head.shown = shown(dir);
+      FEEDLINE_ASSIGN_OR_RETURN(HttpResponse h, c->perform(std::move(head)));
+      if (h.status == 404) return fail(http_error(h, shown(dir), "HEAD"));
+      const auto type = h.headers.find("content-type");
+      if (h.status != 200 || type == h.headers.end() || type->second.find("json") == std::string::npos) {
+        return std::optional<std::vector<autoindex::Entry>>();
+      }
+    }
+    HttpRequest req;
+    req.method = "GET";
+    req.url = url_for(dir);
+    req.shown = shown(dir);
+    req.max_body = kMaxListingBytes;
+    req.headers.push_back("Accept: application/json");
+    FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, c->perform(std::move(req)));
+    if (r.status == 404) return fail(http_error(r, shown(dir), "GET"));
+    if (r.status != 200) return std::optional<std::vector<autoindex::Entry>>();
+    return autoindex::parse_json(r.body);
+  }
+
   std::string scheme_;
   std::string authority_;
 };

@@ -1,0 +1,29 @@
+// Directory listings of plain HTTP servers: nginx's `autoindex on; autoindex_format json;` answer,
+// a JSON array of {"name", "type": "file"|"directory"|"other", "mtime", "size" (files)}, parsed
+// with nlohmann-json (inside src/http/autoindex.cpp). Plain HTTP has no listing protocol; a
+// server that offers this one spares a HEAD per object. Exposed for tests and fuzzing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace feedline::storage::autoindex {
+
+struct Entry {
+  std::string name;  // as the server spells it (not percent-encoded); never empty, '/'-free
+  bool directory = false;
+  std::uint64_t size = 0;  // files only
+};
+
+// nullopt when the body is not such a listing (an HTML index, an error page, any other JSON):
+// callers then fall back to what they did without one. Entries that are neither files nor
+// directories (nginx's "other": sockets, devices) are left out.
+std::optional<std::vector<Entry>> parse_json(std::string_view body);
+
+// A name as one percent-encoded URL path segment (RFC 3986: unreserved characters kept).
+std::string encode_segment(std::string_view name);
+
+}  // namespace feedline::storage::autoindex
