@@ -70,6 +70,15 @@ must_frun "run http files, directory URL" run "$base/files/" --format files --ba
 checks=$((checks + 1))
 must_frun "run http tar shards, directory URL" run "$base/tar/" --batch-size 16 --json "$scratch/http-tar-dir.json" &&
   same_digest "run $base/tar/ (JSON directory listing, format auto)" "$scratch/local-tar.json" "$scratch/http-tar-dir.json"
+# Shard shuffle: runs of consecutive members of a shard, whose ranges coalesce into shared GETs.
+checks=$((checks + 1))
+must_frun "run http tar shards, --shard-shuffle 3" run "$base/tar/shard-{000000..000009}.tar" --batch-size 15 --shard-shuffle 3 \
+  --json "$scratch/http-tar-shards.json" &&
+  same_digest "run $base/tar/... --shard-shuffle 3" "$scratch/local-tar.json" "$scratch/http-tar-shards.json" &&
+  { problems=$(json_check "$scratch/http-tar-shards.json" \
+      "d['config']['shard_shuffle'] == 3 and d['io']['counters'].get('http_coalesced_reads', 0) > 0" \
+      "run --shard-shuffle 3 over http: expected coalesced reads")
+    [[ -z $problems ]] && echo "ok: run --shard-shuffle 3 over http: $(json_get "$scratch/http-tar-shards.json" "d['io']['counters']['http_coalesced_reads']") reads coalesced" || fail "$problems"; }
 checks=$((checks + 1))
 # Over a network the read-ahead window holds 16 x --io-depth samples (batch 4, depth 16: 64
 # buffers, the cap), within half the memory budget (8 MiB: fewer, never below prefetch + 2).

@@ -211,7 +211,7 @@ for variant in tar-zstd files-zstd files-none tar-none; do
   # The same delivery, however the pipeline is shaped.
   shapes=("--batch-size 16 --no-shuffle" "--batch-size 16 --decode-threads 5 --io-depth 1 --prefetch 1"
           "--batch-size 16 --engine posix" "--batch-size 16 --direct" "--batch-size 16 --memory-budget 8MiB"
-          "--batch-size 7 --seed 77" "--batch-size 1000")
+          "--batch-size 7 --seed 77" "--batch-size 1000" "--batch-size 16 --shard-shuffle 3")
   [[ $format == tar ]] && shapes+=("--batch-size 16 --no-index")
   for shape in "${shapes[@]}"; do
     checks=$((checks + 1))

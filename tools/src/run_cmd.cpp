@@ -43,6 +43,7 @@ struct Options {
   unsigned epochs = 1;
   std::uint64_t seed = 0;
   bool no_shuffle = false;
+  unsigned shard_shuffle = 0;
   std::optional<unsigned> rank;
   std::optional<unsigned> world_size;
   bool drop_last = false;
@@ -99,6 +100,9 @@ int run(const Options& o) {
   c.sampler.epochs = o.epochs;
   c.sampler.seed = o.seed;
   c.sampler.shuffle = !o.no_shuffle;
+  c.sampler.shard_shuffle = o.shard_shuffle;
+  if (o.shard_shuffle > 0 && o.no_shuffle) throw UsageError("--shard-shuffle shuffles: it cannot go with --no-shuffle");
+  if (o.shard_shuffle > 65536) throw UsageError("--shard-shuffle must be at most 65536 open shards");
   c.sampler.rank = o.rank.value_or(env_uint({"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}).value_or(0));
   c.sampler.world_size =
       o.world_size.value_or(env_uint({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}).value_or(1));
@@ -313,6 +317,10 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--epochs", o->epochs, "Passes over the dataset")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Shuffle seed")->capture_default_str();
   cmd->add_flag("--no-shuffle", o->no_shuffle, "Read in storage order");
+  cmd->add_option("--shard-shuffle", o->shard_shuffle,
+                  "Shuffle shards, not samples: K shards open at a time, runs of batch-size/K consecutive samples "
+                  "from a random one (reads of a run coalesce over HTTP; 0 = shuffle samples)")
+      ->capture_default_str();
   cmd->add_option("--rank", o->rank, "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)");
   cmd->add_option("--world-size", o->world_size, "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)");
   cmd->add_flag("--drop-last", o->drop_last, "Drop each epoch's last partial batch");

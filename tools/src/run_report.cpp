@@ -98,6 +98,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"epochs", ctx.config.sampler.epochs},
         {"seed", ctx.config.sampler.seed},
         {"shuffle", ctx.config.sampler.shuffle},
+        {"shard_shuffle", ctx.config.sampler.shard_shuffle},
         {"rank", ctx.config.sampler.rank},
         {"world_size", ctx.config.sampler.world_size},
         {"drop_last", ctx.config.sampler.drop_last},

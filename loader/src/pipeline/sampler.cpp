@@ -17,6 +17,11 @@ Result<Sampler> Sampler::create(const SamplerConfig& c) {
     return fail(Errc::kInvalidArgument,
                 fmt::format("rank {} is not below world size {}", c.rank, c.world_size));
   }
+  if (!c.shard_starts.empty()) {
+    bool ok = c.shard_starts.front() == 0 && c.shard_starts.back() < c.num_samples;
+    for (std::size_t i = 1; ok && i < c.shard_starts.size(); ++i) ok = c.shard_starts[i - 1] < c.shard_starts[i];
+    if (!ok) return fail(Errc::kInvalidArgument, "shard starts must rise from 0 and lie below the sample count");
+  }
   Sampler s(c);
   if (s.per_epoch_ == 0) {
     return fail(Errc::kInvalidArgument,
@@ -37,16 +42,67 @@ std::uint64_t Sampler::batches_per_epoch() const noexcept {
   return (per_epoch_ + config_.batch_size - 1) / config_.batch_size;
 }
 
-void Sampler::load_epoch(std::uint32_t epoch) {
-  std::vector<std::uint32_t> all(config_.num_samples);
-  std::iota(all.begin(), all.end(), 0u);
-  if (config_.shuffle) {
-    // Seeded by (seed, epoch) only: every rank computes the same permutation.
-    std::mt19937_64 rng(config_.seed * 0x9e3779b97f4a7c15ull + epoch);
-    std::shuffle(all.begin(), all.end(), rng);
+// The epoch's shard-shuffled order of all samples (see the header).
+std::vector<std::uint32_t> Sampler::interleaved(std::uint32_t epoch) const {
+  const auto n = static_cast<std::uint32_t>(config_.num_samples);
+  std::vector<std::uint32_t> starts = config_.shard_starts;
+  if (starts.empty()) {
+    starts.resize(n);
+    std::iota(starts.begin(), starts.end(), 0u);
   }
+  const auto shards = static_cast<std::uint32_t>(starts.size());
+  auto end_of = [&](std::uint32_t shard) { return shard + 1 < shards ? starts[shard + 1] : n; };
+  std::mt19937_64 rng(config_.seed * 0x9e3779b97f4a7c15ull + epoch);
+  std::vector<std::uint32_t> shard_order(shards);
+  std::iota(shard_order.begin(), shard_order.end(), 0u);
+  std::shuffle(shard_order.begin(), shard_order.end(), rng);
+  const std::uint32_t run = (config_.batch_size + config_.shard_shuffle - 1) / config_.shard_shuffle;
+  struct Open {
+    std::uint32_t next, end;
+  };
+  std::vector<Open> open;
+  std::uint32_t opened = 0;
+  auto refill = [&] {
+    while (open.size() < config_.shard_shuffle && opened < shards) {
+      const std::uint32_t shard = shard_order[opened++];
+      open.push_back(Open{starts[shard], end_of(shard)});
+    }
+  };
+  std::vector<std::uint32_t> all;
+  all.reserve(n);
+  refill();
+  while (!open.empty()) {
+    const std::size_t k = std::uniform_int_distribution<std::size_t>(0, open.size() - 1)(rng);
+    Open& o = open[k];
+    for (std::uint32_t i = 0; i < run && o.next < o.end; ++i) all.push_back(o.next++);
+    if (o.next == o.end) {
+      open[k] = open.back();
+      open.pop_back();
+      refill();
+    }
+  }
+  return all;
+}
+
+void Sampler::load_epoch(std::uint32_t epoch) {
   order_.clear();
-  for (std::uint64_t i = config_.rank; i < all.size(); i += config_.world_size) order_.push_back(all[i]);
+  if (config_.shuffle && config_.shard_shuffle > 0) {
+    // Contiguous blocks per rank (sizes as striding gives them: the first n % w ranks one more).
+    const std::vector<std::uint32_t> all = interleaved(epoch);
+    const std::uint64_t w = config_.world_size, r = config_.rank, n = all.size();
+    const std::uint64_t begin = r * (n / w) + std::min(r, n % w);
+    order_.assign(all.begin() + static_cast<std::ptrdiff_t>(begin),
+                  all.begin() + static_cast<std::ptrdiff_t>(begin + n / w + (r < n % w ? 1 : 0)));
+  } else {
+    std::vector<std::uint32_t> all(config_.num_samples);
+    std::iota(all.begin(), all.end(), 0u);
+    if (config_.shuffle) {
+      // Seeded by (seed, epoch) only: every rank computes the same permutation.
+      std::mt19937_64 rng(config_.seed * 0x9e3779b97f4a7c15ull + epoch);
+      std::shuffle(all.begin(), all.end(), rng);
+    }
+    for (std::uint64_t i = config_.rank; i < all.size(); i += config_.world_size) order_.push_back(all[i]);
+  }
   order_.resize(per_epoch_);
   pos_ = 0;
   epoch_ = epoch;

@@ -5,6 +5,13 @@
 // striding, without padding: every sample of an epoch goes to exactly one rank). The rank's list
 // is cut into batches of batch_size; the last partial batch is kept or, with drop_last, dropped.
 // Batches never span epochs.
+//
+// Shard shuffle (shard_shuffle = K > 0; WebDataset's shard shuffle with tf.data's interleave):
+// the shards' order is permuted per epoch, K shards are open at a time, and the order takes runs
+// of ceil(batch_size / K) consecutive samples (storage order) from a random open shard, the next
+// shard opening as one runs out. A batch then mixes about K shards, and each run's reads lie
+// side by side in one shard (one coalesced GET over HTTP instead of one per sample). Rank r of
+// w takes the r-th of w contiguous blocks of that order (striding would split the runs).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +31,22 @@ struct SamplerConfig {
   std::uint32_t rank = 0;
   std::uint32_t world_size = 1;
   bool drop_last = false;
+  std::uint32_t shard_shuffle = 0;  // K shards open at a time; 0 = shuffle samples (when shuffle)
+  // Index of each shard's first sample (ascending, from 0): Dataset::samples grouped by object.
+  // Empty: every sample a shard of its own.
+  std::vector<std::uint32_t> shard_starts;
 };
+
+// SamplerConfig::shard_starts for samples listed in storage order, shard by shard (`object_of(i)`
+// names sample i's shard).
+template <typename ObjectOf>
+std::vector<std::uint32_t> shard_starts_of(std::uint64_t num_samples, ObjectOf object_of) {
+  std::vector<std::uint32_t> starts;
+  for (std::uint64_t i = 0; i < num_samples; ++i) {
+    if (i == 0 || object_of(i) != object_of(i - 1)) starts.push_back(static_cast<std::uint32_t>(i));
+  }
+  return starts;
+}
 
 struct SampleSlot {
   std::uint64_t seq = 0;        // position in this rank's whole run (all epochs)
@@ -51,6 +73,7 @@ class Sampler {
  private:
   explicit Sampler(const SamplerConfig& c);
   void load_epoch(std::uint32_t epoch);
+  std::vector<std::uint32_t> interleaved(std::uint32_t epoch) const;
 
   SamplerConfig config_;
   std::uint64_t per_epoch_ = 0;  // samples this rank delivers per epoch (after drop_last)
