@@ -369,6 +369,9 @@ class CurlClient final : public HttpClient {
       if (sp != std::string_view::npos) t->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
       return size * n;
     }
+    // A ranged read's successful answer: nobody reads its headers, and keeping them (a map node
+    // and strings each) was ~3% of the CPU of 10,000 small GETs.
+    if (t->ranged() && (t->status == 200 || t->status == 206)) return size * n;
     const auto colon = line.find(':');
     if (colon == std::string_view::npos) return size * n;
     std::string name(line.substr(0, colon));

@@ -99,7 +99,8 @@ struct HttpResponse {
   long status = 0;
   std::uint64_t bytes = 0;  // body bytes received (into dst, or into body)
   std::string body;         // bodies of un-ranged requests, and of errors (first 64 KiB)
-  std::map<std::string, std::string, std::less<>> headers;  // lower-case names
+  // Lower-case names; not kept for the 200/206 answers of ranged requests (reads).
+  std::map<std::string, std::string, std::less<>> headers;
   unsigned attempts = 1;
   std::map<std::string, std::uint32_t, std::less<>> retries;  // reason ("http_503", "reset", ...) -> count
   std::uint64_t ttfb_ns = 0;      // last attempt: request start to first response byte
