@@ -2,7 +2,9 @@
 # http:// under faults: nginx serves a dataset through tests/servers/s3proxy.py, which injects 503
 # bursts, resets mid-body (RST), truncated bodies and slow first bytes. Each run must complete with
 # the local run's digest (no sample lost or doubled), report its retries, and the proxy must have
-# injected what it was asked to. A server without Range support is a clear error.
+# injected what it was asked to. Over a slow first byte, a run shuffled by sample is told to use
+# --shard-shuffle, which then halves the GETs at least. A server without Range support is a clear
+# error.
 # Usage: http_faults.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,6 +67,33 @@ fault_run reset retries --reset-mid-body 0.15 --seed 3
 fault_run truncate retries --truncate 0.15 --seed 4
 fault_run slow ttfb:400 --slow-first-byte 400:0.1 --seed 5
 fault_run mixed retries --fail-503 15:2 --reset-mid-body 0.05 --truncate 0.05 --slow-first-byte 100:0.05 --seed 6
+
+# The verdict over a slow first byte (20 ms, every request): shuffled by sample, each tar member is
+# a GET of its own and the knob is --shard-shuffle; with it, runs of a shard share GETs (fewer
+# requests, same digest) and the verdict no longer asks for it.
+port=$(free_port)
+start_s3proxy "$ngport" "$port" --slow-first-byte 20:1 --stats "$scratch/proxy-verdict.json" &&
+  for mode in sample shard; do
+    extra=()
+    [[ $mode == shard ]] && extra=(--shard-shuffle 4)
+    json=$scratch/run-verdict-$mode.json
+    checks=$((checks + 1))
+    must_frun "run shuffled by $mode, slow first byte" run "http://127.0.0.1:$port/ds/$shards" --format tar --batch-size 16 \
+      --io-depth 32 "${extra[@]}" --json "$json" || continue
+    same_digest "run shuffled by $mode, slow first byte" "$scratch/local.json" "$json"
+    checks=$((checks + 1))
+    if [[ $mode == sample ]]; then
+      problems=$(json_check "$json" \
+        "d['bottleneck']['stage'] == 'storage' and '--shard-shuffle' in d['bottleneck']['suggestion'] and d['io']['counters']['http_requests'] >= 300" \
+        "shuffled by sample over a slow first byte: expected storage named, --shard-shuffle suggested, a GET per sample")
+    else
+      problems=$(json_check "$json" \
+        "'--shard-shuffle' not in d['bottleneck']['suggestion'] and d['io']['counters']['http_requests'] * 2 < $(counter "$scratch/run-verdict-sample.json" http_requests)" \
+        "--shard-shuffle 4 over a slow first byte: expected under half the GETs and no --shard-shuffle suggestion")
+    fi
+    [[ -z $problems ]] && echo "ok: shuffled by $mode over a slow first byte: $(counter "$json" http_requests) GETs; verdict: $(json_get "$json" "d['bottleneck']['suggestion'][:90]")" ||
+      { fail "$problems"; show verdict "$json"; }
+  done
 
 # bench storage through faults: no errors reported, every byte read.
 port=$(free_port)

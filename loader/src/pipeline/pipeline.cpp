@@ -942,6 +942,9 @@ PipelineReport Pipeline::report() {
     dv.copy_wait_seconds = sink_->wait_seconds;
     dv.consumer_wait_on_copy_seconds = static_cast<double>(copy_blocking_ns_) / 1e9;
   }
+  r.samples_per_object = dataset_.objects.empty() ? 0.0
+                                                  : static_cast<double>(dataset_.samples.size()) /
+                                                        static_cast<double>(dataset_.objects.size());
   r.bottleneck = diagnose(r, config_);
   return r;
 }

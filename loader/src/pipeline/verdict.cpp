@@ -170,9 +170,19 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
     net_evidence = fmt::format("; HTTP time to first byte p50 {} vs transfer p50 {}, {} retries ({} throttled)",
                                format_duration_ns(t50), format_duration_ns(x50), counter("http_retries"),
                                counter("http_throttled"));
+    // Shuffled by sample over shards of many samples: neighbouring members are read apart, so
+    // each is a GET of its own (nothing coalesced) and pays a first byte of its own.
+    const bool get_per_sample = config.sampler.shuffle && config.sampler.shard_shuffle == 0 &&
+                                r.samples_per_object >= 4 && counter("http_coalesced_reads") * 10 < r.io.ops;
     if (counter("http_throttled") * 20 > counter("http_requests") && counter("http_throttled") > 0) {
       net_knob = "the server throttled requests (HTTP 503/429): lower --io-depth/--connections, or spread keys "
                  "over more prefixes";
+    } else if (t50 >= x50 && get_per_sample) {
+      net_knob = fmt::format("reads wait mostly for the first byte, and each sample was a GET of its own ({} requests "
+                             "for {} reads, {:.0f} samples per shard): shuffled by sample, a shard's members are read "
+                             "apart; --shard-shuffle 8 keeps runs of a shard together so that they share GETs (or "
+                             "raise --io-depth from {} to {})",
+                             counter("http_requests"), r.io.ops, r.samples_per_object, r.io_depth, 2 * r.io_depth);
     } else if (t50 >= x50 && at_cap >= 0.5) {
       net_knob = fmt::format("reads wait mostly for the first byte (request latency) with --io-depth {} always "
                              "full: raise --io-depth (and --connections) to {}",

@@ -214,6 +214,7 @@ struct PipelineReport {
   double samples_per_second = 0;
   double bytes_per_second = 0;
   std::uint64_t storage_bytes = 0;  // bytes read from storage
+  double samples_per_object = 0;    // the dataset's samples per storage object (tar shards: many)
   // Consumer side.
   double consumer_wait_seconds = 0;   // all steps
   // Of the steady state: the first step's wait (the pipeline filling) is left out of both the
