@@ -84,6 +84,11 @@ struct Site {
     return ~std::uint64_t{0};
   }
   HttpTestReply answer(const HttpTestRequest& r) const {
+    if (r.target.starts_with("/loop/") && r.target.ends_with('/')) {  // a symbolic link to itself
+      const std::string body = R"([{ "name":"x", "type":"directory", "mtime":"x" }])";
+      if (r.method == "HEAD") return {fmt::format("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.size())};
+      return {HttpTestServer::reply(200, body, {"Content-Type: application/json"})};
+    }
     if (r.target == "/d/" || r.target == "/d/sub/") {
       const std::string body = html_index ? "<html><body>Index of /d/</body></html>" : listing(r.target);
       const std::string type = html_index ? "Content-Type: text/html" : "Content-Type: application/json";
@@ -148,6 +153,12 @@ TEST_CASE("http listing: a directory URL lists through the server's JSON listing
   REQUIRE_FALSE(missing);
   CHECK(missing.error().code() == Errc::kNotFound);
   CHECK(missing.error().object().find("/nope/") != std::string::npos);
+
+  // Directories without end (a symbolic link to itself): a bounded walk, an error that says so.
+  auto loop = backend->list("/loop/");
+  REQUIRE_FALSE(loop);
+  CHECK(loop.error().code() == Errc::kResourceExhausted);
+  CHECK(loop.error().message().find("loops") != std::string::npos);
 
   // Not a directory: no listing to ask for.
   auto file = backend->list("/d/f01");

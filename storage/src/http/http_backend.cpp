@@ -57,15 +57,22 @@ class HttpBackend final : public ObjectStore {
     };
     if (!prefix.ends_with('/')) return no_listing("plain HTTP servers have no listing");
     std::vector<ObjectInfo> out;
-    std::deque<std::string> dirs{std::string(prefix)};
+    struct Dir {
+      std::string key;
+      unsigned depth;
+    };
+    std::deque<Dir> dirs{Dir{std::string(prefix), 0}};
     std::size_t visited = 0;
     while (!dirs.empty()) {
-      const std::string dir = std::move(dirs.front());
+      const Dir d = std::move(dirs.front());
+      const std::string& dir = d.key;
       dirs.pop_front();
-      if (++visited > kMaxListedDirectories) {
-        return fail(Error(Errc::kResourceExhausted, fmt::format("more than {} directories under the dataset root",
-                                                                kMaxListedDirectories))
-                        .with_object(shown(prefix))
+      if (++visited > kMaxListedDirectories || d.depth > kMaxListedDepth) {
+        return fail(Error(Errc::kResourceExhausted,
+                          fmt::format("more than {} directories, or deeper than {}, under the dataset root (a "
+                                      "symbolic link that loops?)",
+                                      kMaxListedDirectories, kMaxListedDepth))
+                        .with_object(shown(dir))
                         .with_hint("point the URL at a directory lower down, or name the objects with brace notation"));
       }
       FEEDLINE_ASSIGN_OR_RETURN(auto listing, fetch_listing(dir, /*look_first=*/visited == 1));
@@ -76,7 +83,7 @@ class HttpBackend final : public ObjectStore {
       for (const autoindex::Entry& e : *listing) {
         std::string key = dir + autoindex::encode_segment(e.name);
         if (e.directory) {
-          dirs.push_back(std::move(key) + "/");
+          dirs.push_back(Dir{std::move(key) + "/", d.depth + 1});
         } else {
           out.push_back(ObjectInfo{std::move(key), e.size});
         }
@@ -156,6 +163,7 @@ class HttpBackend final : public ObjectStore {
 
  private:
   static constexpr std::size_t kMaxListedDirectories = 100'000;
+  static constexpr unsigned kMaxListedDepth = 32;
   static constexpr std::size_t kListingMinKeys = 32;  // fewer keys in a directory: HEADs cost less
   static constexpr std::size_t kMaxListingBytes = std::size_t{256} << 20;
 

@@ -441,7 +441,8 @@ Error ObjectStore::http_error(const HttpResponse& r, std::string_view object, st
   } else if (r.status == 404) {
     errc = Errc::kNotFound;
     hint = code == "NoSuchBucket" ? "the bucket does not exist: check its name and the endpoint (--endpoint)"
-                                  : "no object there: check the key (a prefix lists with `aws s3 ls`)";
+           : scheme() == "s3"     ? "no object there: check the key (a prefix lists with `aws s3 ls`)"
+                                  : "no object there: check the URL (`curl -I URL` shows what the server has)";
   } else if (r.status == 301 || r.status == 307 || code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed") {
     hint = "the bucket is in another region: set AWS_REGION or --region";
   } else if (r.status >= 500) {
