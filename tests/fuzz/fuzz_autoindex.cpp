@@ -11,7 +11,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   if (auto entries = feedline::storage::autoindex::parse_json(text)) {
     for (const auto& e : *entries) {
-      if (e.name.empty() || e.name == "." || e.name == ".." || e.name.find('/') != std::string::npos) __builtin_trap();
+      if (e.name.empty() || e.name == "." || e.name == ".." ||
+          e.name.find('/') != std::string::npos)
+        __builtin_trap();
       if (!e.directory && e.name.find('\0') != std::string::npos) __builtin_trap();
       // Only unreserved characters and %XX escapes, and as many escapes as bytes that needed one.
       const std::string encoded = feedline::storage::autoindex::encode_segment(e.name);
@@ -20,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const unsigned char c = static_cast<unsigned char>(encoded[i]);
         if (c == '%') {
           if (i + 2 >= encoded.size()) __builtin_trap();
-          if (!std::isxdigit(static_cast<unsigned char>(encoded[i + 1])) || !std::isxdigit(static_cast<unsigned char>(encoded[i + 2]))) {
+          if (!std::isxdigit(static_cast<unsigned char>(encoded[i + 1])) ||
+              !std::isxdigit(static_cast<unsigned char>(encoded[i + 2]))) {
             __builtin_trap();
           }
           ++escapes;

@@ -20,7 +20,8 @@ using test::HttpTestReply;
 using test::HttpTestRequest;
 using test::HttpTestServer;
 
-TEST_CASE("autoindex: nginx's JSON listing parses; anything else is no listing", "[http][storage]") {
+TEST_CASE("autoindex: nginx's JSON listing parses; anything else is no listing",
+          "[http][storage]") {
   const auto entries = autoindex::parse_json(R"([
 { "name":"000001.bin", "type":"file", "mtime":"Tue, 01 Dec 2026 02:00:00 GMT", "size":65536 },
 { "name":"sub", "type":"directory", "mtime":"Tue, 01 Dec 2026 02:00:00 GMT" },
@@ -37,15 +38,17 @@ TEST_CASE("autoindex: nginx's JSON listing parses; anything else is no listing",
   CHECK(entries->at(2).name == "a \"q\" b.bin");
   CHECK(autoindex::parse_json(" []\n")->empty());
 
-  for (const char* bad : {"", "<html><body><a href=\"a.bin\">a.bin</a></body></html>", "{\"name\":\"a\"}",
-                          "[{\"name\":\"a\",\"type\":\"file\"}]",                  // a file without a size
-                          "[{\"name\":\"a\",\"type\":\"file\",\"size\":-1}]",      // a negative size
-                          "[{\"name\":\"a\",\"type\":\"file\",\"size\":1.5}]",     // not a whole number
-                          "[{\"name\":\"a/b\",\"type\":\"file\",\"size\":1}]",     // a name with a slash
-                          "[{\"name\":\"..\",\"type\":\"directory\"}]",            // a way up
-                          "[{\"name\":\"\",\"type\":\"file\",\"size\":1}]",        // no name
-                          "[{\"type\":\"file\",\"size\":1}]", "[1, 2]", "[{\"name\":\"a\",\"type\":\"file\",\"size\":1}",
-                          "[{\"name\":7,\"type\":\"file\",\"size\":1}]"}) {
+  for (const char* bad :
+       {"", "<html><body><a href=\"a.bin\">a.bin</a></body></html>", "{\"name\":\"a\"}",
+        "[{\"name\":\"a\",\"type\":\"file\"}]",               // a file without a size
+        "[{\"name\":\"a\",\"type\":\"file\",\"size\":-1}]",   // a negative size
+        "[{\"name\":\"a\",\"type\":\"file\",\"size\":1.5}]",  // not a whole number
+        "[{\"name\":\"a/b\",\"type\":\"file\",\"size\":1}]",  // a name with a slash
+        "[{\"name\":\"..\",\"type\":\"directory\"}]",         // a way up
+        "[{\"name\":\"\",\"type\":\"file\",\"size\":1}]",     // no name
+        "[{\"type\":\"file\",\"size\":1}]", "[1, 2]",
+        "[{\"name\":\"a\",\"type\":\"file\",\"size\":1}",
+        "[{\"name\":7,\"type\":\"file\",\"size\":1}]"}) {
     INFO(bad);
     CHECK_FALSE(autoindex::parse_json(bad));
   }
@@ -66,7 +69,8 @@ struct Site {
     auto add = [&](const std::string& e) { out += (out.size() > 2 ? ",\n" : "") + e; };
     if (dir == "/d/") {
       for (int i = 0; i < 40; ++i) {
-        add(fmt::format(R"({{ "name":"f{:02}", "type":"file", "mtime":"x", "size":{} }})", i, i * 10 + 1));
+        add(fmt::format(R"({{ "name":"f{:02}", "type":"file", "mtime":"x", "size":{} }})", i,
+                        i * 10 + 1));
       }
       add(R"({ "name":"a b.bin", "type":"file", "mtime":"x", "size":7 })");
       add(R"({ "name":"sub", "type":"directory", "mtime":"x" })");
@@ -86,13 +90,20 @@ struct Site {
   HttpTestReply answer(const HttpTestRequest& r) const {
     if (r.target.starts_with("/loop/") && r.target.ends_with('/')) {  // a symbolic link to itself
       const std::string body = R"([{ "name":"x", "type":"directory", "mtime":"x" }])";
-      if (r.method == "HEAD") return {fmt::format("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.size())};
+      if (r.method == "HEAD")
+        return {fmt::format(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.size())};
       return {HttpTestServer::reply(200, body, {"Content-Type: application/json"})};
     }
     if (r.target == "/d/" || r.target == "/d/sub/") {
-      const std::string body = html_index ? "<html><body>Index of /d/</body></html>" : listing(r.target);
-      const std::string type = html_index ? "Content-Type: text/html" : "Content-Type: application/json";
-      if (r.method == "HEAD") return {fmt::format("HTTP/1.1 200 OK\r\n{}\r\nContent-Length: {}\r\n\r\n", type, body.size())};
+      const std::string body =
+          html_index ? "<html><body>Index of /d/</body></html>" : listing(r.target);
+      const std::string type =
+          html_index ? "Content-Type: text/html" : "Content-Type: application/json";
+      if (r.method == "HEAD")
+        return {
+            fmt::format("HTTP/1.1 200 OK\r\n{}\r\nContent-Length: {}\r\n\r\n", type, body.size())};
       return {HttpTestServer::reply(200, body, {type})};
     }
     // Like some servers, "object/" answers with the object.
@@ -100,7 +111,8 @@ struct Site {
     if (path.size() > 1 && path.ends_with('/')) path.pop_back();
     const std::uint64_t size = size_of(path);
     if (size == ~std::uint64_t{0}) return {HttpTestServer::reply(404, "not found")};
-    if (r.method == "HEAD") return {fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", size)};
+    if (r.method == "HEAD")
+      return {fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", size)};
     return {HttpTestServer::reply(200, std::string(size, 'x'))};
   }
 };
@@ -131,14 +143,16 @@ std::vector<std::string> keys_f(int n) {
   return keys;
 }
 
-TEST_CASE("http listing: a directory URL lists through the server's JSON listings", "[http][storage]") {
+TEST_CASE("http listing: a directory URL lists through the server's JSON listings",
+          "[http][storage]") {
   Site site;
   HttpTestServer server([&](const HttpTestRequest& r) { return site.answer(r); });
   auto backend = open_site(server);
   auto listing = backend->list("/d/");
   REQUIRE(listing);
   REQUIRE(listing->size() == 42);
-  CHECK(std::is_sorted(listing->begin(), listing->end(), [](const auto& a, const auto& b) { return a.key < b.key; }));
+  CHECK(std::is_sorted(listing->begin(), listing->end(),
+                       [](const auto& a, const auto& b) { return a.key < b.key; }));
   CHECK(listing->front().key == "/d/a%20b.bin");  // encoded: the key is a URL path
   CHECK(listing->front().size == 7);
   CHECK(listing->at(1).key == "/d/f00");
@@ -179,7 +193,8 @@ TEST_CASE("http listing: a directory URL lists through the server's JSON listing
   CHECK(html.error().hint().find("autoindex_format json") != std::string::npos);
 }
 
-TEST_CASE("http listing: a brace list takes its sizes from one listing, HEADs only for the rest", "[http][storage]") {
+TEST_CASE("http listing: a brace list takes its sizes from one listing, HEADs only for the rest",
+          "[http][storage]") {
   Site site;
   HttpTestServer server([&](const HttpTestRequest& r) { return site.answer(r); });
   auto backend = open_site(server);

@@ -16,11 +16,12 @@ std::optional<std::vector<Entry>> parse_json(std::string_view body) {
     if (!e.is_object()) return std::nullopt;
     const auto name = e.find("name");
     const auto type = e.find("type");
-    if (name == e.end() || type == e.end() || !name->is_string() || !type->is_string()) return std::nullopt;
+    if (name == e.end() || type == e.end() || !name->is_string() || !type->is_string())
+      return std::nullopt;
     Entry entry;
     entry.name = name->get<std::string>();
-    if (entry.name.empty() || entry.name == "." || entry.name == ".." || entry.name.find('/') != std::string::npos ||
-        entry.name.find('\0') != std::string::npos) {
+    if (entry.name.empty() || entry.name == "." || entry.name == ".." ||
+        entry.name.find('/') != std::string::npos || entry.name.find('\0') != std::string::npos) {
       return std::nullopt;
     }
     const std::string& t = type->get_ref<const std::string&>();
@@ -44,8 +45,8 @@ std::string encode_segment(std::string_view name) {
   out.reserve(name.size());
   for (const char ch : name) {
     const auto c = static_cast<unsigned char>(ch);
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-        c == '_' || c == '~') {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
       out.push_back(ch);
     } else {
       out.push_back('%');
