@@ -227,6 +227,9 @@ skip_object "--on-error skip: a sample larger than the budget" "$mixed" 000010.b
 
 # --- usage errors: exit 2 ----------------------------------------------------------------------------------
 expect_usage "run --batch-size 0" "--batch-size" -- run "$tar_ds" --batch-size 0
+expect_usage "run --shard-shuffle with --no-shuffle" "--shard-shuffle" "--no-shuffle" -- run "$tar_ds" --shard-shuffle 4 --no-shuffle
+expect_usage "run --shard-shuffle -1" "--shard-shuffle" -- run "$tar_ds" --shard-shuffle -1
+expect_usage "run --shard-shuffle 100000" "--shard-shuffle" "65536" -- run "$tar_ds" --shard-shuffle 100000
 expect_usage "run --on-error bogus" "--on-error" "'bogus'" "fail or skip" -- run "$tar_ds" --on-error bogus
 expect_usage "run --compute-time 5parsecs" "--compute-time" "'5parsecs'" -- run "$tar_ds" --compute-time 5parsecs
 expect_usage "run --compute-time normal:5ms" "--compute-time" -- run "$tar_ds" --compute-time normal:5ms
