@@ -108,6 +108,8 @@ expect_net_error "a missing member of a URL list" 60 "000010.tar" \
 # ... also where the sizes come from the directory's listing (120 names there, one not listed).
 expect_net_error "a missing member of a listed URL list" 60 "000120.bin" \
   -- run "$base/files/{000000..000120}.bin" --format files --json "$scratch/missing-listed.json"
+expect_net_error "a directory URL to bench storage" 20 "names a directory" "$base/files/" \
+  -- bench storage "$base/files/" --output json
 expect_net_error "a missing directory" 60 "no samples" "no-such-dir/" \
   -- run "$base/files/no-such-dir/" --format files --json "$scratch/missing-dir.json"
 closed=$(free_port)

@@ -247,6 +247,11 @@ int run(const Options& o) {
     throw UsageError("bench storage reads one object; brace patterns name datasets (use `feedline run`)");
   }
   storage::Resolved resolved = value_or_usage(registry.open(o.url, plan.backend));
+  if (resolved.key.ends_with('/')) {  // s3://bucket/prefix/, http://host/dir/: no object to stat
+    throw UsageError(fmt::format("{} names a directory: bench storage reads one object (name a file in it; "
+                                 "`feedline run` reads directories)",
+                                 o.url));
+  }
   storage::Backend& backend = *resolved.backend;
 
   const std::atomic<bool>& stop = install_stop_handlers();
