@@ -191,6 +191,16 @@ Result<DatasetFormat> parse_format(std::string_view text) {
                   .with_hint("expected files or tar"));
 }
 
+std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
+  std::vector<std::uint32_t> starts;
+  for (std::size_t i = 0; i < dataset.samples.size(); ++i) {
+    if (i == 0 || dataset.samples[i].object != dataset.samples[i - 1].object) {
+      starts.push_back(static_cast<std::uint32_t>(i));
+    }
+  }
+  return starts;
+}
+
 Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
                              const DatasetOptions& options) {
   Dataset ds;

@@ -1009,10 +1009,7 @@ Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Da
   if (config.decode_threads == 0) return fail(Errc::kInvalidArgument, "decode threads must be at least 1");
   if (config.io_depth == 0) return fail(Errc::kInvalidArgument, "IO depth must be at least 1");
   config.sampler.num_samples = dataset.samples.size();
-  if (config.sampler.shard_shuffle > 0 && config.sampler.shard_starts.empty()) {
-    config.sampler.shard_starts =
-        shard_starts_of(dataset.samples.size(), [&](std::uint64_t i) { return dataset.samples[i].object; });
-  }
+  if (config.sampler.shard_shuffle > 0 && config.sampler.shard_starts.empty()) config.sampler.shard_starts = shard_starts(dataset);
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(config.sampler));
   auto p = std::make_unique<Pipeline>(backend, dataset, config, std::move(sampler));
   FEEDLINE_TRY(p->start());

@@ -111,9 +111,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   SamplerConfig sc = config.sampler;
   sc.num_samples = dataset.samples.size();
   sc.epochs = 1;
-  if (sc.shard_shuffle > 0 && sc.shard_starts.empty()) {
-    sc.shard_starts = shard_starts_of(dataset.samples.size(), [&](std::uint64_t i) { return dataset.samples[i].object; });
-  }
+  if (sc.shard_shuffle > 0 && sc.shard_starts.empty()) sc.shard_starts = shard_starts(dataset);
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(sc));
   std::vector<SampleSlot> order;
   while (auto slot = sampler.next()) {

@@ -85,6 +85,10 @@ struct DatasetOptions {
 // Lists the objects under root (a directory or key prefix) and resolves samples: for tar shards
 // from the index or by reading the headers through the backend. Errors name the object and offset
 // (a truncated tar, a non-tar object in a tar dataset, an empty dataset).
+// Where each object's samples start in Dataset::samples (which lists them object by object, in
+// storage order): SamplerConfig::shard_starts.
+std::vector<std::uint32_t> shard_starts(const Dataset& dataset);
+
 Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
                              const DatasetOptions& options);
 

@@ -32,21 +32,10 @@ struct SamplerConfig {
   std::uint32_t world_size = 1;
   bool drop_last = false;
   std::uint32_t shard_shuffle = 0;  // K shards open at a time; 0 = shuffle samples (when shuffle)
-  // Index of each shard's first sample (ascending, from 0): Dataset::samples grouped by object.
+  // Index of each shard's first sample (ascending, from 0): loader::shard_starts(dataset).
   // Empty: every sample a shard of its own.
   std::vector<std::uint32_t> shard_starts;
 };
-
-// SamplerConfig::shard_starts for samples listed in storage order, shard by shard (`object_of(i)`
-// names sample i's shard).
-template <typename ObjectOf>
-std::vector<std::uint32_t> shard_starts_of(std::uint64_t num_samples, ObjectOf object_of) {
-  std::vector<std::uint32_t> starts;
-  for (std::uint64_t i = 0; i < num_samples; ++i) {
-    if (i == 0 || object_of(i) != object_of(i - 1)) starts.push_back(static_cast<std::uint32_t>(i));
-  }
-  return starts;
-}
 
 struct SampleSlot {
   std::uint64_t seq = 0;        // position in this rank's whole run (all epochs)
