@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "feedline/core/redact.hpp"
 #include "file/file_backend.hpp"
 #if FEEDLINE_HAVE_HTTP
 #include "http/object_store.hpp"
@@ -62,10 +63,10 @@ Result<Resolved> Registry::open(std::string_view text, const BackendConfig& conf
     return fail(Error(Errc::kUnsupported,
                       fmt::format("the '{}' scheme is not available in this build: {}",
                                   url.scheme, it->second))
-                    .with_object(url.text));
+                    .with_object(redact_url(url.text)));
   }
   return fail(Error(Errc::kInvalidArgument, fmt::format("unknown URL scheme '{}'", url.scheme))
-                  .with_object(url.text)
+                  .with_object(redact_url(url.text))
                   .with_hint(fmt::format("supported: {}:// or a plain path",
                                          fmt::join(schemes(), "://, "))));
 }

@@ -2,7 +2,9 @@
 # Plain http:// against nginx: range reads with bench storage (sequential and random, every byte
 # accounted for), pipeline runs over brace-expanded URL lists and directory URLs (nginx's JSON
 # listings; tar shards and one file per sample) with the local copy's digest, and clear errors for a missing object, a missing member of a list,
-# a closed port and an unknown host.
+# a closed port and an unknown host. A directory behind auth_basic: http://user:password@host/
+# URLs read it (the credentials are really sent, as Basic authentication), a wrong or missing
+# password is a clear 401, and the password appears in no output, JSON report or log.
 # Usage: http_nginx.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,9 +22,24 @@ head -c $((48 << 20)) /dev/urandom >"$www/big.bin"
 must_gen "$www/tar" --format tar --samples 300 --samples-per-shard 30 --sample-size normal:20KiB:6KiB --compress zstd:3 \
   --compressibility 0.5 --seed 31
 must_gen "$www/files" --format files --samples 120 --sample-size uniform:0:30000 --seed 32
+# /protected/: the tar shards again, behind HTTP Basic authentication (an htpasswd entry made by
+# openssl). The password has an '@', percent-encoded in URLs; both forms are secrets.
+password='Tr0ub4dor@3x'
+password_in_url='Tr0ub4dor%403x'
+wrong_password='Wr0ngPassw0rd'
+secrets+=("$password" "$password_in_url" "$wrong_password")
+mkdir -p "$www/protected" "$scratch/auth"
+cp -r "$www/tar" "$www/protected/tar"
+printf 'reader:%s\n' "$(openssl passwd -apr1 "$password")" >"$scratch/auth/htpasswd"
+nginx_server_extra="location /protected/ { auth_basic \"feedline\"; auth_basic_user_file $scratch/auth/htpasswd; }"
 ngport=$(free_port)
 start_nginx "$www" "$ngport" || { echo "FAIL: nginx did not start"; exit 1; }
 base=http://127.0.0.1:$ngport
+# The server itself: the password opens it, nothing else does.
+curl -fsS -o /dev/null -u "reader:$password" "$base/protected/tar/shard-000000.tar" ||
+  { echo "FAIL: nginx's auth_basic location does not take the password (curl)"; exit 1; }
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/protected/tar/shard-000000.tar") == 401 ]] ||
+  { echo "FAIL: nginx's auth_basic location answers without a password"; exit 1; }
 
 # --- bench storage ----------------------------------------------------------------------------------
 for shape in "--rw read --bs 1m --iodepth 8" "--rw read --bs 8m --iodepth 4" "--rw randread --bs 64k --iodepth 16 --size 16m" \
@@ -101,6 +118,49 @@ must_frun "run http tar, 2 connections, 2 epochs" run "$base/tar/shard-{000000..
       "run over 2 connections, 2 epochs: expected 600 samples with twice the digest")
     [[ -z $problems ]] && echo "ok: run over 2 connections, 2 epochs: exactly once per epoch" || fail "$problems"; }
 
+# --- credentials in the URL ---------------------------------------------------------------------------
+# Read through auth_basic: the same samples and digest as the local copy, so the credentials were
+# sent (nginx answers 401 to every request without them).
+auth=http://reader:$password_in_url@127.0.0.1:$ngport
+checks=$((checks + 1))
+must_frun "run with credentials in the URL" run "$auth/protected/tar/shard-{000000..000009}.tar" --format tar --batch-size 16 \
+  --json "$scratch/auth-tar.json" &&
+  same_digest "run http://reader:***@.../protected/tar/shard-{000000..000009}.tar" "$scratch/local-tar.json" "$scratch/auth-tar.json"
+# A directory URL: the JSON listings are fetched with the credentials too.
+checks=$((checks + 1))
+must_frun "run a protected directory URL" run "$auth/protected/tar/" --batch-size 16 --json "$scratch/auth-tar-dir.json" &&
+  same_digest "run http://reader:***@.../protected/tar/ (listing behind auth_basic)" "$scratch/local-tar.json" "$scratch/auth-tar-dir.json"
+checks=$((checks + 1))
+must_frun "bench storage with credentials in the URL" bench storage "$auth/protected/tar/shard-000000.tar" --rw read --bs 64k \
+  --output json && cp "$out" "$scratch/auth-bench.json" &&
+  { problems=$(json_check "$scratch/auth-bench.json" "d['errors'] == 0 and d['bytes'] > 0" \
+      "bench storage through auth_basic: expected bytes and no errors")
+    [[ -z $problems ]] && echo "ok: bench storage through auth_basic" || fail "$problems"; }
+# Also the text report and the progress of a plain run name the URL: no password there either.
+must_frun "bench storage with credentials, text report" bench storage "$auth/protected/tar/shard-000001.tar" --rw read --bs 64k
+# The URL is shown with the user and without the password.
+checks=$((checks + 1))
+if grep -q "reader:\*\*\*@127.0.0.1:$ngport" "$out" "$scratch/auth-bench.json" "$scratch/auth-tar.json"; then
+  echo "ok: the URL is shown as http://reader:***@host/..."
+else
+  fail "no output shows the URL as http://reader:***@127.0.0.1:$ngport/... (redacted)"
+  show stdout "$out"
+fi
+# A wrong password and none at all: HTTP 401, one clear line, and no password in it.
+expect_net_error "wrong password" 30 "401" "127.0.0.1:$ngport/protected/tar/shard-" "check them" \
+  -- run "http://reader:$wrong_password@127.0.0.1:$ngport/protected/tar/shard-{000000..000009}.tar" --format tar \
+  --json "$scratch/auth-wrong.json"
+expect_net_error "wrong password (bench, JSON)" 30 "401" \
+  -- bench storage "http://reader:$wrong_password@127.0.0.1:$ngport/protected/tar/shard-000000.tar" --output json
+cp "$out" "$scratch/auth-wrong-bench.json"
+expect_net_error "no password" 30 "401" "http://user:password@host/" -- bench storage "$base/protected/tar/shard-000000.tar" --output json
+# Every output, JSON report and server log of this script: no password (check_no_secrets below
+# also greps every file of the scratch directory, the JSON reports of the failed runs included).
+checks=$((checks + 1))
+leaks=$(grep -lF -e "$password" -e "$password_in_url" -e "$wrong_password" "$scratch"/*.json "$scratch/all-output.txt" 2>/dev/null)
+[[ -z $leaks ]] && echo "ok: no password in stdout, stderr or any --json / --output json report" ||
+  fail "a password appears in: $leaks"
+
 # --- bad input ----------------------------------------------------------------------------------------
 expect_net_error "missing object" 60 "$base/nope.bin" "404" -- bench storage "$base/nope.bin" --output json
 expect_net_error "a missing member of a URL list" 60 "000010.tar" \
@@ -118,4 +178,5 @@ expect_net_error "closed port" 40 "re:127\.0\.0\.1(:| port )$closed" \
 expect_net_error "unknown host" 40 "no-such-host.invalid" \
   -- bench storage "http://no-such-host.invalid:9/big.bin" --max-attempts 2 --output json
 
+check_no_secrets
 finish http_nginx

@@ -43,10 +43,13 @@ require_http_backend() {
   fi
 }
 
-# frun ARGS...: run, keeping every output for check_no_secrets.
+# frun ARGS...: run, keeping every output for check_no_secrets (the command line with each of
+# $secrets replaced by ***: a URL with a password in it is an argument, not an output).
 frun() {
   run "$@"
-  { echo "=== feedline ${*@Q} (exit $rc)"; cat "$out" "$err"; } >>"$scratch/all-output.txt"
+  local line="=== feedline ${*@Q} (exit $rc)" s
+  for s in "${secrets[@]}"; do line=${line//"$s"/***}; done
+  { echo "$line"; cat "$out" "$err"; } >>"$scratch/all-output.txt"
 }
 
 # must_frun WHAT ARGS...: frun; a failure (returns 1) unless it exits 0 without a crash.

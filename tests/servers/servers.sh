@@ -79,6 +79,7 @@ start_s3rver() {
 
 # start_nginx ROOT_DIR PORT [CERT KEY]: nginx serving ROOT_DIR (Range requests, keep-alive,
 # sendfile, WebDAV PUT, JSON directory listings); with CERT and KEY (PEM files) over TLS.
+# $nginx_server_extra (if set) is added inside the server block, e.g. a location with auth_basic.
 start_nginx() {
   local root port=$2 tls=""
   [[ $# -ge 4 ]] && tls="ssl; ssl_certificate $(realpath -- "$3"); ssl_certificate_key $(realpath -- "$4")"
@@ -108,7 +109,7 @@ http {
   # PUT for http:// writes (feedline gen, the conformance suite): WebDAV's, written atomically.
   # Directories list as JSON (feedline lists directory URLs and sizes brace lists from them).
   server { listen 127.0.0.1:$port $tls; root $root; dav_methods PUT DELETE; create_full_put_path on;
-           client_max_body_size 0; autoindex on; autoindex_format json; }
+           client_max_body_size 0; autoindex on; autoindex_format json; ${nginx_server_extra:-} }
 }
 CONF
   local log=$servers_dir/nginx-$port.log

@@ -1,18 +1,22 @@
 // The HTTP transport against a scripted server: SigV4 against AWS's published example, ranged
 // GETs into the caller's buffer, retries (503 bursts, resets mid-body with resume, truncated
-// bodies), servers that ignore Range, and bounded failures. Plus S3's XML.
+// bodies), servers that ignore Range, and bounded failures. Stopping (Ctrl-C) against servers
+// that never answer or trickle, and Basic credentials sent as a header, never in the URL. Plus
+// S3's XML.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "feedline/storage/s3_xml.hpp"
 #include "feedline/transports/http_client.hpp"
+#include "http_stall_server.hpp"
 #include "http_test_server.hpp"
 
 using namespace feedline;
@@ -22,6 +26,7 @@ using feedline::test::HttpTestServer;
 using feedline::test::object_bytes;
 using feedline::test::partial;
 using feedline::test::range_of;
+using feedline::test::StallServer;
 using transports::HttpClient;
 using transports::HttpClientOptions;
 using transports::HttpRequest;
@@ -475,4 +480,152 @@ TEST_CASE("signed uploads send every header they sign (curl 7.88 signs a removed
   } else if (signs_expect) {
     WARN("this libcurl still signs a removed Expect header");
   }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Requests stop `after` from now, from another thread (as the CLI's signal thread does), and
+// notes when it did: the time a call takes to end is measured from there (a loaded machine may
+// wake the stopping thread late).
+struct StopLater {
+  std::stop_source source;
+  std::atomic<Clock::rep> at{0};
+  std::jthread thread;
+  explicit StopLater(std::chrono::milliseconds after)
+      : thread([this, after] {
+          std::this_thread::sleep_for(after);
+          at = Clock::now().time_since_epoch().count();
+          source.request_stop();
+        }) {}
+  std::stop_token token() const { return source.get_token(); }
+  // Seconds from the stop to now; negative while it has not been requested.
+  double since_stop() const {
+    const auto t = at.load();
+    return t == 0 ? -1.0 : seconds_since(Clock::time_point(Clock::duration(t)));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("stop ends perform() within a second: no answer, a trickle, a backoff; later requests fail at once",
+          "[http][stop]") {
+  const bool driven = GENERATE(false, true);
+  const auto mode = GENERATE(StallServer::Mode::kSilent, StallServer::Mode::kTrickle);
+  StallServer server(mode, 1 << 20, std::chrono::milliseconds(100));  // 10 bytes/s
+  StopLater stop(std::chrono::milliseconds(200));
+  HttpClientOptions o = fast_retries(driven);
+  o.stall_timeout = std::chrono::seconds(30);  // the stop must end it, not the stall timeout
+  o.stop = stop.token();
+  auto client = HttpClient::create(o);
+  REQUIRE(client);
+  DYNAMIC_SECTION((driven ? "driven" : "threaded") << (mode == StallServer::Mode::kSilent ? ", silent" : ", trickle")) {
+    HttpRequest r;
+    r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/obj";
+    r.shown = "http://127.0.0.1/obj";
+    auto resp = (*client)->perform(r);
+    const double after_stop = stop.since_stop();
+    REQUIRE_FALSE(resp);
+    CHECK(resp.error().code() == Errc::kCancelled);
+    CHECK(resp.error().message() == "interrupted");
+    CHECK(resp.error().object() == "http://127.0.0.1/obj");
+    CHECK(after_stop >= 0);  // it waited for the stop
+    CHECK(after_stop < 1.0);
+    // After the stop, nothing more goes out.
+    const auto t1 = Clock::now();
+    auto again = (*client)->perform(r);
+    REQUIRE_FALSE(again);
+    CHECK(again.error().code() == Errc::kCancelled);
+    CHECK(seconds_since(t1) < 0.5);
+    CHECK(server.requests() <= 1);
+  }
+}
+
+TEST_CASE("stop ends a request waiting out a retry's backoff, and a stop requested before start", "[http][stop]") {
+  HttpTestServer server([](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(503, "busy")}; });
+  const bool driven = GENERATE(false, true);
+  StopLater stop(std::chrono::milliseconds(200));
+  HttpClientOptions o = fast_retries(driven);
+  o.backoff_base = std::chrono::seconds(20);  // the second attempt would wait seconds
+  o.backoff_cap = std::chrono::seconds(20);
+  o.max_attempts = 3;
+  o.stop = stop.token();
+  auto client = HttpClient::create(o);
+  REQUIRE(client);
+  std::vector<std::byte> dst(10);
+  auto resp = (*client)->perform(ranged(server.port(), 0, dst));
+  const double after_stop = stop.since_stop();
+  REQUIRE_FALSE(resp);
+  CHECK(resp.error().code() == Errc::kCancelled);
+  CHECK(after_stop >= 0);
+  CHECK(after_stop < 1.0);
+
+  std::stop_source already;
+  already.request_stop();
+  HttpClientOptions o2 = fast_retries(driven);
+  o2.stop = already.get_token();
+  auto stopped = HttpClient::create(o2);
+  REQUIRE(stopped);
+  const std::size_t before = server.requests().size();
+  auto none = (*stopped)->perform(ranged(server.port(), 0, dst));
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code() == Errc::kCancelled);
+  CHECK(server.requests().size() == before);
+}
+
+TEST_CASE("Basic credentials go in an Authorization header, never in the request line; SigV4 and Basic exclude each other",
+          "[http][auth]") {
+  HttpTestServer server([](const HttpTestRequest& r) {
+    // "user" / "p@ss:w" (a ':' and an '@' in the password).
+    if (r.header("authorization") != "Basic dXNlcjpwQHNzOnc=") {
+      return HttpTestReply{HttpTestServer::reply(401, "no", {"WWW-Authenticate: Basic realm=\"x\""})};
+    }
+    return HttpTestReply{HttpTestServer::reply(200, "hello")};
+  });
+  HttpClientOptions o = fast_retries(GENERATE(false, true));
+  o.basic_auth = transports::BasicAuth{"user", "p@ss:w"};
+  auto client = HttpClient::create(o);
+  REQUIRE(client);
+  HttpRequest r;
+  r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/protected/obj";
+  auto resp = (*client)->perform(r);
+  REQUIRE(resp);
+  CHECK(resp->status == 200);
+  CHECK(resp->body == "hello");
+  REQUIRE(server.requests().size() == 1);  // sent with the first request: no 401 round trip
+  CHECK(server.requests()[0].target == "/protected/obj");
+
+  o.basic_auth = transports::BasicAuth{"user", "wrong"};
+  auto wrong = HttpClient::create(o);
+  REQUIRE(wrong);
+  auto denied = (*wrong)->perform(r);
+  REQUIRE(denied);
+  CHECK(denied->status == 401);
+
+  o.sigv4 = transports::SigV4{"AKID", "SECRET", "", "us-east-1", "s3"};
+  auto both = HttpClient::create(o);
+  REQUIRE_FALSE(both);
+  CHECK(both.error().code() == Errc::kInvalidArgument);
+}
+
+TEST_CASE("an error about a URL with credentials in it never shows them", "[http][auth]") {
+  int port;
+  { HttpTestServer probe([](const HttpTestRequest&) { return HttpTestReply{}; }); port = probe.port(); }
+  HttpClientOptions o = fast_retries(GENERATE(false, true));
+  o.max_attempts = 1;
+  auto client = HttpClient::create(o);
+  REQUIRE(client);
+  HttpRequest r;  // no shown name: the client names the URL itself
+  r.url = "http://127.0.0.1:" + std::to_string(port) + "/x?X-Amz-Signature=feedfacecafe&token=tok123";
+  auto resp = (*client)->perform(r);
+  REQUIRE_FALSE(resp);
+  const std::string what = resp.error().what();
+  INFO(what);
+  CHECK(what.find("127.0.0.1") != std::string::npos);
+  CHECK(what.find("feedfacecafe") == std::string::npos);
+  CHECK(what.find("tok123") == std::string::npos);
+  CHECK(what.find("X-Amz-Signature=***") != std::string::npos);
 }

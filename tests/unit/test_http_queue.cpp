@@ -1,7 +1,10 @@
 // The HTTP backend's I/O queue with several event loops (HttpConfig::loops, --http-loops): large
 // range parts spread over helper loops land byte for byte whether the main loop is driven by the
 // poller or has a thread of its own; never more large parts in flight than --connections; cancel
-// ends parts still waiting for a connection. Against the scripted server of http_test_server.hpp.
+// ends parts still waiting for a connection, and reads that trickle or get no answer. The stop
+// token (BackendConfig::stop) ends every control call of s3:// and http:// within a second, and
+// credentials in an http:// URL are sent as Basic authentication and shown nowhere. Against the
+// scripted servers of http_test_server.hpp and http_stall_server.hpp.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -11,10 +14,12 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <stop_token>
 #include <string>
 #include <thread>
 
 #include "feedline/storage/registry.hpp"
+#include "http_stall_server.hpp"
 #include "http_test_server.hpp"
 
 using namespace feedline;
@@ -24,6 +29,7 @@ using feedline::test::HttpTestRequest;
 using feedline::test::HttpTestServer;
 using feedline::test::object_bytes;
 using feedline::test::partial;
+using feedline::test::StallServer;
 
 namespace {
 
@@ -289,4 +295,271 @@ TEST_CASE(
     check_bytes(24, 3000);
     check_bytes(25, kLen);
   }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A backend over `url` whose stop is requested 200 ms after start_clock(); `stopped_at` notes
+// when (a loaded machine may wake the stopping thread late: the time to end counts from there).
+struct Stoppable {
+  std::stop_source source;
+  std::unique_ptr<Backend> backend;
+  std::string key;
+  std::atomic<Clock::rep> stopped_at{0};
+  std::jthread stopper;
+
+  explicit Stoppable(const std::string& url, const std::string& endpoint = "") {
+    BackendConfig config;
+    config.stop = source.get_token();
+    config.http.stall_timeout = std::chrono::seconds(30);  // the stop must end it, not the stall timeout
+    config.http.max_attempts = 1;
+    config.s3.endpoint = endpoint;
+    config.s3.access_key_id = endpoint.empty() ? "" : "AKID";
+    config.s3.secret_access_key = endpoint.empty() ? "" : "SECRET";
+    Registry registry;
+    register_builtin_backends(registry);
+    auto r = registry.open(url, config);
+    REQUIRE(r);
+    backend = std::move(r->backend);
+    key = r->key;
+  }
+  void start_clock() {
+    stopper = std::jthread([this] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      stopped_at = Clock::now().time_since_epoch().count();
+      source.request_stop();
+    });
+  }
+};
+
+// The call ended with kCancelled "interrupted", after the stop and within a second of it.
+template <typename R>
+void check_interrupted(const R& r, const Stoppable& s) {
+  const auto at = s.stopped_at.load();
+  const double after_stop = at == 0 ? -1.0 : seconds_since(Clock::time_point(Clock::duration(at)));
+  REQUIRE_FALSE(r);
+  INFO(r.error().what());
+  CHECK(r.error().code() == Errc::kCancelled);
+  CHECK(r.error().message() == "interrupted");
+  CHECK(after_stop >= 0);
+  CHECK(after_stop < 1.0);
+}
+
+}  // namespace
+
+TEST_CASE("http and s3 control calls end with kCancelled within a second of the stop token", "[http][stop][storage]") {
+  const auto mode = GENERATE(StallServer::Mode::kSilent, StallServer::Mode::kTrickle);
+  StallServer server(mode, 1 << 20, std::chrono::milliseconds(100));
+  const std::string base = fmt::format("http://127.0.0.1:{}", server.port());
+  const std::string endpoint = base;
+
+  SECTION("http stat (HEAD)") {
+    Stoppable s(base + "/d/obj.bin");
+    s.start_clock();
+    check_interrupted(s.backend->stat(s.key), s);
+  }
+  SECTION("http open (HEAD)") {
+    Stoppable s(base + "/d/obj.bin");
+    s.start_clock();
+    check_interrupted(s.backend->open(s.key), s);
+  }
+  SECTION("http list (a directory's JSON listing)") {
+    Stoppable s(base + "/d/");
+    s.start_clock();
+    check_interrupted(s.backend->list(s.key), s);
+  }
+  SECTION("http stat_many: a few keys (HEADs on a driven client)") {
+    Stoppable s(base + "/d/");
+    std::vector<std::string> keys;
+    for (int i = 0; i < 5; ++i) keys.push_back(fmt::format("/d/{}.bin", i));
+    s.start_clock();
+    check_interrupted(s.backend->stat_many(keys), s);
+  }
+  SECTION("http stat_many: many keys (the directory's listing first)") {
+    Stoppable s(base + "/d/");
+    std::vector<std::string> keys;
+    for (int i = 0; i < 100; ++i) keys.push_back(fmt::format("/d/{}.bin", i));
+    s.start_clock();
+    check_interrupted(s.backend->stat_many(keys), s);
+  }
+  SECTION("http PUT") {
+    Stoppable s(base + "/d/");
+    auto w = s.backend->create("/d/new.bin");
+    REQUIRE(w);
+    const std::string body(1000, 'x');
+    REQUIRE((*w)->append(ConstBytes(reinterpret_cast<const std::byte*>(body.data()), body.size())));
+    s.start_clock();
+    check_interrupted((*w)->commit(), s);
+  }
+  SECTION("s3 list (ListObjectsV2)") {
+    Stoppable s("s3://bucket/prefix/", endpoint);
+    s.start_clock();
+    check_interrupted(s.backend->list(s.key), s);
+  }
+  SECTION("s3 stat_many (HEADs)") {
+    Stoppable s("s3://bucket/prefix/", endpoint);
+    std::vector<std::string> keys{"prefix/a", "prefix/b", "prefix/c"};
+    s.start_clock();
+    check_interrupted(s.backend->stat_many(keys), s);
+  }
+  SECTION("s3 multipart upload (CreateMultipartUpload)") {
+    Stoppable s("s3://bucket/prefix/", endpoint);
+    auto w = s.backend->create("prefix/big.bin");
+    REQUIRE(w);
+    const std::vector<std::byte> part(8u << 20, std::byte{'x'});  // HttpConfig::part_size
+    s.start_clock();
+    check_interrupted((*w)->append(part), s);  // a full part: the upload starts here
+  }
+  SECTION("s3 PutObject") {
+    Stoppable s("s3://bucket/prefix/", endpoint);
+    auto w = s.backend->create("prefix/small.bin");
+    REQUIRE(w);
+    const std::vector<std::byte> body(100, std::byte{'x'});
+    REQUIRE((*w)->append(body));
+    s.start_clock();
+    check_interrupted((*w)->commit(), s);
+  }
+}
+
+TEST_CASE("cancel() ends reads that trickle or get no answer within a second, each completing once",
+          "[http][stop][storage]") {
+  StallServer silent(StallServer::Mode::kSilent);
+  StallServer trickle(StallServer::Mode::kTrickleBody, 8u << 20, std::chrono::milliseconds(20));  // 50 bytes/s
+  const bool driven = GENERATE(false, true);
+  const unsigned loops = GENERATE(1u, 2u);
+  DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads") << ", " << loops << " event loops") {
+    BackendConfig config;
+    config.http.loops = loops;
+    config.http.connections = 4;
+    config.http.part_size = 1u << 20;
+    config.http.stall_timeout = std::chrono::seconds(30);
+    Registry registry;
+    register_builtin_backends(registry);
+    auto a = registry.open(fmt::format("http://127.0.0.1:{}/a.bin", silent.port()), config);
+    auto b = registry.open(fmt::format("http://127.0.0.1:{}/b.bin", trickle.port()), config);
+    REQUIRE(a);
+    REQUIRE(b);
+    // Sizes as a listing would give them: no HEAD (the silent server would hold it).
+    auto ha = a->backend->open_known(ObjectInfo{a->key, 8u << 20});
+    auto hb = b->backend->open_known(ObjectInfo{b->key, 8u << 20});
+    REQUIRE(ha);
+    REQUIRE(hb);
+    QueueOptions qo;
+    qo.depth = 4;
+    qo.caller_mostly_polls = driven;
+    auto qa = a->backend->make_queue(qo);
+    auto qb = b->backend->make_queue(qo);
+    REQUIRE(qa);
+    REQUIRE(qb);
+    auto buf = AlignedBuffer::allocate(4u << 20).value();
+    Collector c;
+    // Small reads (the main loop) and a 2 MiB read (parts of 1 MiB: the helper loop when there
+    // is one) on each server.
+    std::vector<ReadOp> ops(4);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      ops[i].object = i < 2 ? ha->get() : hb->get();
+      ops[i].offset = 0;
+      ops[i].length = i % 2 == 0 ? 65536 : (2u << 20);
+      ops[i].dst = buf.span().subspan(i % 2 == 0 ? 0 : (2u << 20), ops[i].length);
+      ops[i].done = &c;
+    }
+    (*qa)->submit(ops[0]);
+    (*qa)->submit(ops[1]);
+    (*qb)->submit(ops[2]);
+    (*qb)->submit(ops[3]);
+    const auto started = Clock::now();
+    // At least 300 ms, and until body bytes trickle in (later on a loaded machine).
+    while ((seconds_since(started) < 0.3 || trickle.bytes_sent() == 0) && seconds_since(started) < 5) {
+      (*qa)->poll(0, std::chrono::milliseconds(10));
+      (*qb)->poll(0, std::chrono::milliseconds(10));
+    }
+    CHECK(c.calls == 0);  // nothing could finish: no answer, or 50 bytes/s
+    CHECK(trickle.bytes_sent() > 0);
+    const auto t0 = Clock::now();
+    (*qa)->cancel();
+    (*qb)->cancel();
+    while (c.calls < 4 && seconds_since(t0) < 5) {
+      (*qa)->poll(1, std::chrono::milliseconds(20));
+      (*qb)->poll(1, std::chrono::milliseconds(20));
+    }
+    CHECK(seconds_since(t0) < 1.0);
+    REQUIRE(c.calls == 4);
+    for (const ReadOp& op : ops) {
+      REQUIRE_FALSE(op.result);
+      CHECK(op.result.error().code() == Errc::kCancelled);
+    }
+    CHECK((*qa)->in_flight() == 0);
+    CHECK((*qb)->in_flight() == 0);
+  }
+}
+
+TEST_CASE("http://user:password@host/: sent as Basic authentication, shown nowhere", "[http][auth][storage]") {
+  const std::string obj = object_bytes(5000);
+  HttpTestServer server([&](const HttpTestRequest& r) {
+    // "reader" / "s3cr@t:pw", written percent-encoded in the URL.
+    if (r.header("authorization") != "Basic cmVhZGVyOnMzY3JAdDpwdw==") {
+      return HttpTestReply{HttpTestServer::reply(401, "<html>401 Authorization Required</html>",
+                                                 {"WWW-Authenticate: Basic realm=\"feedline\""})};
+    }
+    if (r.method == "HEAD") return HttpTestReply{fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
+    if (r.header("range").empty()) return HttpTestReply{HttpTestServer::reply(200, obj)};  // a whole-object GET
+    return HttpTestReply{partial(obj, r)};
+  });
+  Registry registry;
+  register_builtin_backends(registry);
+  const std::string secret = "s3cr%40t%3Apw";
+  auto r = registry.open(fmt::format("http://reader:{}@127.0.0.1:{}/d/obj.bin", secret, server.port()), BackendConfig{});
+  REQUIRE(r);
+  CHECK(r->key == "/d/obj.bin");
+  const std::string shown = r->backend->display_name(r->key);
+  CHECK(shown == fmt::format("http://reader:***@127.0.0.1:{}/d/obj.bin", server.port()));
+  auto h = r->backend->open(r->key);
+  REQUIRE(h);
+  CHECK((*h)->size() == obj.size());
+  QueueOptions qo;
+  auto q = r->backend->make_queue(qo);
+  REQUIRE(q);
+  auto buf = AlignedBuffer::allocate(obj.size()).value();
+  Collector c;
+  ReadOp op;
+  op.object = h->get();
+  op.length = obj.size();
+  op.dst = buf.span();
+  op.done = &c;
+  (*q)->submit(op);
+  poll_until(**q, [&] { return c.calls == 1; });
+  REQUIRE(op.result);
+  CHECK(std::memcmp(buf.data(), obj.data(), obj.size()) == 0);
+  for (const auto& req : server.requests()) {
+    CHECK(req.target.find("s3cr") == std::string::npos);
+    CHECK(req.target.find("reader") == std::string::npos);
+  }
+
+  // A wrong password: 401, kPermissionDenied, and neither form of the password in the error.
+  auto bad = registry.open(fmt::format("http://reader:wr%40ngpass@127.0.0.1:{}/d/obj.bin", server.port()), BackendConfig{});
+  REQUIRE(bad);
+  auto denied = bad->backend->stat(bad->key);
+  REQUIRE_FALSE(denied);
+  const std::string what = denied.error().what();
+  INFO(what);
+  CHECK(denied.error().code() == Errc::kPermissionDenied);
+  CHECK(denied.error().http_status() == 401);
+  CHECK(what.find("401") != std::string::npos);
+  CHECK(what.find("wr%40ngpass") == std::string::npos);
+  CHECK(what.find("wr@ngpass") == std::string::npos);
+  CHECK(what.find(fmt::format("127.0.0.1:{}/d/obj.bin", server.port())) != std::string::npos);
+
+  // A URL with credentials and no host: the error hides the password too.
+  auto nohost = registry.open("http://reader:hunter22@/x", BackendConfig{});
+  REQUIRE_FALSE(nohost);
+  CHECK(nohost.error().code() == Errc::kInvalidArgument);
+  CHECK(nohost.error().what().find("hunter22") == std::string::npos);
+  // s3:// takes no credentials in the URL.
+  auto s3 = registry.open("s3://AKIA:hunter22@bucket/k", BackendConfig{});
+  REQUIRE_FALSE(s3);
+  CHECK(s3.error().code() == Errc::kInvalidArgument);
+  CHECK(s3.error().what().find("hunter22") == std::string::npos);
 }

@@ -3,6 +3,12 @@
 // JSON (nginx: autoindex on; autoindex_format json), a directory URL ending in '/' lists them,
 // and a brace list takes its sizes from its directory's listing instead of a HEAD per object.
 // Writes are HTTP PUTs (WebDAV servers accept them).
+//
+// Credentials in the URL (http://user:password@host/...) are split off when the URL is opened:
+// curl sends them as HTTP Basic authentication (HttpClientOptions::basic_auth), the URLs given to
+// curl carry the host alone, and every name shown (display_name, errors) is the URL as the user
+// wrote it through redact_url: "http://user:***@host/path" (the user says which account a 401 is
+// about), a presigned URL's signature or a token parameter hidden too.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +16,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "feedline/core/redact.hpp"
 #include "feedline/storage/autoindex.hpp"
 #include "object_store.hpp"
 
@@ -39,8 +46,14 @@ class PutWriter final : public ObjectWriter {
 
 class HttpBackend final : public ObjectStore {
  public:
-  HttpBackend(std::string scheme, std::string authority, HttpConfig http)
-      : ObjectStore(std::move(http), std::nullopt), scheme_(std::move(scheme)), authority_(std::move(authority)) {}
+  // authority: host[:port], without userinfo (credentials come as basic_auth); shown_base:
+  // "scheme://[user:***@]host[:port]", the start of every name shown.
+  HttpBackend(std::string scheme, std::string authority, std::string shown_base, HttpConfig http, std::stop_token stop,
+              std::optional<transports::BasicAuth> basic_auth)
+      : ObjectStore(std::move(http), std::nullopt, std::move(stop), std::move(basic_auth)),
+        scheme_(std::move(scheme)),
+        authority_(std::move(authority)),
+        shown_base_(std::move(shown_base)) {}
 
   std::string_view scheme() const noexcept override { return scheme_; }
 
@@ -108,6 +121,7 @@ class HttpBackend final : public ObjectStore {
     for (const auto& [dir, members] : by_dir) {
       if (members.size() < kListingMinKeys) continue;
       auto listing = fetch_listing(dir);  // no listing, or none to be had: HEADs as without one
+      if (!listing && listing.error().code() == Errc::kCancelled) return fail(std::move(listing).error());
       if (!listing || !*listing) continue;
       std::unordered_map<std::string, std::uint64_t> sizes;
       sizes.reserve((*listing)->size());
@@ -141,7 +155,7 @@ class HttpBackend final : public ObjectStore {
   }
 
   std::string url_for(std::string_view key) const override { return fmt::format("{}://{}{}", scheme_, authority_, key); }
-  std::string shown(std::string_view key) const override { return url_for(key); }
+  std::string shown(std::string_view key) const override { return redact_url(fmt::format("{}{}", shown_base_, key)); }
 
   Result<void> put(std::string_view key, ConstBytes body) {
     FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
@@ -201,6 +215,7 @@ class HttpBackend final : public ObjectStore {
 
   std::string scheme_;
   std::string authority_;
+  std::string shown_base_;
 };
 
 Result<void> PutWriter::commit() { return backend_.put(key_, buf_); }
@@ -208,11 +223,17 @@ Result<void> PutWriter::commit() { return backend_.put(key_, buf_); }
 }  // namespace
 
 Result<Resolved> open_http_url(const ParsedUrl& url, const BackendConfig& config) {
-  if (url.authority.empty()) {
-    return fail(Error(Errc::kInvalidArgument, "the URL names no host").with_object(url.text));
+  UrlUserinfo auth = split_userinfo(url.authority);
+  if (auth.host.empty()) {
+    return fail(Error(Errc::kInvalidArgument, "the URL names no host").with_object(redact_url(url.text)));
   }
+  std::optional<transports::BasicAuth> basic;
+  if (auth.has_userinfo) basic = transports::BasicAuth{std::move(auth.user), std::move(auth.password)};
   std::string key = url.path.empty() ? "/" : url.path;
-  return Resolved{std::make_unique<HttpBackend>(url.scheme, url.authority, config.http), std::move(key)};
+  std::string shown_base = redact_url(fmt::format("{}://{}", url.scheme, url.authority));
+  return Resolved{std::make_unique<HttpBackend>(url.scheme, std::move(auth.host), std::move(shown_base), config.http,
+                                                config.stop, std::move(basic)),
+                  std::move(key)};
 }
 
 }  // namespace feedline::storage::detail

@@ -353,7 +353,8 @@ class HttpQueue final : public IoQueue {
       }
     } else {
       ++stats.counters["http_requests"];
-      ++stats.counters["http_failed_requests"];
+      // Ended by cancel() (Ctrl-C): not a failure of the server's.
+      if (p.r.error().code() != Errc::kCancelled) ++stats.counters["http_failed_requests"];
       error = p.r.error();
     }
     for (Member& m : p.members) {
@@ -401,8 +402,9 @@ class HttpQueue final : public IoQueue {
 
 }  // namespace
 
-ObjectStore::ObjectStore(HttpConfig http, std::optional<transports::SigV4> sigv4)
-    : http_(std::move(http)), sigv4_(std::move(sigv4)) {}
+ObjectStore::ObjectStore(HttpConfig http, std::optional<transports::SigV4> sigv4, std::stop_token stop,
+                         std::optional<transports::BasicAuth> basic_auth)
+    : http_(std::move(http)), sigv4_(std::move(sigv4)), stop_(std::move(stop)), basic_auth_(std::move(basic_auth)) {}
 
 transports::HttpClientOptions ObjectStore::client_options(unsigned connections) const {
   transports::HttpClientOptions o;
@@ -413,6 +415,7 @@ transports::HttpClientOptions ObjectStore::client_options(unsigned connections) 
   o.stall_timeout = http_.stall_timeout;
   o.max_attempts = std::max(1u, http_.max_attempts);
   o.sigv4 = sigv4_;
+  o.basic_auth = basic_auth_;
   o.connect_to = http_.connect_to;
   return o;
 }
@@ -420,9 +423,23 @@ transports::HttpClientOptions ObjectStore::client_options(unsigned connections) 
 Result<transports::HttpClient*> ObjectStore::control() {
   std::lock_guard lock(control_mu_);
   if (!control_) {
-    FEEDLINE_ASSIGN_OR_RETURN(control_, HttpClient::create(client_options(16)));
+    auto o = client_options(16);
+    o.stop = stop_;
+    FEEDLINE_ASSIGN_OR_RETURN(control_, HttpClient::create(o));
   }
   return control_.get();
+}
+
+Result<transports::HttpClient*> ObjectStore::cleanup() {
+  std::lock_guard lock(control_mu_);
+  if (!cleanup_) {
+    auto o = client_options(1);
+    o.connect_timeout = std::min(o.connect_timeout, std::chrono::milliseconds(2000));
+    o.stall_timeout = std::min(o.stall_timeout, std::chrono::milliseconds(2000));
+    o.max_attempts = 1;
+    FEEDLINE_ASSIGN_OR_RETURN(cleanup_, HttpClient::create(o));
+  }
+  return cleanup_.get();
 }
 
 Error ObjectStore::http_error(const HttpResponse& r, std::string_view object, std::string_view what) const {
@@ -432,7 +449,14 @@ Error ObjectStore::http_error(const HttpResponse& r, std::string_view object, st
   if (body) message += fmt::format(" {}: {}", body->code, body->message);
   Errc errc = Errc::kIo;
   std::string hint = "check the URL and the server's log";
-  if (r.status == 401 || r.status == 403) {
+  if ((r.status == 401 || r.status == 403) && scheme() != "s3") {
+    errc = Errc::kPermissionDenied;
+    hint = r.status == 403 ? "the server refuses access to this object: check its permissions there"
+           : basic_auth_   ? "the server refused the user name and password of the URL: check them (percent-encode "
+                             "':', '@' and '/' in them)"
+                           : "the server wants a user name and password: put them in the URL, "
+                             "http://user:password@host/... (percent-encode ':', '@' and '/' in them)";
+  } else if (r.status == 401 || r.status == 403) {
     errc = Errc::kPermissionDenied;
     hint = code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId"
                ? "the credentials are wrong: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile "
@@ -471,9 +495,11 @@ Result<ObjectInfo> ObjectStore::stat(std::string_view key) {
 
 Result<std::vector<ObjectInfo>> ObjectStore::stat_many(std::span<const std::string> keys) {
   // The HEADs run on a client of their own, driven by this thread (no hand-over per answer),
-  // 64 in flight over at most 16 connections.
+  // 64 in flight over at most 16 connections. The stop token fails them all (run_for() returns
+  // within its 100 ms slice) and the loop ends with the first error, kCancelled.
   auto o = client_options(16);
   o.driven = true;
+  o.stop = stop_;
   FEEDLINE_ASSIGN_OR_RETURN(auto client, HttpClient::create(o));
   std::vector<ObjectInfo> out(keys.size());
   std::optional<Error> first_error;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 
 #include "feedline/storage/backend.hpp"
@@ -41,15 +42,24 @@ class ObjectStore : public Backend {
   std::string display_name(std::string_view key) const override { return shown(key); }
 
  protected:
-  ObjectStore(HttpConfig http, std::optional<transports::SigV4> sigv4);
+  // stop: BackendConfig::stop, for the control requests (HEAD, LIST, PUT; see control()).
+  // basic_auth: http://user:password@ credentials, sent by curl (never in a URL).
+  ObjectStore(HttpConfig http, std::optional<transports::SigV4> sigv4, std::stop_token stop,
+              std::optional<transports::BasicAuth> basic_auth = std::nullopt);
 
   virtual std::string url_for(std::string_view key) const = 0;
-  // How the user names the object ("s3://bucket/key", "http://host/path"); never a secret.
+  // How the user names the object ("s3://bucket/key", "http://host/path"); never a secret (it
+  // goes through redact_url: no userinfo, no signature or token in a query).
   virtual std::string shown(std::string_view key) const = 0;
 
+  // For I/O queues: these requests end by IoQueue::cancel(), not by the stop token.
   transports::HttpClientOptions client_options(unsigned connections) const;
-  // The client for control requests (HEAD, LIST, PUT), made on first use.
+  // The client for control requests (HEAD, LIST, PUT), made on first use. Its requests fail
+  // with kCancelled within about 100 ms of the stop token (Ctrl-C).
   Result<transports::HttpClient*> control();
+  // For clean-up after a stop (aborting a multipart upload, so that nothing is left behind on
+  // the server): not ended by the stop token, one attempt, at most a few seconds.
+  Result<transports::HttpClient*> cleanup();
   // Maps a non-2xx answer (with its S3 error body, if any) to an error naming the object.
   Error http_error(const transports::HttpResponse& r, std::string_view object, std::string_view what) const;
 
@@ -58,8 +68,11 @@ class ObjectStore : public Backend {
  private:
   HttpConfig http_;
   std::optional<transports::SigV4> sigv4_;
+  std::stop_token stop_;
+  std::optional<transports::BasicAuth> basic_auth_;
   std::mutex control_mu_;
   std::unique_ptr<transports::HttpClient> control_;
+  std::unique_ptr<transports::HttpClient> cleanup_;
 };
 
 Result<Resolved> open_s3_url(const ParsedUrl& url, const BackendConfig& config);

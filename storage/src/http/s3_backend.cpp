@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "feedline/core/redact.hpp"
 #include "feedline/storage/s3_xml.hpp"
 #include "object_store.hpp"
 
@@ -58,8 +59,8 @@ class S3Writer final : public ObjectWriter {
 
 class S3Backend final : public ObjectStore {
  public:
-  S3Backend(std::string bucket, HttpConfig http, const S3Config& s3)
-      : ObjectStore(std::move(http), sigv4_for(s3)), bucket_(std::move(bucket)) {
+  S3Backend(std::string bucket, HttpConfig http, const S3Config& s3, std::stop_token stop)
+      : ObjectStore(std::move(http), sigv4_for(s3), std::move(stop)), bucket_(std::move(bucket)) {
     if (s3.endpoint.empty()) {
       // AWS itself: virtual-hosted style.
       bucket_url_ = fmt::format("https://{}.s3.{}.amazonaws.com", bucket_, s3.region);
@@ -92,7 +93,7 @@ class S3Backend final : public ObjectStore {
         const auto e = s3::parse_error(r.body);
         if (!e) {
           return fail(Error(Errc::kInvalidArgument,
-                            fmt::format("the endpoint {} does not answer like S3 (ListObjectsV2: HTTP {}, {})", endpoint_, r.status,
+                            fmt::format("the endpoint {} does not answer like S3 (ListObjectsV2: HTTP {}, {})", redact_url(endpoint_), r.status,
                                         r.headers.contains("content-type") ? r.headers.at("content-type") : "no content type"))
                           .with_http_status(static_cast<int>(r.status))
                           .with_object(shown(prefix))
@@ -126,12 +127,14 @@ class S3Backend final : public ObjectStore {
   std::string url_for(std::string_view key) const override {
     return fmt::format("{}/{}", bucket_url_, uri_encode(key, true));
   }
-  std::string shown(std::string_view key) const override { return fmt::format("s3://{}/{}", bucket_, key); }
+  // Keys are the user's, and a query pasted into one ("?X-Amz-Signature=...") is hidden too.
+  std::string shown(std::string_view key) const override { return redact_url(fmt::format("s3://{}/{}", bucket_, key)); }
 
   // Control requests with a body or a query, for the writer.
+  // cleaning_up: after a stop too (see ObjectStore::cleanup()).
   Result<HttpResponse> request(std::string method, std::string_view key, std::string query, ConstBytes body,
-                               std::string_view what) {
-    FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
+                               std::string_view what, bool cleaning_up = false) {
+    FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, cleaning_up ? cleanup() : control());
     HttpRequest req;
     req.method = std::move(method);
     req.url = url_for(key) + (query.empty() ? "" : "?" + query);
@@ -156,7 +159,9 @@ class S3Backend final : public ObjectStore {
 
 S3Writer::~S3Writer() {
   if (!committed_ && !upload_id_.empty()) {
-    (void)backend_.request("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false), {}, "AbortMultipartUpload");
+    // Also after Ctrl-C: an upload left open keeps its parts (and their cost) on the server.
+    (void)backend_.request("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false), {}, "AbortMultipartUpload",
+                           /*cleaning_up=*/true);
   }
 }
 
@@ -183,7 +188,7 @@ Result<void> S3Writer::flush_part() {
                                        buf_, "UploadPart"));
   const auto it = r.headers.find("etag");
   if (it == r.headers.end()) {
-    return fail(Error(Errc::kCorrupt, fmt::format("no ETag in the answer to part {}", number)).with_object(key_));
+    return fail(Error(Errc::kCorrupt, fmt::format("no ETag in the answer to part {}", number)).with_object(backend_.shown(key_)));
   }
   etags_.push_back(it->second);
   buf_.clear();
@@ -209,7 +214,7 @@ Result<void> S3Writer::commit() {
                        ConstBytes(reinterpret_cast<const std::byte*>(xml.data()), xml.size()), "CompleteMultipartUpload"));
   // S3 may answer 200 with an <Error> body when the completion fails late.
   if (auto e = s3::parse_error(r.body)) {
-    return fail(Error(Errc::kIo, fmt::format("CompleteMultipartUpload: {}: {}", e->code, e->message)).with_object(key_));
+    return fail(Error(Errc::kIo, fmt::format("CompleteMultipartUpload: {}: {}", e->code, e->message)).with_object(backend_.shown(key_)));
   }
   committed_ = true;
   return {};
@@ -219,11 +224,17 @@ Result<void> S3Writer::commit() {
 
 Result<Resolved> open_s3_url(const ParsedUrl& url, const BackendConfig& config) {
   if (url.authority.empty()) {
-    return fail(Error(Errc::kInvalidArgument, "an s3:// URL needs a bucket").with_object(url.text).with_hint("s3://bucket/prefix"));
+    return fail(Error(Errc::kInvalidArgument, "an s3:// URL needs a bucket").with_object(redact_url(url.text)).with_hint("s3://bucket/prefix"));
+  }
+  if (url.authority.find('@') != std::string::npos) {
+    return fail(Error(Errc::kInvalidArgument, "an s3:// URL names a bucket, not credentials")
+                    .with_object(redact_url(url.text))
+                    .with_hint("give the keys the AWS way (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --profile), "
+                               "and write s3://bucket/prefix"));
   }
   std::string key = url.path;
   while (key.starts_with('/')) key.erase(0, 1);
-  return Resolved{std::make_unique<S3Backend>(url.authority, config.http, config.s3), std::move(key)};
+  return Resolved{std::make_unique<S3Backend>(url.authority, config.http, config.s3, config.stop), std::move(key)};
 }
 
 }  // namespace feedline::storage::detail

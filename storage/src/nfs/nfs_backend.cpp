@@ -423,6 +423,7 @@ Result<Resolved> open_nfs_url(const ParsedUrl& url, const BackendConfig& config)
   transports::NfsOptions options;
   options.timeout = config.nfs.timeout;
   options.max_attempts = std::max(1u, config.nfs.max_attempts);
+  options.stop = config.stop;  // ends the session's metadata calls (the connections' reads end by cancel())
   FEEDLINE_ASSIGN_OR_RETURN(auto session, NfsSession::connect(u, options));
   const std::string& exp = session->export_path();
   // The path inside the export ("/ds/" for nfs://h/export/ds/), "/" for the export itself.

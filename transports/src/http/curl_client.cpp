@@ -27,11 +27,13 @@
 #include <future>
 #include <mutex>
 #include <random>
+#include <stop_token>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/core/redact.hpp"
 #include "feedline/core/thread_name.hpp"
 #include "feedline/transports/http_client.hpp"
 
@@ -97,6 +99,8 @@ struct Transfer {
     if (easy) curl_easy_cleanup(easy);
   }
   bool ranged() const { return req.range_offset.has_value(); }
+  // The object for messages: the caller's name for it, else the URL without its secrets.
+  std::string shown() const { return req.shown.empty() ? redact_url(req.url) : req.shown; }
 
   // Puts `len` body bytes that start `received` bytes into the range where they belong.
   void store(const char* data, std::size_t len) {
@@ -147,10 +151,13 @@ class CurlClient final : public HttpClient {
         io_.run();
       });
     }
+    // Last: a stop already requested runs the callback here, and it posts to the loop.
+    if (options_.stop.stop_possible()) on_stop_.emplace(options_.stop, [this] { on_stop(); });
     return {};
   }
 
   ~CurlClient() override {
+    on_stop_.reset();  // waits for a callback running on another thread; none runs after this
     if (options_.driven) {
       shutdown();
     } else {
@@ -193,8 +200,16 @@ class CurlClient final : public HttpClient {
 
   std::size_t run_for(std::chrono::nanoseconds timeout) override {
     if (!options_.driven) return 0;
+    if (stopping_.load(std::memory_order_acquire) && !active_.empty()) {
+      cancel_everything("interrupted");
+      return 1;
+    }
     std::size_t n = timeout.count() > 0 ? io_.run_one_for(timeout) : io_.poll_one();
     if (n > 0) n += io_.poll();  // and whatever else is ready, in one go
+    if (stopping_.load(std::memory_order_acquire) && !active_.empty()) {
+      cancel_everything("interrupted");
+      ++n;
+    }
     return n;
   }
 
@@ -206,13 +221,13 @@ class CurlClient final : public HttpClient {
 
   void cancel_all() override {
     if (options_.driven) {
-      cancel_everything();
+      cancel_everything("cancelled");
       return;
     }
     std::promise<void> p;
     auto f = p.get_future();
     asio::post(io_, [this, &p] {
-      cancel_everything();
+      cancel_everything("cancelled");
       p.set_value();
     });
     f.wait();
@@ -228,6 +243,10 @@ class CurlClient final : public HttpClient {
   void launch(Transfer* t) {
     if (shut_down_) {
       finish(t, fail(Errc::kCancelled, "the HTTP client is shutting down"));
+      return;
+    }
+    if (stopping_.load(std::memory_order_acquire)) {
+      finish(t, fail(Error(Errc::kCancelled, "interrupted").with_object(t->shown())));
       return;
     }
     active_.insert(t);
@@ -246,7 +265,7 @@ class CurlClient final : public HttpClient {
       }
     }
     if (auto r = configure(t); !r) {
-      finish(t, fail(std::move(r).error().with_object(t->req.shown.empty() ? t->req.url : t->req.shown)));
+      finish(t, fail(std::move(r).error().with_object(t->shown())));
       return;
     }
     t->status = 0;
@@ -347,6 +366,11 @@ class CurlClient final : public HttpClient {
       curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4_param_.c_str());
       curl_easy_setopt(e, CURLOPT_USERNAME, s.access_key_id.c_str());
       curl_easy_setopt(e, CURLOPT_PASSWORD, s.secret_access_key.c_str());
+    } else if (options_.basic_auth) {
+      // Sent with the first request (no 401 round trip first), as curl -u does.
+      curl_easy_setopt(e, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));
+      curl_easy_setopt(e, CURLOPT_USERNAME, options_.basic_auth->user.c_str());
+      curl_easy_setopt(e, CURLOPT_PASSWORD, options_.basic_auth->password.c_str());
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     return {};
@@ -462,11 +486,12 @@ class CurlClient final : public HttpClient {
     t->resp.total_ns = static_cast<std::uint64_t>(total) * 1000;
     t->resp.connections += static_cast<std::uint64_t>(connects);
     t->resp.status = status;
-    const std::string& shown = t->req.shown.empty() ? t->req.url : t->req.shown;
+    // Only for errors: a string built per successful read would cost on the hot path.
+    const auto shown = [t] { return t->shown(); };
 
     if (rc == CURLE_WRITE_ERROR && t->range_ignored) {
       finish(t, fail(Error(Errc::kUnsupported, "the server ignored the Range header (answered 200 with the whole object)")
-                         .with_object(shown)
+                         .with_object(shown())
                          .with_http_status(static_cast<int>(status))
                          .with_hint("feedline reads byte ranges; serve the data from a server with Range support "
                                     "(nginx, S3, MinIO)")));
@@ -477,13 +502,13 @@ class CurlClient final : public HttpClient {
         finish(t, fail(Error(Errc::kCorrupt, fmt::format("the object is larger than the {} bytes it had when the "
                                                          "dataset was opened (did it change?)",
                                                          t->req.range_length))
-                           .with_object(shown)
+                           .with_object(shown())
                            .with_hint("datasets must not change while they are read")));
         return;
       }
       finish(t, fail(Error(Errc::kIo, fmt::format("the server sent more than the {} bytes asked for",
                                                   t->ranged() ? t->req.range_length : t->req.max_body))
-                         .with_object(shown)));
+                         .with_object(shown())));
       return;
     }
     std::string reason;
@@ -492,7 +517,7 @@ class CurlClient final : public HttpClient {
     } else {
       reason = retry_reason(rc);
       if (reason.empty()) {
-        finish(t, fail(curl_error(rc, t, shown)));
+        finish(t, fail(curl_error(rc, t, shown())));
         return;
       }
     }
@@ -504,7 +529,7 @@ class CurlClient final : public HttpClient {
     if (t->resp.attempts >= options_.max_attempts) {
       Error err = rc == CURLE_OK ? Error(Errc::kIo, fmt::format("HTTP {} after {} attempts", status, t->resp.attempts))
                                            .with_http_status(static_cast<int>(status))
-                                     : curl_error(rc, t, shown);
+                                     : curl_error(rc, t, shown());
       std::string msg = rc == CURLE_OK ? err.message()
                                        : fmt::format("{} (gave up after {} attempts)", err.message(), t->resp.attempts);
       std::string hint = status == 503 || status == 429
@@ -513,7 +538,7 @@ class CurlClient final : public HttpClient {
                                    ? err.hint()
                                    : "check the server and the network; --max-attempts and --stall-timeout bound the wait";
       finish(t, fail(Error(err.code(), std::move(msg))
-                         .with_object(shown)
+                         .with_object(shown())
                          .with_http_status(static_cast<int>(status))
                          .with_hint(std::move(hint))));
       return;
@@ -577,18 +602,32 @@ class CurlClient final : public HttpClient {
     cb(std::move(result));
   }
 
-  void cancel_everything() {
+  void cancel_everything(const char* why) {
     std::vector<Transfer*> all(active_.begin(), active_.end());
     for (Transfer* t : all) {
       curl_multi_remove_handle(multi_, t->easy);  // harmless when it waits for a backoff
       if (t->backoff) t->backoff->cancel();
-      finish(t, fail(Error(Errc::kCancelled, "cancelled").with_object(t->req.shown.empty() ? t->req.url : t->req.shown)));
+      finish(t, fail(Error(Errc::kCancelled, why).with_object(t->shown())));
+    }
+  }
+
+  // HttpClientOptions::stop was requested, on whichever thread requested it: later launches
+  // fail at once; what is in flight is failed on the loop's thread (threaded: posted there;
+  // driven: by run_for(), which this wakes).
+  void on_stop() {
+    stopping_.store(true, std::memory_order_release);
+    if (options_.driven) {
+      asio::post(io_, [] {});
+    } else {
+      asio::post(io_, [this] {
+        if (!shut_down_) cancel_everything("interrupted");
+      });
     }
   }
 
   void shutdown() {
     shut_down_ = true;
-    cancel_everything();
+    cancel_everything("cancelled");
     timer_.cancel();
     for (CURL* e : free_easy_) curl_easy_cleanup(e);
     free_easy_.clear();
@@ -741,13 +780,18 @@ class CurlClient final : public HttpClient {
   std::vector<CURL*> free_easy_;
   std::mt19937_64 rng_{std::random_device{}()};
   bool shut_down_ = false;
+  std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> opened_{0}, open_{0}, max_open_{0};
   std::thread thread_;
+  std::optional<std::stop_callback<std::function<void()>>> on_stop_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<HttpClient>> HttpClient::create(const HttpClientOptions& options) {
+  if (options.sigv4 && options.basic_auth) {
+    return fail(Errc::kInvalidArgument, "an HTTP client signs with SigV4 or sends Basic credentials, not both");
+  }
   auto c = std::make_unique<CurlClient>(options);
   FEEDLINE_TRY(c->init());
   return std::unique_ptr<HttpClient>(std::move(c));

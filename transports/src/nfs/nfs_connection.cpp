@@ -12,6 +12,10 @@
 //    forgotten (their NFSv4 state died with the session), and a new context connects after a
 //    backoff (100 ms doubling to 1 s). Pending reads whose deadline passes fail with kTimeout.
 // 4. A read ends exactly once: finish() removes it from every list before telling its sink.
+// 5. A read its caller cancelled ends within one turn of the loop (~100 ms) wherever it is: in the
+//    inbox or pending (failed there), on the wire (its Rpc is marked abandoned: the answer, if one
+//    comes, is dropped, and the bytes were never ours to copy: libnfs reads into its own buffer),
+//    or waiting for a mount that nobody else waits for (the mount is given up).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
@@ -25,6 +29,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "feedline/core/clock.hpp"
 #include "feedline/core/thread_name.hpp"
@@ -90,10 +95,11 @@ class NfsConnection::Impl {
   struct Rpc {
     Impl* self;
     Kind kind;
-    NfsRead* read = nullptr;  // kRead
+    NfsRead* read = nullptr;  // kRead; null once abandoned
     std::string path;         // kOpen, kClose
     std::uint64_t sent_ns = 0;
     bool dead = false;
+    bool abandoned = false;  // rule 5: the read was cancelled and has ended
   };
   struct File {
     enum class State { kOpening, kOpen, kClosing } state = State::kOpening;
@@ -157,15 +163,21 @@ class NfsConnection::Impl {
       next_connect_ns_ = now_ns() + 1'000'000'000ull;
       return;
     }
-    const int rc = nfs_mount(*ctx, url_.server.c_str(), export_.c_str());
+    // Given up when the connection closes, or when every read waiting for it was cancelled
+    // (rule 5): expire() then ends them.
+    nfs_context* nfs = *ctx;
+    std::string detail;
+    const int rc = run_async(
+        nfs, options_.timeout, [this] { return stop_.load() || nobody_waits(); }, detail,
+        [this](nfs_context* n, nfs_cb cb, void* priv) { return nfs_mount_async(n, url_.server.c_str(), export_.c_str(), cb, priv); });
     if (rc != 0) {
-      broken_reason_ = fmt::format("cannot reconnect: {}", error_text(*ctx));
-      nfs_destroy_context(*ctx);
+      broken_reason_ = fmt::format("cannot reconnect: {}", detail);
+      if (nfs) nfs_destroy_context(nfs);
       backoff_ms_ = backoff_ms_ == 0 ? 100 : std::min<std::uint64_t>(1000, backoff_ms_ * 2);
       next_connect_ns_ = now_ns() + backoff_ms_ * 1'000'000ull;
       return;
     }
-    nfs_ = *ctx;
+    nfs_ = nfs;
     backoff_ms_ = 0;
     if (generation_ > 0) reconnects.fetch_add(1);
     ++generation_;
@@ -180,6 +192,12 @@ class NfsConnection::Impl {
 
   bool cancelled(const NfsRead* r) const {
     return r->cancel_epoch && r->cancel_epoch->load(std::memory_order_acquire) > r->epoch;
+  }
+
+  // Reads wait for a mount, and every one of them was cancelled.
+  bool nobody_waits() {
+    take_inbox();
+    return !pending_.empty() && std::all_of(pending_.begin(), pending_.end(), [this](const NfsRead* r) { return cancelled(r); });
   }
 
   void issue(NfsRead* r) {
@@ -278,6 +296,7 @@ class NfsConnection::Impl {
     Impl* self = rpc->self;
     auto owned = std::move(self->rpcs_.at(rpc));
     self->rpcs_.erase(rpc);
+    if (rpc->abandoned) return;  // rule 5: its read has ended
     switch (rpc->kind) {
       case Kind::kRead: self->on_read(*rpc, err, data); break;
       case Kind::kOpen: self->state_op_busy_ = false; self->on_open(*rpc, err, data); break;
@@ -393,6 +412,14 @@ class NfsConnection::Impl {
         ++it;
       }
     }
+    // Rule 5: cancelled reads on the wire end now; their RPCs stay until answered (or dropped).
+    for (const auto& [p, rpc] : rpcs_) {
+      if (rpc->kind != Kind::kRead || rpc->abandoned || !cancelled(rpc->read)) continue;
+      rpc->abandoned = true;
+      NfsRead* r = std::exchange(rpc->read, nullptr);
+      if (auto f = files_.find(r->path); f != files_.end() && f->second.busy > 0) --f->second.busy;
+      finish(r, std::make_unique<Error>(Errc::kCancelled, "read cancelled"));
+    }
     for (const auto& [p, rpc] : rpcs_) {
       if (now > rpc->sent_ns + timeout) {
         broken_reason_ = fmt::format("no answer to an RPC for {} ms", options_.timeout.count());
@@ -416,7 +443,7 @@ class NfsConnection::Impl {
     std::vector<NfsRead*> reads;
     for (auto& [p, rpc] : rpcs_) {
       rpc->dead = true;
-      if (rpc->kind == Kind::kRead) reads.push_back(rpc->read);
+      if (rpc->kind == Kind::kRead && !rpc->abandoned) reads.push_back(rpc->read);
     }
     for (auto& [path, f] : files_) {
       for (NfsRead* r : f.waiting) reads.push_back(r);

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <stop_token>
 #include <string_view>
 #include <vector>
 
@@ -69,6 +70,10 @@ struct BackendConfig {
   HttpConfig http;
   S3Config s3;
   NfsConfig nfs;
+  // Ends every blocking control call (stat, list, open, writes: HEADs, LISTs, PUTs, NFS RPCs)
+  // within about a second once stop is requested (Ctrl-C); they fail with kCancelled. Reads
+  // through an IoQueue are ended by IoQueue::cancel() instead.
+  std::stop_token stop;
 };
 
 struct ParsedUrl {

@@ -20,7 +20,14 @@
 // counted by reason in the response.
 //
 // Signing: with `sigv4` set, curl signs each request (CURLOPT_AWS_SIGV4); we never hand-write
-// SigV4. Secrets are never part of an error message.
+// SigV4. HTTP Basic credentials (`basic_auth`, from an http://user:password@host/ URL) reach curl
+// as options, never inside a URL. Secrets are never part of an error message.
+//
+// Stopping: once HttpClientOptions::stop is requested, every request of the client not yet
+// completed fails with kCancelled ("interrupted") within about 100 ms, whatever it waits on (a
+// server that accepted and never answers, one that sends a byte a second, a retry's backoff),
+// and every later one fails at once. So perform() returns promptly on Ctrl-C. cancel_all() is the
+// same for the requests in flight at that moment, without refusing later ones.
 //
 // curl, curl/curl.h and Asio stay inside src/http/.
 #pragma once
@@ -31,8 +38,9 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <utility>
+#include <stop_token>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "feedline/core/bytes.hpp"
@@ -48,6 +56,12 @@ struct SigV4 {
   std::string service = "s3";
 };
 
+// HTTP Basic authentication (RFC 7617), sent pre-emptively with every request.
+struct BasicAuth {
+  std::string user;
+  std::string password;
+};
+
 struct HttpClientOptions {
   unsigned max_connections = 16;  // per host
   bool insecure = false;          // no TLS peer/host verification
@@ -58,12 +72,15 @@ struct HttpClientOptions {
   std::chrono::milliseconds backoff_base{50};  // attempt n waits U(0, min(cap, base * 2^n))
   std::chrono::milliseconds backoff_cap{2'000};
   std::optional<SigV4> sigv4;
+  std::optional<BasicAuth> basic_auth;  // not together with sigv4 (create() refuses both)
   // "HOST:PORT:CONNECT-HOST:CONNECT-PORT" entries, like curl --connect-to: requests for HOST:PORT
   // go to another address while the URL (and the signed Host header) stay as written.
   std::vector<std::string> connect_to;
   // No thread of its own: the owner calls run_for() (see the top of this file). Every call on a
   // driven client must come from one thread at a time.
   bool driven = false;
+  // Ends every request (see "Stopping" above). A default token never stops.
+  std::stop_token stop;
 };
 
 struct HttpRequest {
@@ -127,7 +144,8 @@ class HttpClient {
   virtual void start(HttpRequest request, HttpCallback done) = 0;
   // Starts several at once: one hand-over to the loop thread instead of one per request.
   virtual void start_many(std::vector<std::pair<HttpRequest, HttpCallback>> requests) = 0;
-  // Blocking convenience for control requests (HEAD, LIST, PUT).
+  // Blocking convenience for control requests (HEAD, LIST, PUT). Returns within about 100 ms of
+  // HttpClientOptions::stop with kCancelled.
   Result<HttpResponse> perform(HttpRequest request);
   // Fails every request not yet completed with kCancelled (their callbacks still run).
   virtual void cancel_all() = 0;

@@ -4,8 +4,13 @@
 // nfs_connection.cpp, nfs_util.{hpp,cpp}):
 //
 // - NfsSession: one connection for metadata and writes (stat, directory walk, create, rename,
-//   mkdir). Its calls are synchronous and bounded by NfsOptions::timeout; it is thread-safe (one
-//   mutex) and reconnects on its own when the server went away.
+//   mkdir). Its calls block the caller and are bounded by NfsOptions::timeout; it is thread-safe
+//   (one mutex) and reconnects on its own when the server went away. They are libnfs's
+//   asynchronous calls driven on the caller's thread in slices of 100 ms (libnfs's synchronous
+//   ones cannot be interrupted): once NfsOptions::stop is requested, the call in progress (a
+//   mount, an RPC, a retry's backoff) gives up within about 100 ms with kCancelled
+//   ("interrupted"), its context is dropped (the next call would reconnect), and later calls
+//   fail at once.
 //
 // - NfsConnection: one connection that reads, with many reads in flight. It owns one libnfs
 //   context and ONE thread that runs poll() on the context's socket and an eventfd, then
@@ -24,13 +29,16 @@
 // a connection that breaks (socket error, or an RPC with no answer for NfsOptions::timeout)
 // destroys its context, reconnects with backoff, reopens files lazily and re-sends the reads that
 // were in flight; a read fails with kTimeout once max_attempts attempts are spent or its deadline
-// (timeout x max_attempts after submission) passes, so nothing waits forever.
+// (timeout x max_attempts after submission) passes, so nothing waits forever. A read whose
+// caller cancelled it (NfsRead::cancel_epoch) fails with kCancelled within about 100 ms, also
+// while it is on the wire or waits for a (re)connection: its answer, if one comes, is dropped.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,11 +47,15 @@
 
 namespace feedline::transports {
 
-// nfs://server[:port]/path[?version=3|4&nfsport=N&uid=N&gid=N...] (libnfs's URL form; the
-// arguments are libnfs's). The path holds the export and the path inside it.
+// nfs://server/path[?version=3|4&nfsport=N&mountport=N&uid=N&gid=N] (libnfs's URL form). The
+// path holds the export and the path inside it. Everything is checked here, with kInvalidArgument
+// and a message saying what to write: a port after the host (libnfs takes it only as
+// ?nfsport=N), user:password@ (NFS has none), an unknown parameter (the message lists the known
+// ones), a value that is not a number in range ("nfsport must be a number from 1 to 65535"), a
+// parameter given twice. Errors show the URL through redact_url.
 struct NfsUrl {
   std::string text;    // as given
-  std::string server;  // host (and :port when given, as libnfs accepts it)
+  std::string server;  // host name or address ([v6] in brackets), no port
   std::string path;    // "/export/dir/file", no trailing slash except for "/"
   std::string query;   // "version=4&nfsport=20490" (without '?'), passed on to libnfs
   int version = 3;     // from version=, libnfs's default 3
@@ -53,6 +65,8 @@ Result<NfsUrl> parse_nfs_url(std::string_view text);
 struct NfsOptions {
   std::chrono::milliseconds timeout{10'000};  // one RPC, or one connect + mount attempt
   unsigned max_attempts = 5;                  // per read or metadata call, the first included
+  // Ends NfsSession's calls (see above); reads end by their cancel_epoch instead.
+  std::stop_token stop;
 };
 
 struct NfsStat {

@@ -8,7 +8,9 @@
 #include <nfsc/libnfs.h>
 // clang-format on
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -36,5 +38,24 @@ Result<nfs_context*> make_context(const NfsUrl& url, const NfsOptions& options, 
 // A distinct NFSv4 client name per context: contexts sharing one would take over each other's state.
 std::string client_name(std::string_view role, unsigned index, unsigned generation);
 inline std::uint64_t io_max(std::uint64_t reported) { return reported == 0 ? kDefaultIoMax : reported; }
+
+// One asynchronous libnfs call (a mount, an RPC) run to its end on the calling thread, which
+// polls the context's socket in slices of 100 ms: libnfs's synchronous calls block in poll() until
+// the answer or libnfs's timeout, and nothing can interrupt them.
+//
+// start(nfs, cb, private_data) queues the call (one of libnfs's *_async functions); on_done(err,
+// data) runs inside libnfs's callback when the call succeeded (err >= 0; `data` is libnfs's,
+// valid only there: copy out what is needed). Returns the call's result: err >= 0, or a negative
+// errno with `detail` set (libnfs's message). And three ends of its own, which destroy the context
+// (nfs becomes nullptr; libnfs cancels what was queued and calls back during the destruction,
+// while everything the callback touches still lives):
+//   -ECANCELED  give_up() returned true (checked every slice): detail "interrupted"
+//   -ETIMEDOUT  no answer within `timeout` (libnfs's own RPC timeout usually ends it first)
+//   -EIO        the socket failed (nfs_service() < 0): detail libnfs's message
+// -1 when the call could not be queued (libnfs's synchronous calls return the same).
+using NfsStart = std::function<int(nfs_context*, nfs_cb, void*)>;
+using NfsDone = std::function<void(int, void*)>;
+int run_async(nfs_context*& nfs, std::chrono::milliseconds timeout, const std::function<bool()>& give_up,
+              std::string& detail, const NfsStart& start, const NfsDone& on_done = {});
 
 }  // namespace feedline::transports::detail
