@@ -4,7 +4,7 @@
 #   asan     (AddressSanitizer + UBSan)  all tests
 #   tsan     (ThreadSanitizer)           all tests but the server end-to-end ones (labels net, nfs)
 #   minimal  (every optional dependency off) all tests
-#   fuzz     (clang 16 libFuzzer + ASan)  each fuzz target for FEEDLINE_FUZZ_SECONDS (20)
+#   fuzz     (clang 16 libFuzzer + ASan)  each fuzz target for FEEDLINE_FUZZ_SECONDS (60)
 # Idempotent; incremental when build/ exists. The S3/HTTP tests start their own servers
 # (s3rver installed by tests/servers/setup.sh, nginx, tests/servers/s3proxy.py). FEEDLINE_PRESETS="release asan" runs a subset.
 set -euo pipefail
@@ -19,7 +19,7 @@ failed=()
 for p in $presets; do
   echo "=== preset $p: configure and build ===" >&2
   extra=()
-  [[ $p == fuzz ]] && extra=(-DFEEDLINE_FUZZ_SECONDS="${FEEDLINE_FUZZ_SECONDS:-20}")
+  [[ $p == fuzz ]] && extra=(-DFEEDLINE_FUZZ_SECONDS="${FEEDLINE_FUZZ_SECONDS:-60}")
   cmake --preset "$p" "${extra[@]}" >/dev/null
   cmake --build "build/$p" -j "$jobs"
   echo "=== preset $p: test ===" >&2

@@ -7,10 +7,27 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace feedline::tools {
 
+// A workload file is a few hundred bytes; anything larger than this is not one.
+inline constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
+
+// Reads the file at `path` and applies it (apply_config_text). Before reading, a path that does
+// not exist or cannot be read ("cannot read --config X: No such file or directory"), that is not
+// a regular file (a directory, a FIFO, /dev/zero) or that is larger than kMaxConfigFileBytes is
+// refused. Every failure is a UsageError (exit 2) naming the file.
 void apply_config_file(CLI::App& cmd, const std::string& path);
+
+// Parses `text` as TOML (`source` names it in errors) and gives each top-level key's value to the
+// `cmd` option of that long name, unless the command line set it: strings, integers, floats and
+// booleans as CLI11 would receive them on the command line, with the option's converters and
+// validators. Unknown keys (and "config", "help"), tables, arrays, dates, NUL characters and
+// values the option refuses are UsageErrors naming the source, line and key; CLI11 exceptions
+// never escape. The fuzz target fuzz_config calls it on arbitrary bytes.
+void apply_config_text(CLI::App& cmd, std::string_view text, const std::string& source);
 
 }  // namespace feedline::tools

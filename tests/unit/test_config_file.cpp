@@ -1,0 +1,190 @@
+// --config workload files (tools/src/config_file.cpp): what is refused before parsing (missing
+// paths, directories, FIFOs, devices, oversized files), and how a TOML table fills a
+// subcommand's options (flags win, unknown keys and wrong types are usage errors naming the key).
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "cli_error.hpp"
+#include "config_file.hpp"
+#include "test_support.hpp"
+
+using feedline::tools::apply_config_file;
+using feedline::tools::apply_config_text;
+using feedline::tools::UsageError;
+
+namespace {
+
+// Options of each kind the real commands use.
+struct Opts {
+  std::string format = "auto";
+  unsigned batch_size = 32;
+  std::uint64_t seed = 0;
+  double au_target = 0;
+  int decode_nice = 5;
+  bool direct = false;
+  std::optional<unsigned> rank;
+};
+
+struct Cmd {
+  CLI::App app{"test"};
+  CLI::App* run = nullptr;
+  Opts o;
+  std::string config;
+
+  Cmd() {
+    run = app.add_subcommand("run", "run");
+    run->add_option("--config", config, "workload file");
+    run->add_option("--format", o.format, "format");
+    run->add_option("--batch-size", o.batch_size, "batch")->check(CLI::Range(1u, 65536u));
+    run->add_option("--seed", o.seed, "seed");
+    run->add_option("--au-target", o.au_target, "au")->check(CLI::Range(0.0, 1.0));
+    run->add_option("--decode-nice", o.decode_nice, "nice")->check(CLI::Range(0, 19));
+    run->add_flag("--direct", o.direct, "direct");
+    run->add_option("--rank", o.rank, "rank");
+  }
+  void parse(const std::string& args) { app.parse("run " + args, false); }
+};
+
+// The message of the UsageError `f` throws ("" when it throws nothing).
+template <typename F>
+std::string usage_error_of(F&& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("config: a TOML table fills the options the command line did not set", "[config]") {
+  Cmd c;
+  c.parse("--batch-size 8");
+  apply_config_text(
+      *c.run,
+      "format = \"tar\"\nbatch-size = 400\nseed = 18446744073709551\nau-target = 0.9\n"
+      "decode-nice = 0\ndirect = true\nrank = 3\n",
+      "w.toml");
+  CHECK(c.o.batch_size == 8);  // the flag wins
+  CHECK(c.o.format == "tar");
+  CHECK(c.o.seed == 18446744073709551u);
+  CHECK(c.o.au_target == Approx(0.9));
+  CHECK(c.o.decode_nice == 0);
+  CHECK(c.o.direct);
+  REQUIRE(c.o.rank);
+  CHECK(*c.o.rank == 3);
+}
+
+TEST_CASE("config: unknown keys, wrong types and refused values name the file, line and key",
+          "[config]") {
+  struct Case {
+    const char* text;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {"format = \"tar\"\nbogus = 1\n", {"--config w.toml: line 2: unknown key 'bogus'"}},
+      {"batch_size = 4\n", {"unknown key 'batch_size'", "did you mean 'batch-size'?"}},
+      {"config = \"other.toml\"\n", {"unknown key 'config'"}},
+      {"help = true\n", {"unknown key 'help'"}},
+      {"[run]\nbatch-size = 4\n", {"unknown key 'run'"}},
+      {"batch-size = \"many\"\n", {"line 1: key 'batch-size'"}},
+      {"batch-size = 0\n", {"key 'batch-size'"}},
+      {"au-target = 1.5\n", {"key 'au-target'"}},
+      {"batch-size = [1, 2]\n",
+       {"key 'batch-size' must be a string, number or boolean (not an array)"}},
+      {"seed = 1979-05-27\n",
+       {"key 'seed' must be a string, number or boolean (not a date or time)"}},
+      {"format = \"ta\\u0000r\"\n", {"key 'format': the value holds a NUL character"}},
+      {"\nbatch-size = = 4\n", {"--config w.toml: line 2, column"}},
+      {"\xff\xfe = 1\n", {"--config w.toml: line 1"}},
+      {"\"a\\u001b[2Jb\" = 1\n", {"unknown key 'a\\x1b[2Jb'"}},
+      // Where toml++ 3.3 would meet a non-ASCII character as possible whitespace (undefined
+      // behaviour in it), the file is refused first.
+      {"format = \"tar\"\nbatch-size = 1\xc3\xa9\n",
+       {"line 2, column 15: a non-ASCII character outside a string"}},
+      {"\xc3\xa9 = 1\n", {"line 1, column 1: a non-ASCII character"}},
+      {"[\xe3\x80\x81]\n", {"line 1, column 2: a non-ASCII character"}},
+      {"format = \"\"\"\\\n  \xc2\xa7\"\"\"\n", {"line 2, column 3: a non-ASCII character"}},
+  };
+  for (const auto& k : cases) {
+    INFO(k.text);
+    Cmd c;
+    c.parse("");
+    const std::string what = usage_error_of([&] { apply_config_text(*c.run, k.text, "w.toml"); });
+    INFO(what);
+    REQUIRE_FALSE(what.empty());
+    for (const auto& s : k.says) CHECK(what.find(s) != std::string::npos);
+  }
+}
+
+TEST_CASE("config: UTF-8 in strings and comments is read", "[config]") {
+  Cmd c;
+  c.parse("");
+  apply_config_text(*c.run,
+                    "\xef\xbb\xbf# Dur\xc3\xa9"
+                    "e \xe2\x89\xa5 90%\nformat = \"t\xc3\xa9r\" # \xc3\xa9\n"
+                    "\"decode-nice\" = 3\n",
+                    "w.toml");
+  CHECK(c.o.format == "t\xc3\xa9r");
+  CHECK(c.o.decode_nice == 3);
+  Cmd m;
+  m.parse("");
+  apply_config_text(*m.run, "format = \"\"\"\n\xc3\xa9 \"\"\"\"\nseed = 4\n", "w.toml");
+  CHECK(m.o.format == "\xc3\xa9 \"");
+  CHECK(m.o.seed == 4);
+}
+
+TEST_CASE("config: paths that are not a readable workload file are refused before parsing",
+          "[config]") {
+  const auto dir = feedline::testing::scratch_dir("config_file");
+  Cmd c;
+  c.parse("");
+  auto refused = [&](const std::string& path) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string what = usage_error_of([&] { apply_config_file(*c.run, path); });
+    CHECK(std::chrono::steady_clock::now() - t0 <
+          std::chrono::seconds(5));  // never waits on the path
+    return what;
+  };
+
+  const std::string missing = (dir / "no-such.toml").string();
+  CHECK(refused(missing) == "cannot read --config " + missing + ": No such file or directory");
+  CHECK(refused("") == "--config needs a file name (it was given an empty one)");
+  CHECK(refused(dir.string()).find("is not a regular file (a directory)") != std::string::npos);
+  CHECK(refused("/dev/zero").find("/dev/zero is not a regular file (a character device)") !=
+        std::string::npos);
+  const auto fifo = dir / "fifo.toml";
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(refused(fifo.string()).find("is not a regular file (a FIFO)") != std::string::npos);
+
+  // The size cap: a file of exactly kMaxConfigFileBytes (a TOML comment) is read; one byte more is
+  // not.
+  const auto big = dir / "big.toml";
+  std::string text = "batch-size = 16\n#";
+  text.resize(feedline::tools::kMaxConfigFileBytes, 'x');
+  std::ofstream(big, std::ios::binary) << text;
+  apply_config_file(*c.run, big.string());
+  CHECK(c.o.batch_size == 16);
+  std::ofstream(big, std::ios::binary | std::ios::app) << "x";
+  CHECK(
+      refused(big.string()).find("is 1048577 bytes, more than the 1 MiB a workload file may be") !=
+      std::string::npos);
+
+  // A parse error names the file as given.
+  const auto bad = dir / "bad.toml";
+  std::ofstream(bad) << "batch-size = 4\nformat = \n";
+  CHECK(refused(bad.string()).find("--config " + bad.string() + ": line 2, column") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+}
