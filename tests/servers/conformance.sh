@@ -27,7 +27,7 @@ start_nginx "$work/www" "$http_port"
 export FEEDLINE_TEST_S3_URL=s3://conformance/run/
 export FEEDLINE_TEST_S3_ENDPOINT=http://127.0.0.1:$proxy_port
 export FEEDLINE_TEST_HTTP_URL=http://127.0.0.1:$http_port/conformance/
-"$bin" "${FEEDLINE_CONFORMANCE_FILTER:-conformance: every backend}" -d yes
+"$bin" "${FEEDLINE_CONFORMANCE_FILTER:-[conformance]~[nfs]}" -d yes
 
 # Every request feedline signed must have verified independently.
 /usr/bin/python3 - "$work/proxy.json" <<'PY'
