@@ -24,12 +24,8 @@ int main(int argc, char** argv) {
   auto where = registry.open(argv[1], {});
   if (!where) return std::fprintf(stderr, "%s\n", where.error().what().c_str()), 1;
 
-  // 2. The dataset: tar shards (WebDataset style) or one sample per file.
-  loader::DatasetOptions dopt;
-  auto listing = where->backend->list(where->key);
-  for (const auto& o : listing ? *listing : std::vector<storage::ObjectInfo>{}) {
-    if (o.key.ends_with(".tar")) dopt.format = loader::DatasetFormat::kTar;
-  }
+  // 2. The dataset: tar shards (WebDataset style) or one sample per file, whichever is there.
+  loader::DatasetOptions dopt;  // format kAuto
   auto dataset = loader::open_dataset(*where->backend, where->key, dopt);
   if (!dataset) return std::fprintf(stderr, "%s\n", dataset.error().what().c_str()), 1;
 

@@ -231,7 +231,8 @@ print("" if ok else sys.argv[3])' "$@"
 
 # write_digest_py FILE: writes the Python digest of a dataset to FILE.
 #   python3 FILE ROOT [--skip NAME]... [--skip-key KEY]...: walks ROOT; every *.tar file is read
-#   with tarfile (regular members only), every other file except *.idx is one member; ".zst"
+#   with tarfile (regular members only), every other file except *.idx and hidden files (gen's
+#   manifest .feedline-dataset: hidden files are never samples) is one member; ".zst"
 #   members are decompressed. Prints "DIGEST MEMBERS DECODED_BYTES": the sum modulo 2^64 of
 #   XXH3-64 over every decoded member. --skip leaves out files with that base name; --skip-key
 #   leaves out members (tar members and files) whose key (base name up to the first '.') is KEY.
@@ -272,7 +273,7 @@ def add(name, data):
 for dirpath, dirnames, filenames in os.walk(root):
     for f in sorted(filenames):
         path = os.path.join(dirpath, f)
-        if f in skip or f.endswith(".idx"):
+        if f in skip or f.endswith(".idx") or f.startswith("."):
             continue
         if f.endswith(".tar"):
             with tarfile.open(path, "r:") as t:

@@ -117,7 +117,7 @@ interrupt_gen() {
 import os, re, sys, tarfile
 root, fmt = sys.argv[1], sys.argv[2]
 problems = []
-names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+names = sorted(n for n in os.listdir(root) if n != ".feedline-dataset") if os.path.isdir(root) else []
 if fmt == "files":
     odd = [n for n in names if not re.fullmatch(r"\d{6,}\.bin\.zst", n)]
     if odd: problems.append("unexpected files left: %s" % odd[:5])

@@ -66,13 +66,14 @@ inline std::vector<std::byte> decode(std::string_view name, ConstBytes stored) {
 }
 
 // The exactly-once digest of everything under root: the sum of XXH3-64 over the decoded bytes
-// of every file (skipping *.idx), or of every regular tar member.
+// of every file (skipping *.idx and hidden files such as gen's manifest), or of every regular tar
+// member.
 inline std::uint64_t independent_digest(storage::Backend& backend, const std::string& root,
                                         bool tar) {
   std::uint64_t sum = 0;
   const auto objects = backend.list(root).value();
   for (const auto& o : objects) {
-    if (o.key.ends_with(".idx")) continue;
+    if (o.key.ends_with(".idx") || o.key.substr(o.key.rfind('/') + 1).starts_with('.')) continue;
     const auto bytes = read_object(backend, o.key);
     if (!tar) {
       sum += xxh3(decode(o.key, bytes));

@@ -1,6 +1,7 @@
 // open_dataset(): files and tar datasets over the mem:// and file backends, with and without
 // compression and indexes; archives made by GNU tar; and the errors a user sees for bad input.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +10,8 @@
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/gen.hpp"
+#include "feedline/loader/manifest.hpp"
+#include "feedline/loader/tar_index.hpp"
 #include "feedline/storage/registry.hpp"
 #include "formats_support.hpp"
 #include "test_support.hpp"
@@ -88,6 +91,32 @@ void check_same_samples(const Dataset& a, const Dataset& b) {
 
 std::string join(const std::string& root, const std::string& name) {
   return root.ends_with('/') ? root + name : root + "/" + name;
+}
+
+std::string text_of(storage::Backend& backend, const std::string& key) {
+  const auto bytes = testing::read_object(backend, key);
+  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+void write_text(storage::Backend& backend, const std::string& key, std::string_view text) {
+  REQUIRE(backend.write(key, std::as_bytes(std::span(text.data(), text.size()))));
+}
+
+TarIndex index_of(storage::Backend& backend, const std::string& key) {
+  auto r = parse_tar_index(text_of(backend, key), key);
+  REQUIRE(r);
+  return std::move(*r);
+}
+
+// An index as a tool would write it: well-formed, its checksum right, whatever it says.
+void write_index(storage::Backend& backend, const std::string& key, const TarIndex& index) {
+  write_text(backend, key, format_tar_index(index).value());
+}
+
+bool mentions(const std::vector<std::string>& notes, std::string_view a, std::string_view b = {}) {
+  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
+    return n.find(a) != std::string::npos && n.find(b) != std::string::npos;
+  });
 }
 
 }  // namespace
@@ -192,12 +221,11 @@ TEST_CASE("dataset: stale or corrupt indexes are noted and the shard scanned",
   o.use_index = true;
 
   SECTION("stale: written for another shard size") {
+    // Rendered with its checksum (a hand edit is caught by the checksum first: below).
     const std::string key = join(st.root, "shard-000001.tar.idx");
-    auto bytes = testing::read_object(*st.backend, key);
-    std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    const auto at = text.find("shard-bytes ") + 12;
-    text.insert(at, "1");
-    REQUIRE(st.backend->write(key, std::as_bytes(std::span(text))));
+    TarIndex index = index_of(*st.backend, key);
+    index.shard_bytes += 100000;
+    write_index(*st.backend, key, index);
     auto ds = open_dataset(*st.backend, st.root, o);
     REQUIRE(ds);
     CHECK_FALSE(ds->indexed);
@@ -224,8 +252,255 @@ TEST_CASE("dataset: stale or corrupt indexes are noted and the shard scanned",
     auto ds = open_dataset(*st.backend, st.root, o);
     REQUIRE(ds);
     REQUIRE(ds->notes.size() == 1);
+    CHECK(mentions(ds->notes, "shard-000000.tar.idx", "(truncated?)"));
     check_same_samples(*ds, scanned);
   }
+  SECTION("a stored size edited by hand: the checksum") {
+    const std::string key = join(st.root, "shard-000000.tar.idx");
+    std::string text = text_of(*st.backend, key);
+    const TarIndex index = index_of(*st.backend, key);
+    const std::string line = fmt::format("{} {} {} ", index.entries[2].header_offset, index.entries[2].data_offset,
+                                         index.entries[2].size);
+    const std::size_t at = text.find(line);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, line.size(), fmt::format("{} {} {} ", index.entries[2].header_offset,
+                                              index.entries[2].data_offset, index.entries[2].size - 1));
+    write_text(*st.backend, key, text);
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    CHECK_FALSE(ds->indexed);
+    REQUIRE(ds->notes.size() == 1);
+    CHECK(mentions(ds->notes, "shard-000000.tar.idx", "checksum mismatch"));
+    CHECK(mentions(ds->notes, "scanned the shard instead"));
+    check_same_samples(*ds, scanned);
+  }
+  SECTION("a name edited by hand: the checksum") {
+    const std::string key = join(st.root, "shard-000001.tar.idx");
+    std::string text = text_of(*st.backend, key);
+    const std::size_t at = text.find("000012.cls");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 10, "000013.cls");
+    write_text(*st.backend, key, text);
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    REQUIRE(ds->notes.size() == 1);
+    CHECK(mentions(ds->notes, "shard-000001.tar.idx", "checksum mismatch"));
+    check_same_samples(*ds, scanned);
+  }
+  SECTION("a tool's index, checksum right, with a wrong size or name: the probes") {
+    const std::string key = join(st.root, "shard-000000.tar.idx");
+    TarIndex index = index_of(*st.backend, key);
+    SECTION("the first member's size") { index.entries.front().size -= 1; }
+    SECTION("the last member's name") { index.entries.back().name = "000099.cls"; }
+    write_index(*st.backend, key, index);
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    CHECK_FALSE(ds->indexed);
+    REQUIRE(ds->notes.size() == 1);
+    CHECK(mentions(ds->notes, "shard-000000.tar.idx", "disagrees with the shard"));
+    check_same_samples(*ds, scanned);
+  }
+  SECTION("a version 1 index (no checksum): scanned, with a note saying so") {
+    const std::string key = join(st.root, "shard-000001.tar.idx");
+    std::string text = text_of(*st.backend, key);
+    text.erase(text.rfind("checksum "));
+    text.replace(0, 20, "feedline-tar-index 1");
+    REQUIRE(parse_tar_index(text, key)->version == 1);  // a valid version 1 index of this shard
+    write_text(*st.backend, key, text);
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    CHECK_FALSE(ds->indexed);
+    REQUIRE(ds->notes.size() == 1);
+    CHECK(mentions(ds->notes, "shard-000001.tar.idx", "old format 1"));
+    CHECK(mentions(ds->notes, "regenerate", "delete the .idx"));
+    check_same_samples(*ds, scanned);
+
+    // Every shard's index of version 1: one note for them all.
+    const std::string key0 = join(st.root, "shard-000000.tar.idx");
+    std::string text0 = text_of(*st.backend, key0);
+    text0.erase(text0.rfind("checksum "));
+    text0.replace(0, 20, "feedline-tar-index 1");
+    write_text(*st.backend, key0, text0);
+    auto all = open_dataset(*st.backend, st.root, o);
+    REQUIRE(all);
+    REQUIRE(all->notes.size() == 1);
+    CHECK(mentions(all->notes, "2 indexes", "old format 1"));
+    check_same_samples(*all, scanned);
+  }
+  SECTION("a good index is used: a few reads per shard, not the shard") {
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    CHECK(ds->indexed);
+    CHECK(ds->notes.empty());
+    check_same_samples(*ds, scanned);
+    std::uint64_t shard_bytes = 0;
+    for (const auto& obj : ds->objects) shard_bytes += obj.size;
+    // The manifest, then per shard its index and the 8 probed members' headers (one batch).
+    CHECK(ds->open_reads == 1 + 2 * (1 + kTarIndexProbes));
+    CHECK(ds->open_bytes < shard_bytes / 2);
+    CHECK(scanned.open_bytes >= shard_bytes);
+  }
+}
+
+TEST_CASE("dataset: an index copied from another shard of the same size is not trusted",
+          "[dataset][formats]") {
+  for (const char* kind : {"mem", "file-direct"}) {
+    DYNAMIC_SECTION(kind) {
+      Store st = make_store(kind, "copied");
+      Store other = make_store(kind, "copied-other");
+      GenConfig c;
+      c.format = DatasetFormat::kTar;
+      c.samples = 30;
+      c.samples_per_shard = 10;
+      c.sample_size = SizeDistribution::parse("10000").value();  // every shard the same size
+      c.seed = 1;
+      const GenSummary summary = generate_dataset(*st.backend, st.root, c).value();
+      c.seed = 7;
+      REQUIRE(generate_dataset(*other.backend, other.root, c));
+      const std::string shard = join(st.root, "shard-000000.tar");
+      const std::string copied = join(other.root, "shard-000001.tar.idx");
+      // Same size, so the size check alone would trust it; its labels' sizes differ from this
+      // shard's, so trusting it would deliver wrong bytes.
+      REQUIRE(index_of(*other.backend, copied).shard_bytes == st.backend->stat(shard)->size);
+      write_text(*st.backend, shard + ".idx", text_of(*other.backend, copied));
+
+      DatasetOptions o;
+      o.format = DatasetFormat::kTar;
+      auto ds = open_dataset(*st.backend, st.root, o);
+      REQUIRE(ds);
+      CHECK_FALSE(ds->indexed);
+      REQUIRE(ds->notes.size() == 1);
+      CHECK(mentions(ds->notes, "shard-000000.tar.idx", "stale index"));
+      CHECK(mentions(ds->notes, "'000010.bin'"));  // the member the copied index names
+      o.use_index = false;
+      check_same_samples(*ds, open_dataset(*st.backend, st.root, o).value());
+      CHECK(digest_through_samples(*st.backend, *ds) == summary.digest);
+      CHECK(ds->manifest_digest == summary.digest);
+    }
+  }
+}
+
+TEST_CASE("dataset: a generated dataset's manifest proves it complete", "[dataset][formats][manifest]") {
+  Store st = make_store("file", "manifest");
+  const fs::path dir = st.root;
+  GenConfig c;
+  c.format = DatasetFormat::kTar;
+  c.samples = 25;
+  c.samples_per_shard = 10;
+  c.sample_size = SizeDistribution::parse("3000").value();
+  const GenSummary summary = generate_dataset(*st.backend, st.root, c).value();
+  const std::string manifest = (dir / ".feedline-dataset").string();
+  DatasetOptions o;
+  o.format = DatasetFormat::kTar;
+
+  SECTION("as written: the manifest and its digest") {
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    CHECK(ds->notes.empty());
+    CHECK(ds->manifest == manifest);
+    CHECK(ds->manifest_digest == summary.digest);
+    CHECK(digest_through_samples(*st.backend, *ds) == summary.digest);
+  }
+  SECTION("a shard deleted since: an error naming the dataset, the manifest and what is missing") {
+    fs::remove(dir / "shard-000001.tar");
+    fs::remove(dir / "shard-000001.tar.idx");
+    auto r = open_dataset(*st.backend, st.root, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    CHECK(r.error().object() == st.root);
+    const std::string what = r.error().what();
+    CHECK(what.find(manifest) != std::string::npos);
+    CHECK(what.find("lists 3 tar shards, 2 are there") != std::string::npos);
+    CHECK(what.find("shard-000001.tar first") != std::string::npos);
+    CHECK(r.error().hint().find("re-run the same feedline gen") != std::string::npos);
+  }
+  SECTION("a shard cut at a member boundary: an error naming it; a note with skip_bad_objects") {
+    const fs::path shard = dir / "shard-000002.tar";  // samples 20..24
+    const TarIndex index = index_of(*st.backend, shard.string() + ".idx");
+    fs::remove(shard.string() + ".idx");
+    fs::resize_file(shard, index.entries[4].header_offset);  // samples 20 and 21 left
+    auto r = open_dataset(*st.backend, st.root, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    CHECK(r.error().object() == shard.string());
+    CHECK(r.error().message().find("holds 2 samples (4 members)") != std::string::npos);
+    CHECK(r.error().message().find("says 5 (10)") != std::string::npos);
+    o.skip_bad_objects = true;
+    auto skipped = open_dataset(*st.backend, st.root, o);
+    REQUIRE(skipped);
+    CHECK(skipped->samples.size() == 22);
+    CHECK(mentions(skipped->notes, shard.string(), "holds 2 samples"));
+    CHECK_FALSE(skipped->manifest_digest);
+  }
+  SECTION("an object added since: opened, but the manifest's digest no longer applies") {
+    REQUIRE(fs::copy_file(dir / "shard-000000.tar", dir / "shard-000003.tar"));
+    auto ds = open_dataset(*st.backend, st.root, o);
+    REQUIRE(ds);
+    CHECK(ds->samples.size() == 35);
+    CHECK(ds->notes.empty());
+    CHECK(ds->manifest == manifest);
+    CHECK_FALSE(ds->manifest_digest);
+  }
+  SECTION("a corrupt manifest: an error naming it") {
+    write_text(*st.backend, manifest, "feedline-dataset 1\nstate complete\n");
+    auto r = open_dataset(*st.backend, st.root, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    CHECK(r.error().object() == manifest);
+    CHECK(r.error().message().find("corrupt dataset manifest") != std::string::npos);
+  }
+  SECTION("opened in another format, or one shard of it: no check") {
+    fs::remove(dir / "shard-000001.tar");
+    DatasetOptions as_files;
+    as_files.format = DatasetFormat::kFiles;
+    auto files = open_dataset(*st.backend, st.root, as_files);  // each remaining object a sample
+    REQUIRE(files);
+    CHECK(files->samples.size() == 2);
+    auto one = open_dataset(*st.backend, (dir / "shard-000000.tar").string(), o);
+    REQUIRE(one);
+    CHECK(one->samples.size() == 10);
+    CHECK(one->manifest.empty());
+  }
+  SECTION("a manifest saying in-progress below the root: an error naming it") {
+    const fs::path sub = dir / "more";
+    c.format = DatasetFormat::kFiles;
+    std::stop_source stop;
+    GenHooks hooks;
+    hooks.stop = stop.get_token();
+    hooks.progress = [&](std::uint64_t n) {
+      if (n == 3) stop.request_stop();
+    };
+    REQUIRE_FALSE(generate_dataset(*st.backend, sub.string(), c, hooks));
+    auto r = open_dataset(*st.backend, st.root, {});
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    CHECK(r.error().object() == (sub / ".feedline-dataset").string());
+    CHECK(r.error().message().find(sub.string() + " is incomplete") != std::string::npos);
+  }
+}
+
+TEST_CASE("dataset: a stop request ends the open with kCancelled, also with skip_bad_objects",
+          "[dataset][formats]") {
+  Store st = make_store("mem", "stop");
+  GenConfig c;
+  c.format = DatasetFormat::kTar;
+  c.samples = 20;
+  c.samples_per_shard = 10;
+  REQUIRE(generate_dataset(*st.backend, st.root, c));
+  std::stop_source stop;
+  stop.request_stop();
+  DatasetOptions o;
+  o.format = DatasetFormat::kTar;
+  o.stop = stop.get_token();
+  o.skip_bad_objects = true;
+  for (bool index : {true, false}) {
+    o.use_index = index;
+    auto r = open_dataset(*st.backend, st.root, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCancelled);
+  }
+  o.stop = {};
+  CHECK(open_dataset(*st.backend, st.root, o));
 }
 
 TEST_CASE("dataset: shards made by GNU tar, with directories and links", "[dataset][formats]") {
@@ -348,13 +623,16 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
     c.samples_per_shard = 4;
     c.sample_size = SizeDistribution::parse("10000").value();
     REQUIRE(generate_dataset(*st.backend, st.root, c));
-    const std::string key = join(st.root, "shard-000000.tar");
-    const auto full = testing::read_object(*st.backend, key);
+    const std::string generated = join(st.root, "shard-000000.tar");
+    const auto full = testing::read_object(*st.backend, generated);
     tar_opts.use_index = false;
+    // The shard as another tool's dataset (no manifest of gen): what the scan alone says.
+    const std::string plain = join(st.root, "plain");
+    const std::string key = join(plain, "shard-000000.tar");
 
     // Mid-member: sample 1's data starts at 512 + 10240 + 1024 + 512.
     REQUIRE(st.backend->write(key, ConstBytes(full).first(12288 + 5000)));
-    auto r = open_dataset(*st.backend, st.root, tar_opts);
+    auto r = open_dataset(*st.backend, plain, tar_opts);
     REQUIRE_FALSE(r);
     CHECK(r.error().code() == Errc::kCorrupt);
     CHECK(r.error().object() == key);
@@ -363,7 +641,7 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
 
     // Mid-header.
     REQUIRE(st.backend->write(key, ConstBytes(full).first(11776 + 100)));
-    r = open_dataset(*st.backend, st.root, tar_opts);
+    r = open_dataset(*st.backend, plain, tar_opts);
     REQUIRE_FALSE(r);
     CHECK(r.error().what().find(
               "truncated tar: header at offset 11776 needs 512 bytes, object ends at 11876") !=
@@ -371,11 +649,19 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
 
     // At a member boundary: readable, but noted.
     REQUIRE(st.backend->write(key, ConstBytes(full).first(11776)));
-    auto ok = open_dataset(*st.backend, st.root, tar_opts);
+    auto ok = open_dataset(*st.backend, plain, tar_opts);
     REQUIRE(ok);
     CHECK(ok->samples.size() == 1);
     REQUIRE(ok->notes.size() == 1);
     CHECK(ok->notes[0].find("no end-of-archive marker") != std::string::npos);
+
+    // The same cut in the generated dataset: its manifest says the shard held 4 samples.
+    REQUIRE(st.backend->write(generated, ConstBytes(full).first(11776)));
+    auto cut = open_dataset(*st.backend, st.root, tar_opts);
+    REQUIRE_FALSE(cut);
+    CHECK(cut.error().code() == Errc::kCorrupt);
+    CHECK(cut.error().object() == "mem://datasets/trunc/shard-000000.tar");
+    CHECK(cut.error().message().find("holds 1 sample (2 members), its dataset's manifest") != std::string::npos);
   }
   SECTION("hidden files, temporary files and indexes are not samples") {
     Store st = make_store("mem", "hidden");

@@ -2,11 +2,16 @@
 // and a digest that matches an independent reading of what it wrote.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <filesystem>
 #include <map>
+#include <stop_token>
 
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/gen.hpp"
+#include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar_index.hpp"
 #include "feedline/storage/registry.hpp"
 #include "formats_support.hpp"
@@ -32,6 +37,20 @@ std::map<std::string, std::vector<std::byte>> snapshot(storage::Backend& b,
   const auto objects = b.list(root).value();
   for (const auto& o : objects) out[o.key.substr(root.size())] = testing::read_object(b, o.key);
   return out;
+}
+
+// The objects under root that are not hidden: the data objects and indexes.
+std::vector<storage::ObjectInfo> data_objects(storage::Backend& b, const std::string& root) {
+  auto all = b.list(root).value();
+  std::erase_if(all, [&](const storage::ObjectInfo& o) { return o.key.substr(root.size()).starts_with('.'); });
+  return all;
+}
+
+DatasetManifest manifest_of(storage::Backend& b, const std::string& key) {
+  const auto bytes = testing::read_object(b, key);
+  auto m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), key);
+  REQUIRE(m);
+  return std::move(*m);
 }
 
 GenConfig small_config(DatasetFormat f, bool zstd) {
@@ -180,7 +199,8 @@ TEST_CASE("gen: the same config gives the same bytes, another seed other bytes",
         REQUIRE(generate_dataset(*mem.backend, "three", other));
         const auto one = snapshot(*mem.backend, "one/"), two = snapshot(*mem.backend, "two/"),
                    three = snapshot(*mem.backend, "three/");
-        CHECK(one.size() == (f == DatasetFormat::kFiles ? 37u : 8u));
+        CHECK(one.size() == (f == DatasetFormat::kFiles ? 37u : 8u) + 1);  // and the manifest
+        CHECK(one.count(".feedline-dataset") == 1);
         CHECK(one == two);
         REQUIRE(three.size() == one.size());
         std::size_t differ = 0;
@@ -207,7 +227,7 @@ TEST_CASE("gen: layouts, labels, index, summary and digest", "[gen][formats]") {
         const GenConfig c = small_config(DatasetFormat::kFiles, zstd);
         auto s = generate_dataset(*mem.backend, "ds", c);
         REQUIRE(s);
-        const auto objs = mem.backend->list("ds/").value();
+        const auto objs = data_objects(*mem.backend, "ds/");
         REQUIRE(objs.size() == 37);
         CHECK(objs.front().key == (zstd ? "ds/000000.bin.zst" : "ds/000000.bin"));
         CHECK(objs.back().key == (zstd ? "ds/000036.bin.zst" : "ds/000036.bin"));
@@ -225,7 +245,7 @@ TEST_CASE("gen: layouts, labels, index, summary and digest", "[gen][formats]") {
         const GenConfig c = small_config(DatasetFormat::kTar, zstd);
         auto s = generate_dataset(*mem.backend, "ds", c);
         REQUIRE(s);
-        const auto objs = mem.backend->list("ds/").value();
+        const auto objs = data_objects(*mem.backend, "ds/");
         REQUIRE(objs.size() == 8);  // 4 shards of <= 10 samples, 4 indexes
         CHECK(objs[0].key == "ds/shard-000000.tar");
         CHECK(objs[1].key == "ds/shard-000000.tar.idx");
@@ -247,6 +267,7 @@ TEST_CASE("gen: layouts, labels, index, summary and digest", "[gen][formats]") {
               std::string_view(reinterpret_cast<const char*>(idx_bytes.data()), idx_bytes.size()),
               objs[i + 1].key);
           REQUIRE(index);
+          CHECK(index->version == kTarIndexVersion);
           CHECK(index->shard_bytes == bytes.size());
           REQUIRE(index->entries.size() == entries.size());
           for (std::size_t k = 0; k < entries.size(); ++k) {
@@ -288,7 +309,7 @@ TEST_CASE("gen: layouts, labels, index, summary and digest", "[gen][formats]") {
 }
 
 TEST_CASE("gen: compressibility controls how much zstd saves", "[gen][formats]") {
-  if (!zstd_available()) return;
+  if (!zstd_available()) return testing::skip_test("built without zstd");
   auto ratio = [](double compressibility) {
     auto mem = open_url("mem://gen/");
     GenConfig c;
@@ -339,7 +360,8 @@ TEST_CASE("gen: progress and stop", "[gen][formats]") {
   REQUIRE_FALSE(r);
   CHECK(r.error().code() == Errc::kCancelled);
   CHECK(last == 5);
-  CHECK(mem.backend->list("s/").value().size() == 5);
+  CHECK(data_objects(*mem.backend, "s/").size() == 5);
+  CHECK_FALSE(manifest_of(*mem.backend, "s/.feedline-dataset").complete);  // see "interrupted" below
 }
 
 TEST_CASE("gen: sample keys are zero-padded, wider when needed", "[gen][formats]") {
@@ -347,4 +369,248 @@ TEST_CASE("gen: sample keys are zero-padded, wider when needed", "[gen][formats]
   CHECK(sample_key(0, 1) == "000000");
   CHECK(sample_key(5, 10000000) == "0000005");
   CHECK(sample_key(9999999, 10000000) == "9999999");
+}
+
+namespace {
+
+// A backend over another that records the keys it is asked to create, in order; from the
+// (fail_after + 1)-th on, every object's first append fails as a full disk does, and the object is
+// abandoned (never committed).
+class RecordingBackend final : public storage::Backend {
+ public:
+  explicit RecordingBackend(storage::Backend& inner, std::size_t fail_after = SIZE_MAX)
+      : inner_(inner), fail_after_(fail_after) {}
+  std::vector<std::string> created;
+
+  std::string_view scheme() const noexcept override { return inner_.scheme(); }
+  Result<storage::ObjectInfo> stat(std::string_view key) override { return inner_.stat(key); }
+  Result<std::vector<storage::ObjectInfo>> list(std::string_view prefix) override { return inner_.list(prefix); }
+  Result<std::unique_ptr<storage::ObjectHandle>> open(std::string_view key) override { return inner_.open(key); }
+  Result<std::unique_ptr<storage::ObjectWriter>> create(std::string_view key) override {
+    created.emplace_back(key);
+    FEEDLINE_ASSIGN_OR_RETURN(auto w, inner_.create(key));
+    if (created.size() <= fail_after_) return w;
+    return std::unique_ptr<storage::ObjectWriter>(std::make_unique<FullDisk>(std::string(key), std::move(w)));
+  }
+  Result<std::unique_ptr<storage::IoQueue>> make_queue(const storage::QueueOptions& options) override {
+    return inner_.make_queue(options);
+  }
+  storage::BackendCaps caps() const override { return inner_.caps(); }
+  std::string display_name(std::string_view key) const override { return inner_.display_name(key); }
+
+ private:
+  struct FullDisk final : storage::ObjectWriter {
+    FullDisk(std::string k, std::unique_ptr<storage::ObjectWriter> w) : key(std::move(k)), inner(std::move(w)) {}
+    Result<void> append(ConstBytes) override {
+      return fail(Error::from_errno(ENOSPC, "write").with_object(key).with_offset(0));
+    }
+    Result<void> commit() override { return fail(Error::from_errno(ENOSPC, "write").with_object(key)); }
+    std::string key;
+    std::unique_ptr<storage::ObjectWriter> inner;  // abandoned: leaves no object
+  };
+  storage::Backend& inner_;
+  std::size_t fail_after_;
+};
+
+void check_incomplete(storage::Backend& b, const std::string& root, DatasetFormat f) {
+  DatasetOptions o;
+  o.format = f;
+  auto r = open_dataset(b, root, o);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == Errc::kCorrupt);
+  CHECK(r.error().object() == b.display_name(root + "/.feedline-dataset"));
+  CHECK(r.error().message().find(b.display_name(root) + " is incomplete") != std::string::npos);
+  CHECK(r.error().message().find("did not finish writing it") != std::string::npos);
+  CHECK(r.error().hint().find("re-run the same feedline gen") != std::string::npos);
+  CHECK(r.error().hint().find("delete .feedline-dataset") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("gen: the manifest is written first (in progress) and last (complete)", "[gen][formats][manifest]") {
+  for (DatasetFormat f : {DatasetFormat::kFiles, DatasetFormat::kTar}) {
+    DYNAMIC_SECTION(format_name(f)) {
+      auto mem = open_url("mem://gen/");
+      RecordingBackend rec(*mem.backend);
+      GenConfig c = small_config(f, false);
+      c.compressibility = 0.3;
+      const GenSummary s = generate_dataset(rec, "m", c).value();
+      CHECK(s.manifest == "m/.feedline-dataset");
+      REQUIRE(rec.created.size() == s.objects + s.index_objects + 2);
+      CHECK(rec.created.front() == "m/.feedline-dataset");
+      CHECK(rec.created.back() == "m/.feedline-dataset");
+      CHECK(std::count(rec.created.begin(), rec.created.end(), "m/.feedline-dataset") == 2);
+
+      const DatasetManifest m = manifest_of(*mem.backend, "m/.feedline-dataset");
+      CHECK(m.complete);
+      CHECK(m.config.format == c.format);
+      CHECK(m.config.samples == c.samples);
+      CHECK(m.config.samples_per_shard == c.samples_per_shard);
+      CHECK(m.config.sample_size.to_string() == c.sample_size.to_string());
+      CHECK(m.config.max_sample_size == c.max_sample_size);
+      CHECK(m.config.compress.to_string() == c.compress.to_string());
+      CHECK(m.config.compressibility == c.compressibility);
+      CHECK(m.config.with_label == c.with_label);
+      CHECK(m.config.num_classes == c.num_classes);
+      CHECK(m.config.seed == c.seed);
+      CHECK(m.summary.objects == s.objects);
+      CHECK(m.summary.index_objects == s.index_objects);
+      CHECK(m.summary.samples == s.samples);
+      CHECK(m.summary.members == s.members);
+      CHECK(m.summary.bytes_stored == s.bytes_stored);
+      CHECK(m.summary.bytes_decoded == s.bytes_decoded);
+      CHECK(m.summary.digest == s.digest);
+      CHECK(generated_objects(c) == s.objects);
+
+      DatasetOptions o;
+      o.format = f;
+      auto ds = open_dataset(*mem.backend, "m", o);
+      REQUIRE(ds);
+      CHECK(ds->manifest == "m/.feedline-dataset");
+      CHECK(ds->manifest_digest == s.digest);
+    }
+  }
+}
+
+TEST_CASE("gen: an interrupted generation does not open as complete; the same gen finishes it",
+          "[gen][formats][manifest]") {
+  for (DatasetFormat f : {DatasetFormat::kFiles, DatasetFormat::kTar}) {
+    for (const char* how : {"stop", "full disk"}) {
+      DYNAMIC_SECTION(format_name(f) << " " << how) {
+        auto mem = open_url("mem://gen/");
+        GenConfig c = small_config(f, false);
+        c.samples_per_shard = 5;
+        const GenSummary ref = generate_dataset(*mem.backend, "ref", c).value();
+        if (std::string_view(how) == "stop") {
+          std::stop_source stop;
+          GenHooks hooks;
+          hooks.stop = stop.get_token();
+          hooks.progress = [&](std::uint64_t n) {
+            if (n == 12) stop.request_stop();
+          };
+          auto r = generate_dataset(*mem.backend, "i", c, hooks);
+          REQUIRE_FALSE(r);
+          CHECK(r.error().code() == Errc::kCancelled);
+        } else {
+          RecordingBackend full(*mem.backend, 4);  // the marker and three objects, then ENOSPC
+          auto r = generate_dataset(full, "i", c);
+          REQUIRE_FALSE(r);
+          CHECK(r.error().sys_errno() == ENOSPC);
+          CHECK(full.created.size() == 5);
+        }
+        CHECK_FALSE(data_objects(*mem.backend, "i/").empty());  // whole objects were written
+        check_incomplete(*mem.backend, "i", f);
+
+        // The same generation again, in place: it finishes the dataset, byte for byte.
+        const GenSummary again = generate_dataset(*mem.backend, "i", c).value();
+        CHECK(again.digest == ref.digest);
+        CHECK(snapshot(*mem.backend, "i/") == snapshot(*mem.backend, "ref/"));
+        DatasetOptions o;
+        o.format = f;
+        auto ds = open_dataset(*mem.backend, "i", o);
+        REQUIRE(ds);
+        CHECK(ds->manifest_digest == ref.digest);
+      }
+    }
+  }
+}
+
+TEST_CASE("gen: refuses a root it did not write, and leaves what is there untouched", "[gen][formats][manifest]") {
+  const auto dir = testing::scratch_dir("gen-refuse");
+  auto file = open_url(dir.string());
+  const GenConfig c = small_config(DatasetFormat::kFiles, false);
+  auto refused = [&](const std::filesystem::path& root, const std::filesystem::path& theirs) {
+    const auto before = testing::read_object(*file.backend, theirs.string());
+    auto r = generate_dataset(*file.backend, root.string(), c);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kInvalidArgument);
+    CHECK(r.error().object() == theirs.string());
+    CHECK(r.error().message() == root.string() + " is not empty and was not written by feedline gen (no "
+                                                 ".feedline-dataset there)");
+    CHECK(testing::read_object(*file.backend, theirs.string()) == before);
+    CHECK_FALSE(std::filesystem::exists(root / ".feedline-dataset"));
+    CHECK_FALSE(std::filesystem::exists(root / "000001.bin"));
+  };
+  SECTION("a user's file with a name gen writes") {
+    std::filesystem::remove_all(dir / "a");
+    std::filesystem::create_directories(dir / "a");
+    testing::write_file(dir / "a" / "000000.bin", testing::pattern_bytes(10, 1));
+    refused(dir / "a", dir / "a" / "000000.bin");
+  }
+  SECTION("any file, hidden ones too") {
+    std::filesystem::remove_all(dir / "b");
+    std::filesystem::create_directories(dir / "b" / "sub");
+    testing::write_file(dir / "b" / "sub" / ".notes", testing::pattern_bytes(10, 2));
+    refused(dir / "b", dir / "b" / "sub" / ".notes");
+  }
+  SECTION("a crashed writer's temporary file only: generated") {
+    std::filesystem::remove_all(dir / "c");
+    std::filesystem::create_directories(dir / "c");
+    testing::write_file(dir / "c" / "000003.bin.feedline-tmp-AbC123", testing::pattern_bytes(10, 3));
+    CHECK(generate_dataset(*file.backend, (dir / "c").string(), c));
+  }
+  SECTION("a dataset gen wrote, with another seed: regenerated in place") {
+    std::filesystem::remove_all(dir / "d");
+    GenConfig other = c;
+    other.seed = 1234;
+    REQUIRE(generate_dataset(*file.backend, (dir / "d").string(), other));
+    const GenSummary s = generate_dataset(*file.backend, (dir / "d").string(), c).value();
+    auto ds = open_dataset(*file.backend, (dir / "d").string(), {});
+    REQUIRE(ds);
+    CHECK(ds->manifest_digest == s.digest);
+    CHECK(s.digest == testing::independent_digest(*file.backend, (dir / "d/").string(), false));
+  }
+}
+
+TEST_CASE("gen: manifests parse back; bad ones are refused, naming the object", "[gen][formats][manifest]") {
+  DatasetManifest m;
+  m.config = small_config(DatasetFormat::kTar, false);
+  m.summary.objects = generated_objects(m.config);
+  const std::string in_progress = format_manifest(m);
+  CHECK(in_progress.starts_with("feedline-dataset 1\nstate in-progress\nformat tar\n"));
+  auto p = parse_manifest(in_progress, "x");
+  REQUIRE(p);
+  CHECK_FALSE(p->complete);
+  CHECK(format_manifest(*p) == in_progress);
+  m.complete = true;
+  m.summary.samples = 37;
+  m.summary.members = 74;
+  m.summary.index_objects = 4;
+  m.summary.bytes_stored = 1000;
+  m.summary.bytes_decoded = 900;
+  m.summary.digest = 0xfedcba9876543210ull;
+  const std::string complete = format_manifest(m);
+  p = parse_manifest(complete, "x");
+  REQUIRE(p);
+  CHECK(p->complete);
+  CHECK(p->summary.digest == 0xfedcba9876543210ull);
+  CHECK(format_manifest(*p) == complete);
+  // Keys in any order, unknown keys ignored.
+  CHECK(parse_manifest("feedline-dataset 1\nsomething-new 5\n" + complete.substr(complete.find('\n') + 1), "x"));
+
+  auto bad = [](const std::string& text, std::string_view needle, Errc code = Errc::kCorrupt) {
+    INFO(text);
+    auto r = parse_manifest(text, "ds/.feedline-dataset");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == code);
+    CHECK(r.error().object() == "ds/.feedline-dataset");
+    CHECK(r.error().message().find(needle) != std::string::npos);
+  };
+  auto replaced = [&](std::string from, std::string to) {
+    std::string t = complete;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  bad("", "empty");
+  bad("hello\n", "expected 'KEY VALUE'");
+  bad("feedline-dataset 2\n", "version 2", Errc::kUnsupported);
+  bad("not-a-manifest 1\n", "not a feedline dataset manifest");
+  bad(complete.substr(0, complete.size() - 1), "does not end in a newline");
+  bad(complete + "seed 4\n", "'seed' given twice");
+  bad(replaced("digest 18364758544493064720\n", ""), "no 'digest' line");
+  bad(replaced("samples 37", "samples 3x"), "'samples' is not a whole number");
+  bad(replaced("objects 4", "objects 5"), "disagrees with the settings");
+  bad(replaced("state complete", "state done"), "state 'done'");
+  bad(replaced("format tar", "format zip"), "unknown format 'zip'");
+  bad(complete + std::string(kMaxManifestBytes, 'x') + "\n", "more than a manifest holds");
 }

@@ -1,18 +1,25 @@
 // open_dataset(): list the objects under a root and resolve them into samples (dataset.hpp).
 //
 // Files: every object is one sample. Tar: every "*.tar" object is a shard; its members come from
-// its index "*.tar.idx" when that is present and consistent with the shard, else from a scan of
-// its headers (SequentialReader: 1 MiB chunks with readahead, never one read per header). Both
-// paths feed the same SampleBuilder, which groups consecutive members sharing a key into one
-// sample covering a single byte range.
+// its index "*.tar.idx" when that is intact (version 2, its checksum right) and agrees with the
+// shard (its size, and the headers of a few probed members, read in one batch: tar_index.hpp),
+// else from a scan of its headers (SequentialReader: 1 MiB chunks with readahead, never one read
+// per header). Both paths feed the same SampleBuilder, which groups consecutive members sharing a
+// key into one sample covering a single byte range.
+//
+// A listed root may hold manifests of `feedline gen` (manifest.hpp): one that says the generation
+// is still in progress fails the open before anything else is read; a complete one is checked
+// against what was found once the samples are resolved.
 #include "feedline/loader/dataset.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <unordered_map>
 
+#include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
 #include "feedline/storage/url_pattern.hpp"
@@ -22,6 +29,9 @@ namespace feedline::loader {
 namespace {
 
 constexpr std::uint64_t kMaxIndexBytes = std::uint64_t{1} << 30;
+// Shards whose ignored index gets a note of its own; the rest are counted in one more line.
+constexpr std::size_t kMaxIndexNotes = 5;
+constexpr auto kPollSlice = std::chrono::milliseconds(100);
 
 // The key of a member or file name: the path up to the first '.' of its last component.
 std::string_view key_of(std::string_view name) {
@@ -92,12 +102,13 @@ std::string shown(storage::Backend& backend, std::string_view key) {
   return backend.display_name(key);
 }
 
-// Reads a whole (small) object.
+// Reads a whole (small) object: an index or a manifest of at most max_bytes.
 Result<std::string> read_object(storage::Backend& backend, storage::IoQueue& queue,
-                                const storage::ObjectInfo& info) {
-  if (info.size > kMaxIndexBytes) {
+                                const storage::ObjectInfo& info, const std::stop_token& stop,
+                                std::uint64_t max_bytes = kMaxIndexBytes, std::string_view what = "an index") {
+  if (info.size > max_bytes) {
     return fail(Error(Errc::kResourceExhausted,
-                      fmt::format("{} bytes is too large for an index", info.size))
+                      fmt::format("{} bytes is too large for {}", info.size, what))
                     .with_object(info.key));
   }
   FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open_known(info));
@@ -105,43 +116,145 @@ Result<std::string> read_object(storage::Backend& backend, storage::IoQueue& que
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer buf,
                             AlignedBuffer::allocate(static_cast<std::size_t>(
                                 align_up(std::max<std::uint64_t>(handle->size(), 1), align))));
-  FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t n, detail::read_sync(queue, *handle, 0, buf.span()));
+  FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t n, detail::read_sync(queue, *handle, 0, buf.span(), stop));
   return std::string(reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
 }
 
-// Members of one shard from its index. Fails (for a note, then a scan) when the index is
-// unreadable, corrupt or stale.
-Result<void> members_from_index(storage::Backend& backend, storage::IoQueue& queue,
-                                const storage::ObjectInfo& shard, const storage::ObjectInfo& idx,
-                                std::uint32_t object, SampleBuilder& builder) {
-  FEEDLINE_ASSIGN_OR_RETURN(std::string text, read_object(backend, queue, idx));
+// Counts down the completions of a batch of reads.
+struct Countdown final : storage::ReadCompletion {
+  std::size_t left = 0;
+  void on_read_complete(storage::ReadOp&) noexcept override { --left; }
+};
+
+// Compares an index with its shard (tar_index.hpp): the header regions of the probed members,
+// read in one batch (one round trip on network backends), must be the members the index lists.
+Result<void> probe_shard(storage::Backend& backend, storage::IoQueue& queue,
+                         const storage::ObjectInfo& shard, const TarIndex& index, const std::stop_token& stop) {
+  const std::vector<std::size_t> probes = tar_index_probes(index.entries.size());
+  FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open_known(shard));
+  // Header offsets are multiples of 512: a probe reads just its header region (one block, as a
+  // rule), more only where the backend needs larger alignment (O_DIRECT).
+  const std::uint64_t align = std::max<std::uint64_t>(backend.caps().alignment, tar::kBlockSize);
+  struct Probe {
+    AlignedBuffer buf;
+    std::uint64_t start = 0;  // shard offset of buf[0]
+    storage::ReadOp op;
+  };
+  std::vector<Probe> reads(probes.size());
+  std::vector<storage::ReadOp*> ops;
+  Countdown done;
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    const TarIndexEntry& e = index.entries[probes[i]];
+    if (e.data_offset - e.header_offset > kMaxTarHeaderRegion) {  // refused without reading
+      return check_tar_index_probe(e, shard.size, {}, shard.key);
+    }
+    Probe& r = reads[i];
+    r.start = align_down(e.header_offset, align);
+    const std::uint64_t end = align_up(e.data_offset, align);
+    FEEDLINE_ASSIGN_OR_RETURN(r.buf, AlignedBuffer::allocate(static_cast<std::size_t>(end - r.start)));
+    r.op.object = handle.get();
+    r.op.offset = r.start;
+    r.op.length = end - r.start;
+    r.op.dst = r.buf.span();
+    r.op.done = &done;
+    ops.push_back(&r.op);
+  }
+  done.left = ops.size();
+  queue.submit(ops);
+  for (bool cancelled = false; done.left > 0;) {
+    if (!cancelled && stop.stop_requested()) {
+      queue.cancel();  // every op still completes, with kCancelled or what it read
+      cancelled = true;
+    }
+    queue.poll(1, kPollSlice);
+  }
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    const TarIndexEntry& e = index.entries[probes[i]];
+    const Probe& r = reads[i];
+    if (!r.op.result) return fail(r.op.result.error());
+    const std::uint64_t got = *r.op.result, skip = e.header_offset - r.start;
+    const ConstBytes region =
+        got > skip ? ConstBytes(r.buf.span()).subspan(static_cast<std::size_t>(skip),
+                                                      static_cast<std::size_t>(got - skip))
+                   : ConstBytes{};
+    FEEDLINE_TRY(check_tar_index_probe(e, shard.size, region, shard.key));
+  }
+  return {};
+}
+
+enum class IndexUse : std::uint8_t {
+  kUsed,
+  kOldFormat,  // version 1: no checksum, so it cannot show that it is intact; the shard is scanned
+  kEmpty,      // lists no members: nothing to probe, so the shard is scanned
+};
+
+// Members of one shard from its index, once the index has shown it belongs to the shard. Fails
+// (for a note, then a scan) when the index is unreadable, corrupt, stale or not the shard's.
+Result<IndexUse> members_from_index(storage::Backend& backend, storage::IoQueue& queue,
+                                    const storage::ObjectInfo& shard, const storage::ObjectInfo& idx,
+                                    std::uint32_t object, SampleBuilder& builder, const std::stop_token& stop) {
+  FEEDLINE_ASSIGN_OR_RETURN(std::string text, read_object(backend, queue, idx, stop));
   FEEDLINE_ASSIGN_OR_RETURN(TarIndex index, parse_tar_index(text, idx.key));
+  if (index.version < 2) return IndexUse::kOldFormat;
   if (index.shard_bytes != shard.size) {
     return fail(Error(Errc::kCorrupt, fmt::format("stale index: written for a {}-byte shard, the "
                                                   "shard has {} bytes",
                                                   index.shard_bytes, shard.size))
                     .with_object(idx.key));
   }
+  if (index.entries.empty()) return IndexUse::kEmpty;
+  FEEDLINE_TRY(probe_shard(backend, queue, shard, index, stop));
   for (const TarIndexEntry& e : index.entries) {
     if (hidden(e.name)) continue;
     builder.add(object, e.name, e.data_offset, e.size, is_zstd(e.name) ? e.decoded_size : e.size);
   }
-  return {};
+  return IndexUse::kUsed;
+}
+
+// The notes for indexes that were not used: one per shard up to kMaxIndexNotes, then a count;
+// one for all the old-format ones.
+void note_ignored_indexes(const std::vector<std::string>& ignored, const std::vector<std::string>& old_format,
+                          std::vector<std::string>& notes) {
+  for (std::size_t i = 0; i < ignored.size() && i < kMaxIndexNotes; ++i) notes.push_back(ignored[i]);
+  if (ignored.size() > kMaxIndexNotes) {
+    notes.push_back(fmt::format("... and the indexes of {} more shards were ignored the same way (their shards "
+                                "were scanned)",
+                                ignored.size() - kMaxIndexNotes));
+  }
+  if (old_format.size() == 1) {
+    notes.push_back(fmt::format("index {} is in the old format 1, which cannot show that it belongs to its shard: "
+                                "scanned the shard instead (regenerate the dataset with feedline gen, or "
+                                "delete the .idx file)",
+                                old_format.front()));
+  } else if (old_format.size() > 1) {
+    notes.push_back(fmt::format("{} indexes ({}, ...) are in the old format 1, which cannot show that they belong "
+                                "to their shards: scanned the shards instead (regenerate the dataset with "
+                                "feedline gen, or delete the .idx files)",
+                                old_format.size(), old_format.front()));
+  }
+}
+
+Error cancelled(std::string_view what) {
+  return Error(Errc::kCancelled, fmt::format("stopped while opening the dataset ({})", what));
 }
 
 // Members of one shard from its headers.
 Result<void> members_from_scan(storage::Backend& backend, storage::IoQueue& queue,
                                const storage::ObjectInfo& shard, std::uint32_t object,
-                               SampleBuilder& builder, std::vector<std::string>& notes) {
+                               SampleBuilder& builder, std::vector<std::string>& notes,
+                               const std::stop_token& stop) {
   FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open_known(shard));
   const std::uint64_t align = std::max<std::uint64_t>(backend.caps().alignment, kPageAlign);
   const std::size_t chunk = static_cast<std::size_t>(
       std::max<std::uint64_t>(detail::SequentialReader::kDefaultChunk,
                               align_up(tar::kMaxExtendedHeader + 2 * align, align)));
-  detail::SequentialReader source(queue, *handle, align, chunk);
+  detail::SequentialReader source(queue, *handle, align, chunk, stop);
   tar::Reader reader(
       shard.key, handle->size(),
-      [&source](std::uint64_t offset, std::size_t length) { return source.read(offset, length); });
+      [&source, &stop](std::uint64_t offset, std::size_t length) -> Result<ConstBytes> {
+        if (stop.stop_requested()) return fail(cancelled("scanning a shard's headers"));
+        return source.read(offset, length);
+      });
   tar::Entry e;
   std::uint64_t regular = 0;
   for (;;) {
@@ -180,6 +293,8 @@ std::string_view format_name(DatasetFormat f) noexcept {
       return "files";
     case DatasetFormat::kTar:
       return "tar";
+    case DatasetFormat::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -187,8 +302,9 @@ std::string_view format_name(DatasetFormat f) noexcept {
 Result<DatasetFormat> parse_format(std::string_view text) {
   if (text == "files") return DatasetFormat::kFiles;
   if (text == "tar") return DatasetFormat::kTar;
+  if (text == "auto") return DatasetFormat::kAuto;
   return fail(Error(Errc::kInvalidArgument, fmt::format("unknown dataset format '{}'", text))
-                  .with_hint("expected files or tar"));
+                  .with_hint("expected files or tar, or auto to choose from what is there"));
 }
 
 std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
@@ -204,14 +320,23 @@ std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
 Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
                              const DatasetOptions& options) {
   Dataset ds;
-  ds.format = options.format;
   ds.root = std::string(root);
+  // kAuto: tar when any name (listed, or named by the pattern) is a .tar shard.
+  DatasetFormat format = options.format;
+  auto resolve_format = [&format](auto&& names) {
+    if (format != DatasetFormat::kAuto) return;
+    format = DatasetFormat::kFiles;
+    for (const auto& n : names) {
+      if (std::string_view(n).ends_with(".tar")) format = DatasetFormat::kTar;
+    }
+  };
 
   // Everything under root/ (recursively); a root naming one object is a dataset of that object.
   std::string prefix(root);
   if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
   std::vector<storage::ObjectInfo> listing;
   std::optional<Error> list_error;
+  bool listed = false;  // the objects came from listing a directory or prefix
   if (storage::has_brace_pattern(root)) {
     // Objects named by brace notation (train-{000000..000127}.tar): no listing, one stat each
     // (concurrent on network backends); tar indexes are used when every shard has one.
@@ -219,8 +344,9 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     const std::string_view head = root.substr(0, root.find('{'));
     const std::size_t slash = head.rfind('/');
     prefix = slash == std::string_view::npos ? std::string() : std::string(head.substr(0, slash + 1));
+    resolve_format(keys);
     FEEDLINE_ASSIGN_OR_RETURN(listing, backend.stat_many(keys));
-    if (options.format == DatasetFormat::kTar && options.use_index) {
+    if (format == DatasetFormat::kTar && options.use_index) {
       std::vector<std::string> idx_keys;
       for (const auto& k : keys) idx_keys.push_back(k + std::string(kTarIndexSuffix));
       if (auto idx = backend.stat_many(idx_keys)) {
@@ -231,6 +357,7 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     }
   } else if (auto l = backend.list(prefix)) {
     listing = std::move(*l);
+    listed = true;
   } else if (l.error().code() == Errc::kUnsupported) {
     list_error = std::move(l).error();  // no listing (plain HTTP): the root may name one object
   } else if (l.error().code() != Errc::kNotFound) {
@@ -242,11 +369,35 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
       prefix =
           slash == std::string_view::npos ? std::string() : std::string(root.substr(0, slash + 1));
       listing.push_back(std::move(*st));
-    } else if (list_error && st.error().code() != Errc::kNotFound) {
-      return fail(std::move(st).error());
+      listed = false;
+    } else if (st.error().code() != Errc::kNotFound && (list_error || st.error().code() != Errc::kIsDirectory)) {
+      return fail(std::move(st).error());  // a FIFO or device named as the root, a server's no
     }
   }
   if (listing.empty() && list_error) return fail(std::move(*list_error));
+  // Not regular objects (local FIFOs, sockets, devices): opening a FIFO would block, a device has
+  // no size. Left out, and said so.
+  {
+    std::vector<std::string> special;
+    std::erase_if(listing, [&](const storage::ObjectInfo& o) {
+      if (o.special) special.push_back(shown(backend, o.key));
+      return o.special;
+    });
+    if (!special.empty()) {
+      ds.notes.push_back(fmt::format("left out {} object(s) that are not regular files (FIFOs, sockets or devices): "
+                                     "{}{}",
+                                     special.size(), special.front(), special.size() > 1 ? ", ..." : ""));
+    }
+  }
+  if (format == DatasetFormat::kAuto) {
+    std::vector<std::string_view> names;
+    for (const auto& o : listing) {
+      const std::string_view rel = std::string_view(o.key).substr(std::min(prefix.size(), o.key.size()));
+      if (!hidden(rel)) names.push_back(rel);
+    }
+    resolve_format(names);
+  }
+  ds.format = format;
   auto relative = [&](const storage::ObjectInfo& o) {
     return std::string_view(o.key).substr(std::min(prefix.size(), o.key.size()));
   };
@@ -254,8 +405,58 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     return hidden(rel) || rel.find(".feedline-tmp-") != std::string_view::npos;
   };
 
+  // One queue for every read the open makes (manifests, indexes, probes, scans), made on first
+  // use: a files dataset without a manifest reads nothing.
+  std::unique_ptr<storage::IoQueue> queue;
+  auto get_queue = [&]() -> Result<storage::IoQueue*> {
+    if (!queue) {
+      FEEDLINE_ASSIGN_OR_RETURN(
+          queue, backend.make_queue({.depth = static_cast<unsigned>(kTarIndexProbes), .single_thread = true}));
+    }
+    return queue.get();
+  };
+  auto count_reads = [&] {
+    if (!queue) return;
+    ds.open_reads = queue->stats().ops;
+    ds.open_bytes = queue->stats().bytes;
+  };
+
+  // Manifests of feedline gen: an unfinished generation fails the open here, before anything
+  // else is read; complete ones are checked once the samples are resolved.
+  struct FoundManifest {
+    std::string key, dir;
+    bool root = false;
+    DatasetManifest manifest;
+  };
+  std::vector<FoundManifest> manifests;
+  for (const storage::ObjectInfo& o : listing) {
+    if (!listed) break;  // one object, or objects named by a brace pattern: they name themselves
+    const std::string_view rel = relative(o);
+    if (!rel.ends_with(kManifestName)) continue;
+    const std::string_view dir = rel.substr(0, rel.size() - kManifestName.size());
+    if (!(dir.empty() || dir.ends_with('/')) || hidden(dir)) continue;
+    FEEDLINE_ASSIGN_OR_RETURN(storage::IoQueue * q, get_queue());
+    FEEDLINE_ASSIGN_OR_RETURN(std::string text,
+                              read_object(backend, *q, o, options.stop, kMaxManifestBytes, "a dataset manifest"));
+    FEEDLINE_ASSIGN_OR_RETURN(DatasetManifest m, parse_manifest(text, shown(backend, o.key)));
+    const std::string dataset = dir.empty() ? shown(backend, root)
+                                            : shown(backend, prefix + std::string(dir.substr(0, dir.size() - 1)));
+    if (!m.complete) {
+      return fail(Error(Errc::kCorrupt, fmt::format("{} is incomplete: feedline gen did not finish writing it "
+                                                    "(interrupted, or a write failed: its manifest says "
+                                                    "'state in-progress')",
+                                                    dataset))
+                      .with_object(shown(backend, o.key))
+                      .with_hint(fmt::format("re-run the same feedline gen to finish it, with the settings "
+                                             "recorded in {}, or delete {} to use the objects that are there",
+                                             kManifestName, kManifestName)));
+    }
+    manifests.push_back({o.key, prefix + std::string(dir), dir.empty(), std::move(m)});
+  }
+
   SampleBuilder builder(ds);
-  if (options.format == DatasetFormat::kFiles) {
+  std::vector<bool> skipped_objects;  // by index in ds.objects: left out under skip_bad_objects
+  if (format == DatasetFormat::kFiles) {
     for (storage::ObjectInfo& o : listing) {
       const std::string_view rel = relative(o);
       if (rel.empty() || skipped(rel) || rel.ends_with(kTarIndexSuffix)) continue;
@@ -281,10 +482,14 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
                                          : "no object ends in .tar; for one sample per file "
                                            "use --format files"));
     }
-    FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue({.depth = 2, .single_thread = true}));
+    FEEDLINE_ASSIGN_OR_RETURN(storage::IoQueue * q, get_queue());
+    storage::IoQueue& queue_ref = *q;
     ds.objects.reserve(shards.size());
+    skipped_objects.assign(shards.size(), false);
     bool all_indexed = true;
+    std::vector<std::string> ignored_indexes, old_indexes;
     for (const storage::ObjectInfo* shard : shards) {
+      if (options.stop.stop_requested()) return fail(cancelled("reading the shards' indexes and headers"));
       const auto object = static_cast<std::uint32_t>(ds.objects.size());
       ds.objects.push_back(*shard);
       const std::size_t members_before = ds.members.size(), samples_before = ds.samples.size();
@@ -292,24 +497,31 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
       if (options.use_index) {
         const std::string idx_key = shard->key + std::string(kTarIndexSuffix);
         if (auto it = indexes.find(idx_key); it != indexes.end()) {
-          auto r = members_from_index(backend, *queue, *shard, *it->second, object, builder);
+          auto r = members_from_index(backend, queue_ref, *shard, *it->second, object, builder, options.stop);
           builder.close();
-          if (r) {
+          if (!r && r.error().code() == Errc::kCancelled) return fail(std::move(r).error());
+          if (r && *r == IndexUse::kUsed) {
             indexed = true;
           } else {
             // Undo what a half-read index added, then scan.
             ds.members.resize(members_before);
             ds.samples.resize(samples_before);
-            ds.notes.push_back(fmt::format("ignored index {} ({}); scanned the shard instead",
-                                           idx_key, r.error().what()));
+            if (!r) {
+              ignored_indexes.push_back(fmt::format("ignored index {} ({}); scanned the shard instead",
+                                                    shown(backend, idx_key), r.error().what()));
+            } else if (*r == IndexUse::kOldFormat) {
+              old_indexes.push_back(shown(backend, idx_key));
+            }
           }
         }
       }
       if (!indexed) {
-        auto scanned = members_from_scan(backend, *queue, *shard, object, builder, ds.notes);
+        auto scanned = members_from_scan(backend, queue_ref, *shard, object, builder, ds.notes, options.stop);
         builder.close();
         if (!scanned) {
-          if (!options.skip_bad_objects) return fail(std::move(scanned).error());
+          if (!options.skip_bad_objects || scanned.error().code() == Errc::kCancelled) {
+            return fail(std::move(scanned).error());
+          }
           // Keep the whole samples before the damage; drop the last one read when it has fewer
           // members than the shard's first sample (the damage cut it short), and say so.
           if (ds.samples.size() > samples_before &&
@@ -318,12 +530,21 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
             ds.samples.pop_back();
           }
           ds.skipped.push_back(scanned.error().what());
+          skipped_objects[object] = true;
+          all_indexed = false;
           continue;
         }
       }
       all_indexed = all_indexed && indexed;
     }
     ds.indexed = all_indexed;
+    note_ignored_indexes(ignored_indexes, old_indexes, ds.notes);
+  }
+  count_reads();
+
+  for (const FoundManifest& f : manifests) {
+    FEEDLINE_TRY(check_manifest(f.manifest, f.key, f.dir, f.root, skipped_objects, options.skip_bad_objects,
+                                [&backend](std::string_view key) { return shown(backend, key); }, ds));
   }
 
   if (ds.samples.empty()) {

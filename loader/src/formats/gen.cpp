@@ -13,6 +13,7 @@
 #include "feedline/core/units.hpp"
 #include "feedline/loader/digest.hpp"
 #include "feedline/loader/codec.hpp"
+#include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
 
@@ -262,6 +263,7 @@ Result<void> validate(const GenConfig& c) {
     return bad("uniform sample sizes: the maximum is below the minimum");
   }
   if (c.max_sample_size < 1) return bad("the maximum sample size must be at least 1 byte");
+  if (c.format == DatasetFormat::kAuto) return bad("gen writes one format: files or tar, not auto");
   if (c.format == DatasetFormat::kTar && c.samples_per_shard < 1) {
     return bad("samples per shard must be at least 1");
   }
@@ -283,32 +285,13 @@ Result<void> validate(const GenConfig& c) {
   return {};
 }
 
-Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view root,
-                                    const GenConfig& c, const GenHooks& hooks) {
-  FEEDLINE_TRY(validate(c));
+namespace {
+
+// The data objects and indexes, in order, accounted in sum.
+Result<void> write_objects(storage::Backend& backend, std::string_view root, const GenConfig& c,
+                           const GenHooks& hooks, GenSummary& sum) {
   const bool tar = c.format == DatasetFormat::kTar;
-  const std::uint64_t shards =
-      tar ? (c.samples + c.samples_per_shard - 1) / c.samples_per_shard : 0;
-
-  // Never mix datasets: everything already under the root must be something we would write.
-  std::string prefix(root);
-  if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
-  if (auto existing = backend.list(prefix)) {
-    for (const storage::ObjectInfo& o : *existing) {
-      const std::string_view rel = std::string_view(o.key).substr(prefix.size());
-      if (rel.find(".feedline-tmp-") != std::string_view::npos) continue;  // a crashed writer's
-      if (!is_ours(c, rel, shards)) {
-        return fail(Error(Errc::kInvalidArgument,
-                          fmt::format("{} already holds objects of another dataset", root))
-                        .with_object(o.key)
-                        .with_hint("generate into an empty location, or remove what is there"));
-      }
-    }
-  } else if (existing.error().code() != Errc::kNotFound && existing.error().code() != Errc::kUnsupported) {
-    return fail(std::move(existing).error());  // kUnsupported: no listing (plain HTTP): nothing to check
-  }
-
-  GenSummary sum;
+  const std::uint64_t shards = tar ? generated_objects(c) : 0;
   SampleParts parts;
   Compressor compressor;
   const bool zstd = c.compress.codec == Compression::kZstd;
@@ -329,24 +312,20 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
   };
 
   if (!tar) {
-    std::string name;
     for (std::uint64_t i = 0; i < c.samples; ++i) {
       FEEDLINE_ASSIGN_OR_RETURN(ConstBytes stored, produce(i));
-      name = join_key(root, sample_key(i, c.samples));
-      name += bin_ext;
-      FEEDLINE_TRY(backend.write(name, stored));
+      FEEDLINE_TRY(backend.write(join_key(root, generated_object_name(c, i)), stored));
       ++sum.objects;
       sum.bytes_stored += stored.size();
       if (hooks.progress) hooks.progress(sum.samples);
     }
-    return sum;
+    return {};
   }
 
-  const std::size_t shard_width = std::max<std::size_t>(6, digits(shards - 1));
   TarIndex index;
   std::string member;
   for (std::uint64_t s = 0; s < shards; ++s) {
-    const std::string shard_key = join_key(root, fmt::format("shard-{:0{}}.tar", s, shard_width));
+    const std::string shard_key = join_key(root, generated_object_name(c, s));
     FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(shard_key));
     tar::Writer tw(*writer, shard_key);
     index.entries.clear();
@@ -379,6 +358,62 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
     FEEDLINE_TRY(backend.write(shard_key + std::string(kTarIndexSuffix), as_bytes(text)));
     ++sum.index_objects;
   }
+  return {};
+}
+
+}  // namespace
+
+Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view root,
+                                    const GenConfig& c, const GenHooks& hooks) {
+  FEEDLINE_TRY(validate(c));
+  const std::uint64_t shards = c.format == DatasetFormat::kTar ? generated_objects(c) : 0;
+
+  // Never mix datasets, never overwrite what gen did not write: a root that is not empty must hold
+  // a manifest of gen (a dataset gen wrote, or began to write), and nothing this config would not
+  // write.
+  std::string prefix(root);
+  if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
+  if (auto existing = backend.list(prefix)) {
+    const bool gen_made = std::any_of(existing->begin(), existing->end(), [&](const storage::ObjectInfo& o) {
+      return std::string_view(o.key).substr(prefix.size()) == kManifestName;
+    });
+    for (const storage::ObjectInfo& o : *existing) {
+      const std::string_view rel = std::string_view(o.key).substr(prefix.size());
+      if (rel.find(".feedline-tmp-") != std::string_view::npos) continue;  // a crashed writer's
+      if (rel == kManifestName) continue;
+      if (!gen_made) {
+        return fail(Error(Errc::kInvalidArgument,
+                          fmt::format("{} is not empty and was not written by feedline gen (no {} there)",
+                                      backend.display_name(root), kManifestName))
+                        .with_object(backend.display_name(o.key))
+                        .with_hint("generate into an empty or new location, or remove what is there: gen "
+                                   "rewrites in place only a dataset it wrote"));
+      }
+      if (!is_ours(c, rel, shards)) {
+        return fail(Error(Errc::kInvalidArgument,
+                          fmt::format("{} already holds objects of another dataset", root))
+                        .with_object(o.key)
+                        .with_hint("generate into an empty location, or remove what is there"));
+      }
+    }
+  } else if (existing.error().code() != Errc::kNotFound && existing.error().code() != Errc::kUnsupported) {
+    return fail(std::move(existing).error());  // kUnsupported: no listing (plain HTTP): nothing to check
+  }
+
+  // The manifest, written first as "in progress" and last as "complete" (manifest.hpp): the last
+  // write decides, so an interrupted generation is known as one on any backend.
+  DatasetManifest manifest;
+  manifest.config = c;
+  manifest.summary.objects = generated_objects(c);
+  const std::string manifest_key = join_key(root, kManifestName);
+  FEEDLINE_TRY(backend.write(manifest_key, as_bytes(format_manifest(manifest))));
+
+  GenSummary sum;
+  FEEDLINE_TRY(write_objects(backend, root, c, hooks, sum));
+  manifest.complete = true;
+  manifest.summary = sum;
+  FEEDLINE_TRY(backend.write(manifest_key, as_bytes(format_manifest(manifest))));
+  sum.manifest = manifest_key;
   return sum;
 }
 

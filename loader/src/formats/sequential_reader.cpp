@@ -19,7 +19,7 @@ struct Flag final : storage::ReadCompletion {
 }  // namespace
 
 Result<std::uint64_t> read_sync(storage::IoQueue& queue, const storage::ObjectHandle& object,
-                                std::uint64_t offset, MutableBytes dst) {
+                                std::uint64_t offset, MutableBytes dst, std::stop_token stop) {
   Flag flag;
   storage::ReadOp op;
   op.object = &object;
@@ -28,20 +28,36 @@ Result<std::uint64_t> read_sync(storage::IoQueue& queue, const storage::ObjectHa
   op.dst = dst;
   op.done = &flag;
   queue.submit(op);
-  while (!flag.done) queue.poll(1, kPollSlice);
+  bool cancelled = false;
+  while (!flag.done) {
+    if (!cancelled && stop.stop_requested()) {
+      queue.cancel();  // the op still completes (kCancelled, or with what it got)
+      cancelled = true;
+    }
+    queue.poll(1, kPollSlice);
+  }
   return op.result;
 }
 
 SequentialReader::SequentialReader(storage::IoQueue& queue, const storage::ObjectHandle& object,
-                                   std::uint64_t alignment, std::size_t chunk)
+                                   std::uint64_t alignment, std::size_t chunk, std::stop_token stop)
     : queue_(queue),
       object_(object),
+      stop_(std::move(stop)),
       align_(std::max<std::uint64_t>({alignment, kPageAlign, 1})),
       chunk_(
           static_cast<std::size_t>(align_up(std::max<std::uint64_t>(chunk, 2 * align_), align_))) {}
 
 SequentialReader::~SequentialReader() {
-  while (ahead_in_flight_ && !ahead_done_) queue_.poll(1, kPollSlice);
+  while (ahead_in_flight_ && !ahead_done_) poll_ahead();
+}
+
+void SequentialReader::poll_ahead() {
+  if (!cancelled_ && stop_.stop_requested()) {
+    queue_.cancel();
+    cancelled_ = true;
+  }
+  queue_.poll(1, kPollSlice);
 }
 
 void SequentialReader::on_read_complete(storage::ReadOp&) noexcept { ahead_done_ = true; }
@@ -66,7 +82,7 @@ void SequentialReader::start_ahead(std::uint64_t offset) {
 }
 
 void SequentialReader::wait_ahead() {
-  while (!ahead_done_) queue_.poll(1, kPollSlice);
+  while (!ahead_done_) poll_ahead();
   ahead_in_flight_ = false;
   ++reads_;
   // A failed readahead is dropped: the synchronous read that follows reports the error.
@@ -115,7 +131,7 @@ Result<ConstBytes> SequentialReader::read(std::uint64_t offset, std::size_t leng
     cur_.valid = false;
     cur_.offset = align_down(offset, align_);
     FEEDLINE_ASSIGN_OR_RETURN(cur_.length,
-                              read_sync(queue_, object_, cur_.offset, cur_.buf.span()));
+                              read_sync(queue_, object_, cur_.offset, cur_.buf.span(), stop_));
     cur_.valid = true;
     ++reads_;
     bytes_read_ += cur_.length;

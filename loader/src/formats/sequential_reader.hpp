@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stop_token>
 
 #include "feedline/core/bytes.hpp"
 #include "feedline/core/error.hpp"
@@ -22,9 +23,10 @@
 namespace feedline::loader::detail {
 
 // Reads [offset, offset + dst.size()) of object into dst and waits for it; returns the bytes
-// read (fewer only where the object ends).
+// read (fewer only where the object ends). Once stop is requested the read is cancelled (a
+// throttled or stalled read returns kCancelled within a poll slice, 100 ms).
 Result<std::uint64_t> read_sync(storage::IoQueue& queue, const storage::ObjectHandle& object,
-                                std::uint64_t offset, MutableBytes dst);
+                                std::uint64_t offset, MutableBytes dst, std::stop_token stop = {});
 
 class SequentialReader final : private storage::ReadCompletion {
  public:
@@ -32,8 +34,9 @@ class SequentialReader final : private storage::ReadCompletion {
 
   // alignment: the backend's (BackendCaps::alignment); chunks start at multiples of it (and of
   // 4 KiB) so O_DIRECT reads go straight into the buffers. Buffers are allocated on first read.
+  // stop: as read_sync's, for every read and the readahead.
   SequentialReader(storage::IoQueue& queue, const storage::ObjectHandle& object,
-                   std::uint64_t alignment, std::size_t chunk = kDefaultChunk);
+                   std::uint64_t alignment, std::size_t chunk = kDefaultChunk, std::stop_token stop = {});
   ~SequentialReader();
   SequentialReader(const SequentialReader&) = delete;
   SequentialReader& operator=(const SequentialReader&) = delete;
@@ -59,8 +62,13 @@ class SequentialReader final : private storage::ReadCompletion {
   void wait_ahead();
   bool serves(const Chunk& c, std::uint64_t offset, std::uint64_t end) const noexcept;
 
+  // Polls for the readahead, cancelling it once stop is requested.
+  void poll_ahead();
+
   storage::IoQueue& queue_;
   const storage::ObjectHandle& object_;
+  std::stop_token stop_;
+  bool cancelled_ = false;
   std::uint64_t align_;
   std::size_t chunk_;
   Chunk cur_, ahead_;

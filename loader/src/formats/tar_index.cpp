@@ -1,4 +1,5 @@
-// The tar shard index format (see tar_index.hpp): rendering, parsing and validation.
+// The tar shard index format (see tar_index.hpp): rendering, parsing and validation, and the
+// comparison of probed members with the shard's headers.
 #include "feedline/loader/tar_index.hpp"
 
 #include <fmt/format.h>
@@ -8,11 +9,31 @@
 #include <optional>
 
 #include "feedline/core/bytes.hpp"
+#include "feedline/loader/digest.hpp"
+#include "feedline/loader/tar.hpp"
 
 namespace feedline::loader {
 namespace {
 
 constexpr std::uint64_t kBlock = 512;
+constexpr std::string_view kChecksumKey = "checksum ";
+constexpr std::size_t kChecksumDigits = 16;
+static_assert(kMaxTarHeaderRegion == 3 * (tar::kMaxExtendedHeader + tar::kBlockSize) + tar::kBlockSize);
+
+std::uint64_t checksum_of(std::string_view text) {
+  return member_hash(std::as_bytes(std::span(text.data(), text.size())));
+}
+
+// Exactly 16 lowercase hex digits.
+bool parse_hex64(std::string_view text, std::uint64_t& out) {
+  if (text.size() != kChecksumDigits) return false;
+  if (!std::all_of(text.begin(), text.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+    return false;
+  }
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out, 16);
+  return ec == std::errc() && p == text.data() + text.size();
+}
 
 // Why an entry breaks the format's rules, or nothing. prev_end is where the previous member's
 // padded data ends (0 for the first).
@@ -69,6 +90,7 @@ Result<std::string> format_tar_index(const TarIndex& index) {
     fmt::format_to(std::back_inserter(out), "{} {} {} {} {}\n", e.header_offset, e.data_offset,
                    e.size, e.decoded_size, e.name);
   }
+  fmt::format_to(std::back_inserter(out), "{}{:016x}\n", kChecksumKey, checksum_of(out));
   return out;
 }
 
@@ -100,15 +122,16 @@ Result<TarIndex> parse_tar_index(std::string_view text, std::string_view object_
   std::string_view version = line.substr(kTarIndexMagic.size() + 1);
   std::uint64_t v = 0;
   if (!take_number(version, v) || !version.empty()) return bad("bad version number");
-  if (v != kTarIndexVersion) {
+  if (v != 1 && v != 2) {
     return fail(Error(Errc::kUnsupported,
-                      fmt::format("tar index version {} is not supported (this build reads {})", v,
-                                  kTarIndexVersion))
-                    .with_object(std::string(object_name)));
+                      fmt::format("tar index version {} is not supported (this build reads 1 and 2)", v))
+                    .with_object(std::string(object_name))
+                    .with_hint("delete the .idx file; feedline scans the shard without it"));
   }
   advance(line);
 
   TarIndex index;
+  index.version = static_cast<int>(v);
   std::uint64_t members = 0;
   if (!next_line(line)) return bad("no shard line");
   {
@@ -144,8 +167,72 @@ Result<TarIndex> parse_tar_index(std::string_view text, std::string_view object_
     index.entries.push_back(std::move(e));
     advance(line);
   }
-  if (pos != text.size()) return bad("unexpected text after the last member line");
+  if (index.version >= 2) {
+    const std::size_t body = pos;
+    if (!next_line(line)) return bad("no checksum line (truncated?)");
+    std::uint64_t want = 0;
+    if (!line.starts_with(kChecksumKey) || !parse_hex64(line.substr(kChecksumKey.size()), want)) {
+      return bad("expected 'checksum' and 16 hex digits after the member lines");
+    }
+    const std::uint64_t got = checksum_of(text.substr(0, body));
+    if (got != want) {
+      return bad(fmt::format("checksum mismatch: the file says {:016x}, its text hashes to {:016x} "
+                             "(edited or damaged)",
+                             want, got));
+    }
+    advance(line);
+  }
+  if (pos != text.size()) return bad("unexpected text after the last line");
   return index;
+}
+
+std::vector<std::size_t> tar_index_probes(std::size_t members) {
+  std::vector<std::size_t> out;
+  if (members <= kTarIndexProbes) {
+    for (std::size_t i = 0; i < members; ++i) out.push_back(i);
+    return out;
+  }
+  // floor(k * last / n) for k = 0 .. n, n = kTarIndexProbes - 1: the first, the last, and evenly
+  // between; distinct because last >= n. Computed as q*k + r*k/n (last = q*n + r): no overflow.
+  const std::size_t n = kTarIndexProbes - 1, last = members - 1, q = last / n, r = last % n;
+  for (std::size_t k = 0; k <= n; ++k) out.push_back(q * k + r * k / n);
+  return out;
+}
+
+Result<void> check_tar_index_probe(const TarIndexEntry& entry, std::uint64_t shard_bytes,
+                                   ConstBytes region, std::string_view shard_name) {
+  auto differ = [&](std::string why) {
+    return fail(Error(Errc::kCorrupt,
+                      fmt::format("stale index: its entry for member '{}' disagrees with the shard: {}",
+                                  entry.name, why))
+                    .with_object(std::string(shard_name))
+                    .with_offset(entry.header_offset));
+  };
+  if (entry.data_offset < entry.header_offset ||
+      entry.data_offset - entry.header_offset > kMaxTarHeaderRegion) {
+    return differ(fmt::format("its header region of {} bytes is larger than any tar header",
+                              entry.data_offset - entry.header_offset));
+  }
+  if (entry.header_offset > shard_bytes) return differ("its header lies past the shard's end");
+  // The reader sees the shard from the member's header on: offset 0 here is header_offset there.
+  tar::Reader reader(std::string(shard_name), shard_bytes - entry.header_offset,
+                     tar::memory_reader(region));
+  tar::Entry e;
+  auto more = reader.next(e);
+  if (!more) return differ(fmt::format("no member header there ({})", more.error().message()));
+  if (!*more) return differ("the shard's headers end there");
+  if (!e.regular()) {
+    return differ(fmt::format("the shard has a {} '{}' there", tar::entry_type_name(e.type), e.name));
+  }
+  if (e.name != entry.name) return differ(fmt::format("the shard names it '{}'", e.name));
+  if (e.data_offset + entry.header_offset != entry.data_offset) {
+    return differ(fmt::format("its data starts at offset {}, the index says {}",
+                              e.data_offset + entry.header_offset, entry.data_offset));
+  }
+  if (e.size != entry.size) {
+    return differ(fmt::format("the shard's header gives {} bytes, the index {}", e.size, entry.size));
+  }
+  return {};
 }
 
 }  // namespace feedline::loader

@@ -20,6 +20,7 @@
 #include <filesystem>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/core/redact.hpp"
 #include "feedline/transports/cufile.hpp"
 
 namespace feedline::storage::detail {
@@ -41,6 +42,14 @@ class FileHandle final : public ObjectHandle {
   int fd_;
   bool direct_;
 };
+
+// A FIFO, socket or character device named where a file is expected.
+Error not_regular(const std::string& path, mode_t mode) {
+  const char* what = S_ISFIFO(mode) ? "a named pipe (FIFO)" : S_ISSOCK(mode) ? "a socket" : S_ISCHR(mode) ? "a character device" : "not a regular file";
+  return Error(Errc::kInvalidArgument, fmt::format("not a regular file or block device: {}", what))
+      .with_object(path)
+      .with_hint("name a regular file (pipes, sockets and character devices have no size and cannot be read as data)");
+}
 
 Error read_error(int err, const ReadOp& op, int engine_error = 0) {
   Error e = err == ECANCELED     ? Error(Errc::kCancelled, "read cancelled")
@@ -295,6 +304,9 @@ class FileBackend final : public Backend {
 
   std::string_view scheme() const noexcept override { return "file"; }
 
+  // Regular files and block devices only: a FIFO would block the open() that reads it forever
+  // and a character device (/dev/zero) has no size, so both are refused here, where every
+  // named object (a dataset root, a brace list) is looked at first.
   Result<ObjectInfo> stat(std::string_view key) override {
     const std::string path(key);
     struct stat st{};
@@ -303,6 +315,11 @@ class FileBackend final : public Backend {
     }
     if (S_ISDIR(st.st_mode)) {
       return fail(Error(Errc::kIsDirectory, "expected a file, found a directory").with_object(path));
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) return fail(not_regular(path, st.st_mode));
+    if (S_ISBLK(st.st_mode)) {
+      FEEDLINE_ASSIGN_OR_RETURN(auto h, open(path));
+      return ObjectInfo{path, h->size()};
     }
     return ObjectInfo{path, static_cast<std::uint64_t>(st.st_size)};
   }
@@ -313,7 +330,11 @@ class FileBackend final : public Backend {
     std::error_code ec;
     auto add = [&](const fs::directory_entry& e) {
       std::error_code ec2;
-      if (e.is_regular_file(ec2)) out.push_back({e.path().string(), e.file_size(ec2)});
+      if (e.is_regular_file(ec2)) {
+        out.push_back({e.path().string(), e.file_size(ec2)});
+      } else if (!e.is_directory(ec2) && e.exists(ec2)) {
+        out.push_back({e.path().string(), 0, /*special=*/true});  // a FIFO, socket or device
+      }
     };
     if (fs::is_directory(p, ec)) {
       fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec);
@@ -347,11 +368,7 @@ class FileBackend final : public Backend {
       return fail(Error(Errc::kIsDirectory, "expected a file, found a directory")
                       .with_object(path).with_hint("name a file inside it"));
     }
-    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-      return fail(Error(Errc::kInvalidArgument, "not a regular file or block device")
-                      .with_object(path)
-                      .with_hint("name a regular file (pipes, sockets and character devices cannot be read as datasets)"));
-    }
+    if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) return fail(not_regular(path, st.st_mode));
     int flags = O_RDONLY | O_CLOEXEC;
     if (config_.direct) flags |= O_DIRECT;
     const int fd = ::open(path.c_str(), flags);
@@ -436,10 +453,10 @@ Result<Resolved> open_file_url(const ParsedUrl& url, const BackendConfig& config
   if (url.text.find("://") != std::string::npos) {
     if (!url.authority.empty() && url.authority != "localhost") {
       return fail(Error(Errc::kInvalidArgument, "file:// URLs name a local path")
-                      .with_object(url.text)
+                      .with_object(redact_url(url.text))
                       .with_hint("write file:///abs/path (three slashes) or a plain path"));
     }
-    if (path.empty()) return fail(Error(Errc::kInvalidArgument, "no path in URL").with_object(url.text));
+    if (path.empty()) return fail(Error(Errc::kInvalidArgument, "no path in URL").with_object(redact_url(url.text)));
   }
   return Resolved{std::make_unique<FileBackend>(config.file), std::move(path)};
 }

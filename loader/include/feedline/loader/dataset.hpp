@@ -7,7 +7,12 @@
 //    names share a key (the path up to the first '.' of the last path component), e.g.
 //    "000123.bin" + "000123.cls". Members ending in ".zst" are zstd frames. Directories and other
 //    non-regular members are ignored. A shard "X.tar" may have an index "X.tar.idx" beside it,
-//    written by `feedline gen`, which saves scanning the headers; readers work without one.
+//    written by `feedline gen`, which saves scanning the headers; readers work without one, and
+//    use one only when it shows that it belongs to the shard (tar_index.hpp).
+//
+// A dataset written by `feedline gen` carries a manifest, ROOT/.feedline-dataset (manifest.hpp):
+// a dataset whose generation was interrupted, or that lost objects since, fails to open, naming
+// the manifest.
 //
 // Hidden objects and members (a path component starting with '.'), "*.idx" files and unfinished
 // writes ("*.feedline-tmp-*") are never samples. A root that names a single object (one shard,
@@ -21,7 +26,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +38,9 @@
 
 namespace feedline::loader {
 
-enum class DatasetFormat { kFiles, kTar };
+// kAuto (DatasetOptions only): tar when the root holds (or the pattern names) .tar shards, else
+// one sample per file, decided from the one listing the open makes.
+enum class DatasetFormat { kFiles, kTar, kAuto };
 std::string_view format_name(DatasetFormat f) noexcept;
 Result<DatasetFormat> parse_format(std::string_view text);
 
@@ -56,7 +65,7 @@ struct Sample {
 };
 
 struct Dataset {
-  DatasetFormat format = DatasetFormat::kFiles;
+  DatasetFormat format = DatasetFormat::kFiles;  // as resolved (never kAuto)
   std::string root;                        // key prefix the dataset was opened at
   std::vector<storage::ObjectInfo> objects;  // files, or tar shards
   std::vector<Sample> samples;             // in storage order (the unshuffled order)
@@ -66,8 +75,18 @@ struct Dataset {
   bool indexed = false;                    // every shard had an index
   std::vector<std::string> skipped;        // objects left out with skip_bad_objects, and why
   // Things the user should know that did not stop the open, one line each: an index that was
-  // stale or corrupt (the shard was scanned instead), a shard without an end-of-archive marker.
+  // stale, corrupt or of the old format (the shard was scanned instead), a shard without an
+  // end-of-archive marker.
   std::vector<std::string> notes;
+  // The manifest `feedline gen` left at the root (manifest.hpp), when there is one: its key, and
+  // the digest gen recorded when the dataset is exactly what gen wrote (the digest one epoch over
+  // every sample delivers; absent when objects were added, replaced or cut since, or no manifest).
+  std::string manifest;
+  std::optional<std::uint64_t> manifest_digest;
+  // Reads made while opening (indexes, the probes that check them, header scans, manifests) and
+  // their bytes: an indexed tar dataset costs a few per shard, a scanned one its whole size.
+  std::uint64_t open_reads = 0;
+  std::uint64_t open_bytes = 0;
 
   std::span<const Member> members_of(const Sample& s) const {
     return {members.data() + s.first_member, s.member_count};
@@ -75,15 +94,20 @@ struct Dataset {
 };
 
 struct DatasetOptions {
-  DatasetFormat format = DatasetFormat::kFiles;
+  DatasetFormat format = DatasetFormat::kAuto;
   bool use_index = true;  // read X.tar.idx where present
   // A shard that cannot be read (not a tar, truncated, unreadable) is left out and recorded in
   // Dataset::skipped instead of failing the whole dataset (--on-error skip).
   bool skip_bad_objects = false;
+  // Checked before each shard and each header read of a scan: the open stops with kCancelled
+  // (a scan of many large shards over the network takes long); reads in flight are cancelled.
+  std::stop_token stop = {};
 };
 
 // Lists the objects under root (a directory or key prefix) and resolves samples: for tar shards
-// from the index or by reading the headers through the backend. Errors name the object and offset
+// from the index or by reading the headers through the backend. Objects that are not regular
+// (FIFOs, sockets, devices in a local directory) are left out with a note; a root naming one is
+// an error. Errors name the object and offset
 // (a truncated tar, a non-tar object in a tar dataset, an empty dataset).
 // Where each object's samples start in Dataset::samples (which lists them object by object, in
 // storage order): SamplerConfig::shard_starts.

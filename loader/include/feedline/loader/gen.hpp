@@ -6,6 +6,8 @@
 //           each; a sample is the member "<key>.bin[.zst]" followed (with_label) by "<key>.cls", a
 //           decimal class label. Beside each shard its index "shard-000000.tar.idx"
 //           (tar_index.hpp).
+// Both: the manifest "ROOT/.feedline-dataset" (manifest.hpp), hidden, which says whether the
+// generation finished and what it wrote.
 // Keys are zero-padded sample numbers: "000123" (six digits, more when needed).
 //
 // Deterministic: the same GenConfig gives the same bytes. Sample i draws its size, content and
@@ -89,20 +91,26 @@ struct GenSummary {
   std::uint64_t bytes_stored = 0;   // bytes of the data objects (tar headers and padding included)
   std::uint64_t bytes_decoded = 0;  // bytes of all members after decompression
   std::uint64_t digest = 0;         // sum of XXH3-64 over decoded members, mod 2^64
+  std::string manifest;             // key of the manifest written last (manifest.hpp)
 };
 
 struct GenHooks {
   // Called after each sample with the count done so far (from the calling thread).
   std::function<void(std::uint64_t samples_done)> progress;
   // Checked between samples: generation stops with kCancelled, leaving whole objects only
-  // (an object is committed whole or not at all).
+  // (an object is committed whole or not at all) and the manifest saying "in progress".
   std::stop_token stop;
 };
 
 // Writes the dataset under root (a directory or key prefix) through backend, one object at a
-// time from the calling thread. Refuses (kInvalidArgument) a root that already holds objects this
-// config would not write (a different or larger dataset), so datasets never mix; objects with the
-// names it writes are replaced. Errors name the object.
+// time from the calling thread: first the manifest ROOT/.feedline-dataset saying "in progress",
+// then the data objects (and indexes), last the manifest saying "complete" with the summary
+// (manifest.hpp), so a generation that stops half-way (GenHooks::stop, a failed write, a crash)
+// leaves a dataset that open_dataset() refuses as incomplete. Refuses (kInvalidArgument, naming
+// an object found) a root that is not empty unless gen wrote it (its manifest is there), and a
+// root holding objects this config would not write (a different or larger dataset), so datasets
+// never mix and nobody's files are overwritten; in a root gen wrote, objects with the names it
+// writes are replaced (regeneration in place). Errors name the object.
 Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view root,
                                     const GenConfig& config, const GenHooks& hooks = {});
 

@@ -38,6 +38,9 @@ namespace feedline::storage {
 struct ObjectInfo {
   std::string key;
   std::uint64_t size = 0;
+  // Not a regular object (a FIFO, socket or device in a local directory): listed so that the
+  // dataset layer can say it left it out; opening one for reads is refused.
+  bool special = false;
 };
 
 // An opened object (a file descriptor, a memory blob, later an HTTP URL). Backend-specific.
@@ -82,6 +85,7 @@ struct ReadOp {
   // Filled in by the queue:
   OpTimes times;
   // Bytes read: equal to length, or fewer when the object ends first (a short read, not an
+  // error; the object's end is its size when it was opened: one that shrank since is a kIo
   // error). On failure the error names the object and offset.
   Result<std::uint64_t> result = std::uint64_t{0};
 };
@@ -91,7 +95,8 @@ struct QueueStats {
   std::uint64_t ops = 0;
   std::uint64_t bytes = 0;
   std::uint64_t errors = 0;
-  std::uint64_t short_reads = 0;
+  std::uint64_t cancelled = 0;      // completed with kCancelled (IoQueue::cancel()), not errors
+  std::uint64_t short_reads = 0;    // the object ended first (at its size when opened)
   std::uint64_t retries = 0;        // EAGAIN re-queues and short-read continuations
   std::uint64_t bounced_ops = 0;    // ops that went through an aligned bounce buffer
   std::uint64_t bounced_bytes = 0;  // bytes copied out of bounce buffers

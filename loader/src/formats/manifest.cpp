@@ -1,0 +1,292 @@
+// The dataset manifest (see manifest.hpp): rendering, parsing, and the check of an opened dataset
+// against it.
+#include "feedline/loader/manifest.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+namespace feedline::loader {
+namespace {
+
+std::size_t digits(std::uint64_t n) { return fmt::formatted_size("{}", n); }
+
+bool parse_u64(std::string_view text, std::uint64_t& out) {
+  if (text.empty() ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && p == text.data() + text.size();
+}
+
+bool parse_double(std::string_view text, double& out) {
+  if (text.empty()) return false;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && p == text.data() + text.size();
+}
+
+std::string_view plural(std::uint64_t n, std::string_view one, std::string_view many) {
+  return n == 1 ? one : many;
+}
+
+}  // namespace
+
+std::uint64_t generated_objects(const GenConfig& c) {
+  if (c.format == DatasetFormat::kFiles) return c.samples;
+  if (c.samples_per_shard == 0) return 0;
+  return c.samples / c.samples_per_shard + (c.samples % c.samples_per_shard != 0);
+}
+
+std::string generated_object_name(const GenConfig& c, std::uint64_t i) {
+  if (c.format == DatasetFormat::kFiles) {
+    return sample_key(i, c.samples) +
+           (c.compress.codec == Compression::kZstd ? ".bin.zst" : ".bin");
+  }
+  const std::uint64_t shards = generated_objects(c);
+  const std::size_t width = std::max<std::size_t>(6, digits(shards > 0 ? shards - 1 : 0));
+  return fmt::format("shard-{:0{}}.tar", i, width);
+}
+
+std::uint64_t generated_samples_in(const GenConfig& c, std::uint64_t i) {
+  if (c.format == DatasetFormat::kFiles) return 1;
+  const std::uint64_t first = i * c.samples_per_shard;
+  return first >= c.samples ? 0 : std::min(c.samples_per_shard, c.samples - first);
+}
+
+std::string format_manifest(const DatasetManifest& m) {
+  const GenConfig& c = m.config;
+  std::string out = fmt::format(
+      "{} {}\nstate {}\nformat {}\nsamples {}\nsamples-per-shard {}\nlabel {}\nsample-size {}\n"
+      "max-sample-size {}\ncompress {}\ncompressibility {}\nclasses {}\nseed {}\nobjects {}\n",
+      kManifestMagic, kManifestVersion, m.complete ? "complete" : "in-progress",
+      format_name(c.format), c.samples, c.samples_per_shard, c.with_label ? "true" : "false",
+      c.sample_size.to_string(), c.max_sample_size, c.compress.to_string(), c.compressibility,
+      c.num_classes, c.seed, m.summary.objects);
+  if (m.complete) {
+    const GenSummary& s = m.summary;
+    fmt::format_to(std::back_inserter(out),
+                   "members {}\nindex-objects {}\nbytes-stored {}\nbytes-decoded {}\ndigest {}\n",
+                   s.members, s.index_objects, s.bytes_stored, s.bytes_decoded, s.digest);
+  }
+  return out;
+}
+
+Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view object_name) {
+  std::size_t pos = 0;  // start of the line being looked at
+  auto bad = [&](std::string_view why) {
+    return fail(Error(Errc::kCorrupt, fmt::format("corrupt dataset manifest: {}", why))
+                    .with_object(std::string(object_name))
+                    .with_offset(pos)
+                    .with_hint("regenerate the dataset with feedline gen, or delete the manifest "
+                               "(the dataset is then opened as it is, unchecked)"));
+  };
+  if (text.size() > kMaxManifestBytes) {
+    return bad(
+        fmt::format("{} bytes, more than a manifest holds ({})", text.size(), kMaxManifestBytes));
+  }
+  // key -> (value, offset of its line)
+  std::map<std::string_view, std::pair<std::string_view, std::size_t>, std::less<>> kv;
+  bool first = true;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    if (nl == std::string_view::npos)
+      return bad("the last line does not end in a newline (truncated?)");
+    const std::string_view line = text.substr(pos, nl - pos);
+    const std::size_t sp = line.find(' ');
+    if (sp == std::string_view::npos || sp == 0)
+      return bad(fmt::format("expected 'KEY VALUE', got '{}'", line));
+    const std::string_view key = line.substr(0, sp), value = line.substr(sp + 1);
+    if (first) {
+      std::uint64_t v = 0;
+      if (key != kManifestMagic || !parse_u64(value, v)) {
+        return bad(fmt::format("not a feedline dataset manifest (expected '{} {}')", kManifestMagic,
+                               kManifestVersion));
+      }
+      if (v != static_cast<std::uint64_t>(kManifestVersion)) {
+        return fail(
+            Error(Errc::kUnsupported,
+                  fmt::format("dataset manifest version {} is not supported (this build reads {})",
+                              v, kManifestVersion))
+                .with_object(std::string(object_name))
+                .with_hint("use the feedline that wrote it, or delete the manifest"));
+      }
+      first = false;
+    } else if (!kv.emplace(key, std::pair{value, pos}).second) {
+      return bad(fmt::format("'{}' given twice", key));
+    }
+    pos = nl + 1;
+  }
+  if (first) return bad("empty");
+
+  auto value_of = [&](std::string_view key, std::string_view& out) -> Result<void> {
+    auto it = kv.find(key);
+    if (it == kv.end()) {
+      pos = text.size();
+      return bad(fmt::format("no '{}' line", key));
+    }
+    out = it->second.first;
+    pos = it->second.second;
+    return {};
+  };
+  auto number = [&](std::string_view key, std::uint64_t& out) -> Result<void> {
+    std::string_view v;
+    FEEDLINE_TRY(value_of(key, v));
+    if (!parse_u64(v, out)) return bad(fmt::format("'{}' is not a whole number: '{}'", key, v));
+    return {};
+  };
+
+  DatasetManifest m;
+  GenConfig& c = m.config;
+  std::string_view v;
+  FEEDLINE_TRY(value_of("state", v));
+  if (v != "complete" && v != "in-progress") {
+    return bad(fmt::format("state '{}' (expected complete or in-progress)", v));
+  }
+  m.complete = v == "complete";
+  FEEDLINE_TRY(value_of("format", v));
+  auto format = parse_format(v);
+  if (!format) return bad(fmt::format("unknown format '{}'", v));
+  c.format = *format;
+  FEEDLINE_TRY(number("samples", c.samples));
+  if (c.samples < 1) return bad("'samples' must be at least 1");
+  FEEDLINE_TRY(number("samples-per-shard", c.samples_per_shard));
+  if (c.samples_per_shard < 1) return bad("'samples-per-shard' must be at least 1");
+  FEEDLINE_TRY(value_of("label", v));
+  if (v != "true" && v != "false")
+    return bad(fmt::format("label '{}' (expected true or false)", v));
+  c.with_label = v == "true";
+  FEEDLINE_TRY(value_of("sample-size", v));
+  auto size = SizeDistribution::parse(v);
+  if (!size) return bad(size.error().message());
+  c.sample_size = *size;
+  FEEDLINE_TRY(number("max-sample-size", c.max_sample_size));
+  FEEDLINE_TRY(value_of("compress", v));
+  auto compress = CompressionSpec::parse(v);
+  if (!compress) return bad(compress.error().message());
+  c.compress = *compress;
+  FEEDLINE_TRY(value_of("compressibility", v));
+  if (!parse_double(v, c.compressibility)) return bad(fmt::format("compressibility '{}'", v));
+  std::uint64_t classes = 0;
+  FEEDLINE_TRY(number("classes", classes));
+  if (classes < 1 || classes > std::numeric_limits<std::uint32_t>::max()) {
+    return bad(fmt::format("classes {} is out of range", classes));
+  }
+  c.num_classes = static_cast<std::uint32_t>(classes);
+  FEEDLINE_TRY(number("seed", c.seed));
+  FEEDLINE_TRY(number("objects", m.summary.objects));
+  if (m.summary.objects != generated_objects(c)) {
+    return bad(fmt::format("'objects {}' disagrees with the settings, which make {}",
+                           m.summary.objects, generated_objects(c)));
+  }
+  if (m.complete) {
+    GenSummary& s = m.summary;
+    s.samples = c.samples;
+    FEEDLINE_TRY(number("members", s.members));
+    FEEDLINE_TRY(number("index-objects", s.index_objects));
+    FEEDLINE_TRY(number("bytes-stored", s.bytes_stored));
+    FEEDLINE_TRY(number("bytes-decoded", s.bytes_decoded));
+    FEEDLINE_TRY(number("digest", s.digest));
+  }
+  return m;
+}
+
+Result<void> check_manifest(const DatasetManifest& m, std::string_view manifest_key,
+                            std::string_view dir, bool root_manifest,
+                            const std::vector<bool>& skipped_objects, bool skip_bad_objects,
+                            const std::function<std::string(std::string_view)>& shown,
+                            Dataset& ds) {
+  if (root_manifest) ds.manifest = std::string(manifest_key);
+  const GenConfig& c = m.config;
+  if (!m.complete || c.format != ds.format) return {};  // another format: each object read as it is
+  const bool tar = c.format == DatasetFormat::kTar;
+  const std::string_view kind = tar ? "tar shard" : "file";
+  const std::string_view kinds = tar ? "tar shards" : "files";
+  const std::string where = dir.empty()
+                                ? shown(ds.root)
+                                : shown(dir.substr(0, dir.size() - (dir.ends_with('/') ? 1 : 0)));
+  const std::string manifest = shown(manifest_key);
+  const std::string hint = fmt::format(
+      "re-run the same feedline gen to rewrite the dataset, with the settings recorded in {}, or "
+      "delete that manifest to use the dataset as it is",
+      manifest);
+
+  // The data objects found under dir, by name relative to it.
+  std::unordered_map<std::string_view, std::uint32_t> found;
+  found.reserve(ds.objects.size());
+  for (std::size_t i = 0; i < ds.objects.size(); ++i) {
+    const std::string_view key = ds.objects[i].key;
+    if (key.starts_with(dir)) found.emplace(key.substr(dir.size()), static_cast<std::uint32_t>(i));
+  }
+  const std::uint64_t want = generated_objects(c);
+  std::vector<std::uint32_t> object_of;  // expected object i -> index in ds.objects
+  object_of.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(want, ds.objects.size())));
+  std::uint64_t missing = 0;
+  std::string first_missing;
+  for (std::uint64_t i = 0; i < want; ++i) {
+    std::string name = generated_object_name(c, i);
+    if (auto it = found.find(name); it != found.end()) {
+      object_of.push_back(it->second);
+    } else if (missing++ == 0) {
+      first_missing = std::move(name);
+    }
+  }
+  if (missing > 0) {
+    return fail(
+        Error(
+            Errc::kCorrupt,
+            fmt::format("incomplete dataset: its manifest {} lists {} {}, {} {} there; {} missing, "
+                        "{} first (deleted since it was generated?)",
+                        manifest, want, want == 1 ? kind : kinds, want - missing,
+                        plural(want - missing, "is", "are"), missing, first_missing))
+            .with_object(where)
+            .with_hint(hint));
+  }
+
+  // Every shard holds what gen put in it.
+  bool exact = found.size() == ds.objects.size() && found.size() == want;
+  if (tar) {
+    std::vector<std::uint64_t> samples(ds.objects.size()), members(ds.objects.size());
+    for (const Sample& s : ds.samples) {
+      ++samples[s.object];
+      members[s.object] += s.member_count;
+    }
+    const std::uint64_t per_sample = c.with_label ? 2 : 1;
+    for (std::uint64_t i = 0; i < want; ++i) {
+      const std::uint32_t o = object_of[static_cast<std::size_t>(i)];
+      const std::uint64_t want_samples = generated_samples_in(c, i),
+                          want_members = want_samples * per_sample;
+      if (samples[o] == want_samples && members[o] == want_members) continue;
+      exact = false;
+      if (o < skipped_objects.size() && skipped_objects[o]) continue;  // reported as skipped
+      if (samples[o] >= want_samples && members[o] >= want_members)
+        continue;  // more: not ours to judge
+      Error e =
+          Error(Errc::kCorrupt,
+                fmt::format("holds {} {} ({} members), its dataset's manifest {} says {} ({}): the "
+                            "shard was cut short or replaced since it was generated",
+                            samples[o], plural(samples[o], "sample", "samples"), members[o],
+                            manifest, want_samples, want_members))
+              .with_object(shown(ds.objects[o].key))
+              .with_hint(hint);
+      if (!skip_bad_objects) return fail(std::move(e));
+      ds.notes.push_back(e.what());
+    }
+  }
+  if (root_manifest && exact) {
+    std::uint64_t bytes = 0, members = 0;
+    for (const storage::ObjectInfo& o : ds.objects) bytes += o.size;
+    for (const Sample& s : ds.samples) members += s.member_count;
+    if (bytes == m.summary.bytes_stored && members == m.summary.members &&
+        ds.samples.size() == c.samples) {
+      ds.manifest_digest = m.summary.digest;
+    }
+  }
+  return {};
+}
+
+}  // namespace feedline::loader
