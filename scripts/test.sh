@@ -3,6 +3,7 @@
 #   release  (-O2, warnings as errors)   all tests, and checkheaders (every public header alone)
 #   asan     (AddressSanitizer + UBSan)  all tests
 #   tsan     (ThreadSanitizer)           all tests but the server end-to-end ones (labels net, nfs)
+#                                        and the robustness sweep (release and asan run it)
 #   minimal  (every optional dependency off) all tests
 #   fuzz     (clang 16 libFuzzer + ASan)  each fuzz target for FEEDLINE_FUZZ_SECONDS (60)
 # Idempotent; incremental when build/ exists. The S3/HTTP tests start their own servers
@@ -30,7 +31,7 @@ for p in $presets; do
   # Under ThreadSanitizer the end-to-end server tests (s3rver, nginx, ganesha; labels net, nfs)
   # would only re-run what release and asan run, ~10x slower: tsan keeps the unit tests, which
   # drive the HTTP client and the NFS connections from several threads, and the other CLI tests.
-  [[ $p == tsan ]] && select=(-LE "^(net|nfs)$")
+  [[ $p == tsan ]] && select=(-LE "^(net|nfs|robustness)$")
   if ! ctest --preset "$p" -j "$jobs" "${select[@]}"; then
     failed+=("$p")
   fi

@@ -22,8 +22,8 @@ std::uint64_t bounded(std::uint64_t r, std::uint64_t n) {
 class Job final : public storage::ReadCompletion {
  public:
   Job(const StorageBenchConfig& config, const storage::ObjectHandle& object, unsigned index,
-      const std::atomic<bool>* stop, BenchProgress* progress)
-      : config_(config), object_(object), stop_(stop), progress_(progress),
+      BenchProgress* progress)
+      : config_(config), object_(object), progress_(progress),
         rng_(config.seed + index * 0x9e3779b97f4a7c15ull) {
     const std::uint64_t size = config.size ? config.size : object.size();
     blocks_ = size / config.block_size;
@@ -76,10 +76,13 @@ class Job final : public storage::ReadCompletion {
     while (queue_->in_flight() > 0) {
       resubmit_.clear();
       queue_->poll(1, std::chrono::milliseconds(100));
-      if (!stopping_ && (now_ns() >= deadline_ns_ || (stop_ && stop_->load(std::memory_order_relaxed)))) {
+      if (!stopping_ && (now_ns() >= deadline_ns_ || config_.stop.stop_requested())) {
         stopping_ = true;
-        interrupted_ = stop_ && stop_->load(std::memory_order_relaxed);
+        interrupted_ = config_.stop.stop_requested();
         resubmit_.clear();
+        // Interrupted: what is in flight is not waited for (a server may trickle a byte a
+        // second); at the deadline the reads in flight finish normally, as fio's do.
+        if (interrupted_) queue_->cancel();
       }
       if (!resubmit_.empty()) queue_->submit(resubmit_);
     }
@@ -90,12 +93,15 @@ class Job final : public storage::ReadCompletion {
   }
 
   void on_read_complete(ReadOp& op) noexcept override {
-    last_completion_ns_ = op.times.completed_ns;
     if (!op.result) {
+      // Reads cancelled because we were interrupted are not errors of the storage.
+      if (interrupted_ && op.result.error().code() == Errc::kCancelled) return;
+      last_completion_ns_ = op.times.completed_ns;
       if (!error_) error_ = op.result.error();
       stopping_ = true;
       return;
     }
+    last_completion_ns_ = op.times.completed_ns;
     if (progress_) {
       progress_->bytes.fetch_add(*op.result, std::memory_order_relaxed);
       progress_->ios.fetch_add(1, std::memory_order_relaxed);
@@ -133,7 +139,6 @@ class Job final : public storage::ReadCompletion {
 
   const StorageBenchConfig& config_;
   const storage::ObjectHandle& object_;
-  const std::atomic<bool>* stop_;
   BenchProgress* progress_;
   std::mt19937_64 rng_;
   std::uint64_t blocks_ = 0;
@@ -208,12 +213,11 @@ Result<void> validate(const StorageBenchConfig& c, const storage::ObjectHandle& 
 Result<StorageBenchResult> run_storage_bench(storage::Backend& backend,
                                              const storage::ObjectHandle& object,
                                              const StorageBenchConfig& config,
-                                             const std::atomic<bool>* stop,
                                              BenchProgress* progress) {
   FEEDLINE_TRY(validate(config, object, backend.caps()));
   std::vector<std::unique_ptr<Job>> jobs;
   for (unsigned i = 0; i < config.numjobs; ++i) {
-    jobs.push_back(std::make_unique<Job>(config, object, i, stop, progress));
+    jobs.push_back(std::make_unique<Job>(config, object, i, progress));
   }
   const CpuTimes cpu0 = process_cpu_times();
   {
@@ -244,15 +248,14 @@ Result<StorageBenchResult> run_storage_bench(storage::Backend& backend,
 }
 
 Result<void> create_random_object(storage::Backend& backend, std::string_view key,
-                                  std::uint64_t size, std::uint64_t seed,
-                                  const std::atomic<bool>* stop) {
+                                  std::uint64_t size, std::uint64_t seed, std::stop_token stop) {
   FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(key));
   constexpr std::size_t kChunk = 4 << 20;
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer chunk, AlignedBuffer::allocate(kChunk));
   std::mt19937_64 rng(seed);
   auto* words = reinterpret_cast<std::uint64_t*>(chunk.data());
   for (std::uint64_t done = 0; done < size;) {
-    if (stop && stop->load(std::memory_order_relaxed)) {
+    if (stop.stop_requested()) {
       return fail(Error(Errc::kCancelled, "interrupted while laying out the file; nothing was left behind")
                       .with_object(std::string(key)));
     }

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "feedline/core/clock.hpp"
 #include "feedline/storage/backend.hpp"
 
@@ -9,6 +11,7 @@ void QueueStats::merge(const QueueStats& o) {
   ops += o.ops;
   bytes += o.bytes;
   errors += o.errors;
+  cancelled += o.cancelled;
   short_reads += o.short_reads;
   retries += o.retries;
   bounced_ops += o.bounced_ops;
@@ -59,12 +62,25 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
   }
   stats_.retries += retries;
   ++stats_.ops;
+  // A short read is the object ending first. If it ends before the size it had when opened, it
+  // shrank under the read (truncated, replaced): an error, not a fast read of fewer bytes, for
+  // every backend and every caller alike.
+  if (op.result && *op.result < op.length && op.object &&
+      op.offset + *op.result < std::min(op.offset + op.length, op.object->size())) {
+    op.result = fail(Error(Errc::kIo, fmt::format("read {} of {} bytes: the object ends before the {} bytes it had "
+                                                  "when opened (truncated or replaced while being read?)",
+                                                  *op.result, op.length, op.object->size()))
+                         .with_object(op.object->key())
+                         .with_offset(op.offset + *op.result));
+  }
   if (op.result) {
     stats_.bytes += *op.result;
     if (*op.result < op.length) ++stats_.short_reads;
     stats_.slat.record(op.times.issued_ns - op.times.queued_ns);
     stats_.clat.record(now - op.times.issued_ns);
     stats_.lat.record(now - op.times.queued_ns);
+  } else if (op.result.error().code() == Errc::kCancelled) {
+    ++stats_.cancelled;
   } else {
     ++stats_.errors;
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI test: every bad input to `feedline bench storage` gets one clear line on stderr
-# ("feedline: error: ..." naming the path, option or scheme and what to do), exit code 2,
-# nothing on stdout, no crash and no hang.
+# ("feedline: error: ..." naming the path, option or scheme and what to do), the exit code of the
+# README's rule (2 for bad usage, nothing on stdout; 1 when the storage says no: a missing or
+# unreadable path, a server that cannot be reached), no crash and no hang.
 #
 # usage: bad_input.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 #   SCRATCH_DIR is wiped and recreated; it must be on a real disk (O_DIRECT).
@@ -25,7 +26,9 @@ dir=$scratch/a-directory
 mkdir -p "$dir"
 
 # --- paths -------------------------------------------------------------------------------------
-expect_usage "nonexistent path" "$missing" "No such file" "check the path" -- bench storage "$missing"
+# A path that is not there, or not readable, is a failure of the storage (exit 1), as for `run`;
+# one of the wrong kind for the command (a directory, a device, too small) is bad usage (exit 2).
+expect_runtime "nonexistent path" "$missing" "No such file" "check the path" -- bench storage "$missing"
 expect_usage "directory" "$dir" "directory" "name a file" -- bench storage "$dir"
 expect_usage "directory (file:// URL)" "$dir" "directory" -- bench storage "file://$dir"
 expect_usage "file smaller than one block" "$small" "100 bytes" "smaller than one block" "--bs" \
@@ -77,7 +80,7 @@ if [[ $(id -u) == 0 ]]; then
       done
     fi
     if nobody_can_reach; then
-      expect_usage "permission denied (as uid 65534)" --as "${as_nobody[@]}" --needles \
+      expect_runtime "permission denied (as uid 65534)" --as "${as_nobody[@]}" --needles \
         "$noperm" "Permission denied" "permissions" -- bench storage "$noperm"
     else
       echo "skip: permission denied: uid 65534 cannot reach $permdir or $bin"
@@ -87,14 +90,14 @@ else
   if [[ -r $noperm ]]; then
     echo "skip: permission denied: a mode-000 file is still readable (CAP_DAC_OVERRIDE?)"
   else
-    expect_usage "permission denied" "$noperm" "Permission denied" "permissions" -- bench storage "$noperm"
+    expect_runtime "permission denied" "$noperm" "Permission denied" "permissions" -- bench storage "$noperm"
   fi
 fi
 
 # --- URLs ----------------------------------------------------------------------------------------
 expect_usage "unknown URL scheme" "foo://x/y" "'foo'" "supported:" -- bench storage foo://x/y
 if [[ ${FEEDLINE_TEST_HAVE_HTTP:-0} == 1 ]]; then  # set by ctest for builds with libcurl
-  expect_usage "s3:// endpoint that does not resolve" "s3://bucket/key" "resolve" "--endpoint" \
+  expect_runtime "s3:// endpoint that does not resolve" "s3://bucket/key" "resolve" "--endpoint" \
     -- bench storage s3://bucket/key --endpoint http://no-such-host.invalid:9
   expect_usage "s3:// endpoint that is not http(s)" "--endpoint" "http:// or https://" \
     -- bench storage s3://bucket/key --endpoint ftp://127.0.0.1/
@@ -103,7 +106,7 @@ else
     -- bench storage s3://bucket/key
 fi
 if [[ ${FEEDLINE_TEST_HAVE_NFS:-0} == 1 ]]; then  # set by ctest for builds with libnfs
-  expect_usage "nfs:// server that does not resolve" "nfs://host/export/f" "cannot reach" "is the server up?" \
+  expect_runtime "nfs:// server that does not resolve" "nfs://host/export/f" "cannot reach" "is the server up?" \
     -- bench storage nfs://host/export/f
 else
   expect_usage "nfs:// compiled out" "nfs://host/export/f" "'nfs'" "not available in this build" \
@@ -123,7 +126,7 @@ expect_usage "malformed --runtime" "--runtime" "'10parsecs'" "examples:" \
   -- bench storage "$good" --runtime 10parsecs
 expect_usage "unknown --rw" "--rw" "'write'" "read or randread" -- bench storage "$good" --rw write
 expect_usage "unknown --engine" "engine" "'foo'" "uring, posix or auto" -- bench storage "$good" --engine foo
-expect_usage "--iodepth 0" "--iodepth" "at least 1" -- bench storage "$good" --iodepth 0
+expect_usage "--iodepth 0" "--iodepth" "1..65536" -- bench storage "$good" --iodepth 0
 expect_usage "--time-based without --runtime" "--time-based" "--runtime" \
   -- bench storage "$good" --time-based
 expect_usage "--bs 0" "--bs" "positive" -- bench storage "$good" --bs 0

@@ -6,9 +6,9 @@
 #   - `bench storage` on nfs:// reads every byte once, and copied_bytes says each was copied once;
 #   - the server is killed (SIGKILL) and restarted mid-run: the run completes with the right
 #     digest and reports the reconnect;
-#   - bad inputs: unreachable server, unknown export, missing path (exit 2: found at set-up),
-#     permission denied, a file truncated or replaced during the run (exit 1: found reading): one
-#     clear error line naming the URL, no hang.
+#   - bad inputs: unreachable server, unknown export, missing path, permission denied, a file
+#     truncated or replaced during the run (exit 1: the storage said no, as for a local path):
+#     one clear error line naming the URL, no hang.
 #
 # usage: nfs.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring] [PORT]
 #   Needs root, nfs-ganesha + nfs-ganesha-vfs, /usr/bin/python3 with xxhash
@@ -153,16 +153,16 @@ conclude "server restart under load" "server killed and restarted under load: re
   stderr "$scratch/restart-bench.err" report "$json" || true
 
 # --- bad inputs ----------------------------------------------------------------------------------
-# Failures found while opening the URL are bad input (exit 2, as for a missing local path); those
-# found while reading, or a dataset with no samples, are runtime failures (exit 1, as for local).
+# What the server says no to, at set-up or while reading, is a runtime failure (exit 1, as for a
+# missing local path); a malformed URL is bad usage (exit 2).
 run_timeout=60
-expect_usage "unreachable server" "nfs://127.0.0.1" "2049" re:"cannot reach|reach" \
+expect_runtime "unreachable server" "nfs://127.0.0.1" "2049" re:"cannot reach|reach" \
   -- run "nfs://127.0.0.1/export/ds?version=4&nfsport=1"
-expect_usage "unknown export" "nfs://127.0.0.1/nope" "exports none of" \
+expect_runtime "unknown export" "nfs://127.0.0.1/nope" "exports none of" \
   -- run "nfs://127.0.0.1/nope/ds?version=4&nfsport=$port"
 expect_runtime "missing path" "$(url no-such-dataset | sed 's/?.*//')" "not found" \
   -- run "$(url no-such-dataset)"
-expect_usage "missing file (bench)" "nfs://127.0.0.1/export/no-such-file" "not found" \
+expect_runtime "missing file (bench)" "nfs://127.0.0.1/export/no-such-file" "not found" \
   -- bench storage "$(url no-such-file)" --rw read --bs 64k
 
 # Permission denied: /squashed maps every user to nobody, and the file is mode 000.

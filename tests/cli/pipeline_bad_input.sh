@@ -169,24 +169,24 @@ mkdir -p "$empty_shard"
 expect_runtime "a tar dataset whose only shard is empty" "$empty_shard" re:'no samples|no regular members|empty' \
   -- run "$empty_shard" --format tar
 
-# --- a sample larger than the memory budget -------------------------------------------------------------
+# --- a sample larger than the memory budget: the budget asked for cannot run this dataset (usage) -------
 bigf=$scratch/big-files
 must_gen "$bigf" --format files --samples 3 --sample-size 8MiB
-expect_runtime "8 MiB samples, --memory-budget 4MiB (files)" "--memory-budget" re:"big-files/00000[0-2]\.bin" \
+expect_usage "8 MiB samples, --memory-budget 4MiB (files)" "--memory-budget" re:"big-files/00000[0-2]\.bin" \
   -- run "$bigf" --memory-budget 4MiB
-expect_runtime "8 MiB samples, --memory-budget 4MiB --batch-size 1 (files)" "--memory-budget" \
+expect_usage "8 MiB samples, --memory-budget 4MiB --batch-size 1 (files)" "--memory-budget" \
   re:"big-files/00000[0-2]\.bin" -- run "$bigf" --memory-budget 4MiB --batch-size 1
 bigt=$scratch/big-tar
 must_gen "$bigt" --format tar --samples 3 --sample-size 8MiB
-expect_runtime "8 MiB samples, --memory-budget 4MiB (tar)" "--memory-budget" "shard-000000.tar" \
+expect_usage "8 MiB samples, --memory-budget 4MiB (tar)" "--memory-budget" "shard-000000.tar" \
   -- run "$bigt" --memory-budget 4MiB
 # Only one sample is too big: the error names that one.
 mixed=$scratch/one-big
 must_gen "$mixed" --format files --samples 10 --sample-size 4KiB
 head -c 8388608 /dev/urandom >"$mixed/000010.bin"
-expect_runtime "one 8 MiB sample among 4 KiB ones, --memory-budget 4MiB" "--memory-budget" "one-big/000010.bin" \
+expect_usage "one 8 MiB sample among 4 KiB ones, --memory-budget 4MiB" "--memory-budget" "one-big/000010.bin" \
   -- run "$mixed" --memory-budget 4MiB --batch-size 1
-expect_runtime "one 8 MiB sample among 4 KiB ones, --memory-budget 4MiB --batch-size 4" "--memory-budget" \
+expect_usage "one 8 MiB sample among 4 KiB ones, --memory-budget 4MiB --batch-size 4" "--memory-budget" \
   "one-big/000010.bin" -- run "$mixed" --memory-budget 4MiB --batch-size 4
 
 # --- --on-error skip on bad objects (issue 3: "skips, counts and reports instead") ------------------------

@@ -58,8 +58,11 @@ for k in ("samples", "bytes", "epochs"):
     need(doc, k, "", uint)
 for k in ("wall_seconds", "samples_per_second", "bytes_per_second"):
     need(doc, k, "", lambda v: num(v) and v >= 0)
-au = need(doc, "au", "", num)
+# AU is null when not measured: a run of one step (AU leaves the first step out).
+steps = need(doc, "au_steps", "", uint)
+au = need(doc, "au", "", lambda v: num(v) or (v is None and steps == 0))
 if au is not None: frac("au", au)
+if steps is not None and steps > 0 and au is None: bad("au is null although au_steps is %r" % steps)
 cw = need(doc, "consumer_wait", "", lambda v: isinstance(v, dict))
 if cw is not None:
     f = need(cw, "fraction", "consumer_wait.", num)

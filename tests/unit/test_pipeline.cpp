@@ -344,7 +344,7 @@ TEST_CASE("the memory budget bounds the pipeline and rejects a sample that canno
   tight.memory_budget = 4 << 20;
   auto refused = Loader::open(*big.backend, big.dataset, tight);
   REQUIRE_FALSE(refused);
-  CHECK(refused.error().code() == Errc::kResourceExhausted);
+  CHECK(refused.error().code() == Errc::kInvalidArgument);
   CHECK(refused.error().what().find("memory budget") != std::string::npos);
 }
 
@@ -397,13 +397,13 @@ TEST_CASE("stop() ends a run promptly with a partial report", "[loader][pipeline
   MemDataset ds(50, 1000);
   auto config = small_config(1, 1000);
   auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
-  std::atomic<bool> stop{false};
+  std::stop_source stop;
   std::jthread t([&] {
     std::this_thread::sleep_for(200ms);
-    stop = true;
+    stop.request_stop();
   });
   const auto t0 = std::chrono::steady_clock::now();
-  auto report = run_emulated(*loader, ComputeModel{1ms, {}, 1}, &stop, nullptr);
+  auto report = run_emulated(*loader, ComputeModel{1ms, {}, 1}, stop.get_token(), nullptr);
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   CHECK(report.interrupted);
   CHECK(report.samples > 0);
@@ -414,7 +414,7 @@ TEST_CASE("stop() ends a run promptly with a partial report", "[loader][pipeline
 namespace {
 PipelineReport run_planted(MemDataset& ds, const LoaderConfig& config, std::chrono::nanoseconds compute) {
   auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
-  auto report = run_emulated(*loader, ComputeModel{compute, {}, 1}, nullptr, nullptr);
+  auto report = run_emulated(*loader, ComputeModel{compute, {}, 1}, {}, nullptr);
   INFO("verdict " << report.bottleneck.stage << ": " << report.bottleneck.evidence << " -> "
                   << report.bottleneck.suggestion);
   REQUIRE_FALSE(report.error);

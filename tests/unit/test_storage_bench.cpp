@@ -25,7 +25,7 @@ TEST_CASE("one sequential pass reads every block once", "[loader][bench]") {
   StorageBenchConfig c;
   c.block_size = 64 << 10;
   c.iodepth = 8;
-  auto res = run_storage_bench(*r.backend, *h, c, nullptr, nullptr);
+  auto res = run_storage_bench(*r.backend, *h, c, nullptr);
   REQUIRE(res);
   CHECK(res->stats.ops == 64);
   CHECK(res->stats.bytes == (4u << 20));
@@ -44,7 +44,7 @@ TEST_CASE("numjobs each read the whole object; progress counts them all", "[load
   c.numjobs = 3;
   c.pattern = AccessPattern::kRandom;
   BenchProgress progress;
-  auto res = run_storage_bench(*r.backend, *h, c, nullptr, &progress);
+  auto res = run_storage_bench(*r.backend, *h, c, &progress);
   REQUIRE(res);
   CHECK(res->stats.ops == 3 * 256);
   CHECK(progress.ios.load() == 3 * 256);
@@ -63,13 +63,14 @@ TEST_CASE("the stop flag ends a time-based run early with a partial result", "[l
   c.pattern = AccessPattern::kRandom;
   c.runtime = 60s;
   c.time_based = true;
-  std::atomic<bool> stop{false};
+  std::stop_source stop;
+  c.stop = stop.get_token();
   std::jthread stopper([&] {
     std::this_thread::sleep_for(300ms);
-    stop = true;
+    stop.request_stop();
   });
   const auto t0 = std::chrono::steady_clock::now();
-  auto res = run_storage_bench(*r.backend, *h, c, &stop, nullptr);
+  auto res = run_storage_bench(*r.backend, *h, c, nullptr);
   const auto took = std::chrono::steady_clock::now() - t0;
   REQUIRE(res);
   CHECK(res->interrupted);

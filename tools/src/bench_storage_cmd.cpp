@@ -3,17 +3,21 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-#include <iostream>
+#include <sys/statvfs.h>
+
+#include <filesystem>
 #include <optional>
 
+#include "cli_checks.hpp"
 #include "cli_error.hpp"
-#include "net_options.hpp"
+#include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/storage_bench.hpp"
 #include "feedline/storage/device_stats.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/storage/url_pattern.hpp"
+#include "net_options.hpp"
+#include "output.hpp"
 #include "progress.hpp"
 #include "signals.hpp"
 
@@ -66,15 +70,16 @@ Plan make_plan(const Options& o) {
   if (o.direct && p.bench.block_size % 4096 != 0) {
     throw UsageError(fmt::format("--bs {} is not a multiple of 4 KiB, which --direct needs (try 4k, 64k or 1M)", o.bs));
   }
-  if (o.iodepth == 0) throw UsageError("--iodepth must be at least 1");
-  if (o.numjobs == 0) throw UsageError("--numjobs must be at least 1");
   p.bench.iodepth = o.iodepth;
   p.bench.numjobs = o.numjobs;
   if (o.iodepth_batch == 0 || o.iodepth_batch > o.iodepth) {
     throw UsageError(fmt::format("--iodepth_batch must be between 1 and --iodepth ({})", o.iodepth));
   }
   p.bench.iodepth_batch = o.iodepth_batch;
-  if (!o.size.empty()) p.bench.size = size_opt(o.size, "--size");
+  if (!o.size.empty()) {
+    p.bench.size = size_opt(o.size, "--size");
+    if (p.bench.size == 0) throw UsageError("--size must be positive (leave it out to cover the whole file)");
+  }
   if (!o.runtime.empty()) {
     auto r = parse_duration(o.runtime);
     if (!r) throw UsageError(fmt::format("--runtime: {}", r.error().message()));
@@ -96,15 +101,20 @@ Plan make_plan(const Options& o) {
     throw UsageError("--engine uring: this feedline was built without io_uring (liburing); use --engine posix or auto");
   }
   p.backend.file.engine = *engine;
+  if (o.sqpoll && *engine == transports::EngineKind::kPosix) {
+    throw UsageError("--sqpoll is an io_uring option: it cannot go with --engine posix");
+  }
+  if (o.registerfiles && *engine == transports::EngineKind::kPosix) {
+    throw UsageError("--registerfiles is an io_uring option: it cannot go with --engine posix");
+  }
   p.backend.file.direct = o.direct;
   p.backend.file.sqpoll = o.sqpoll;
   p.backend.file.register_buffers = o.fixedbufs;
   std::vector<std::string> notes;
   apply_net_options(o.net, o.url, p.backend, notes);
-  for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
-  if (o.output != "text" && o.output != "json") {
-    throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
-  }
+  for (const auto& n : notes) out::note(n);
+  p.bench.stop = stop_token();
+  p.backend.stop = stop_token();
   return p;
 }
 
@@ -139,7 +149,7 @@ struct Report {
   nlohmann::json json() const {
     const auto& s = result.stats;
     nlohmann::json j = {
-        {"url", options.url},
+        {"url", redact_url(options.url)},
         {"rw", plan.bench.pattern == loader::AccessPattern::kSequential ? "read" : "randread"},
         {"bs", plan.bench.block_size},
         {"iodepth", plan.bench.iodepth},
@@ -180,7 +190,7 @@ struct Report {
     } else {
       j["device"] = {{"name", nullptr}, {"note", disk_note}};
     }
-    if (result.error) j["error"] = result.error->what();
+    j["error"] = result.error ? nlohmann::json(result.error->what()) : nlohmann::json(nullptr);
     if (!created.empty()) j["created"] = created;
     return j;
   }
@@ -190,7 +200,7 @@ struct Report {
     std::string out;
     auto line = [&out](std::string l) { out += l + "\n"; };
     const auto& b = plan.bench;
-    line(fmt::format("feedline bench storage: {}", options.url));
+    line(fmt::format("feedline bench storage: {}", redact_url(options.url)));
     if (!created.empty()) line(fmt::format("  {}", created));
     line(fmt::format("  job: {} bs={} iodepth={} numjobs={} {} size={}{}",
                      b.pattern == loader::AccessPattern::kSequential ? "read" : "randread",
@@ -239,39 +249,48 @@ struct Report {
   }
 };
 
-int run(const Options& o) {
-  const Plan plan = make_plan(o);
+// --create on a local filesystem without the room: say so before writing, not after filling the
+// disk for minutes (a full disk is a runtime failure, exit 1).
+void check_room(const std::string& path, std::uint64_t more) {
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return;  // the write itself will say what is wrong
+  const std::uint64_t avail = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  if (more > avail) {
+    throw CommandError(Error(Errc::kResourceExhausted,
+                             fmt::format("--create needs {} more, the filesystem has {} free",
+                                         format_bytes(static_cast<double>(more)), format_bytes(static_cast<double>(avail))))
+                           .with_object(path)
+                           .with_hint("use a smaller --create SIZE, or a filesystem with room"));
+  }
+}
+
+int run_checked(const Options& o, const Plan& plan) {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   if (storage::has_brace_pattern(o.url)) {
     throw UsageError("bench storage reads one object; brace patterns name datasets (use `feedline run`)");
   }
-  storage::Resolved resolved = value_or_usage(registry.open(o.url, plan.backend));
+  storage::Resolved resolved = value_or_exit(registry.open(o.url, plan.backend));
   if (resolved.key.ends_with('/')) {  // s3://bucket/prefix/, http://host/dir/: no object to stat
     throw UsageError(fmt::format("{} names a directory: bench storage reads one object (name a file in it; "
                                  "`feedline run` reads directories)",
-                                 o.url));
+                                 redact_url(o.url)));
   }
   storage::Backend& backend = *resolved.backend;
 
-  const std::atomic<bool>& stop = install_stop_handlers();
   std::string created;
   if (plan.create) {
     auto st = backend.stat(resolved.key);
-    if (!st && st.error().code() != Errc::kNotFound) throw UsageError(st.error());
+    if (!st && st.error().code() != Errc::kNotFound) throw CommandError(st.error());
     if (!st || st->size < *plan.create) {
+      if (backend.scheme() == "file") check_room(resolved.key, *plan.create - (st ? st->size : 0));
       if (o.output == "text") {
-        fmt::print(stderr, "laying out {} of random data in {} ...\n",
-                   format_bytes(static_cast<double>(*plan.create)), o.url);
+        out::eprint("laying out {} of random data in {} ...\n", format_bytes(static_cast<double>(*plan.create)),
+                    redact_url(o.url));
       }
-      auto made = loader::create_random_object(backend, resolved.key, *plan.create, o.seed, &stop);
-      if (!made) {
-        if (made.error().code() == Errc::kCancelled) {
-          fmt::print(stderr, "feedline: {}\n", made.error().what());
-          return exit_code_for_stop();
-        }
-        throw UsageError(made.error());
-      }
+      value_or_exit(loader::create_random_object(backend, resolved.key, *plan.create, o.seed, stop_token()));
       created = fmt::format("created {} of random data", format_bytes(static_cast<double>(*plan.create)));
     }
   }
@@ -279,9 +298,9 @@ int run(const Options& o) {
   if (!object) {
     Error e = std::move(object).error();
     if (e.code() == Errc::kNotFound) e.with_hint("check the path, or lay out a test file with --create SIZE");
-    throw UsageError(e);
+    throw CommandError(std::move(e));
   }
-  value_or_usage(loader::validate(plan.bench, **object, backend.caps()));
+  value_or_exit(loader::validate(plan.bench, **object, backend.caps()));
 
   std::optional<storage::DeviceMonitor> monitor;
   std::string disk_note;
@@ -305,27 +324,41 @@ int run(const Options& o) {
       return fmt::format("[{:5.1f}s] {}  {} IOPS  {} read", s, format_rate(s > 0 ? bytes / s : 0),
                          format_count(s > 0 ? ios / s : 0), format_bytes(bytes));
     });
-    return loader::run_storage_bench(backend, **object, plan.bench, &stop, &progress);
+    return loader::run_storage_bench(backend, **object, plan.bench, &progress);
   }();
-  if (!result) {
-    fmt::print(stderr, "feedline: error: {}\n", result.error().what());
-    return kExitRuntime;
-  }
+  value_or_exit(result);
   Report report{o, plan, **object, *result, std::nullopt, disk_note, created};
   if (monitor && before) {
     auto after = monitor->sample();
     if (after) report.disk = storage::DeviceMonitor::delta(monitor->device(), *before, *after);
   }
+  int code = result->error ? exit_code_for(*result->error) : result->interrupted ? exit_code_for_stop() : kExitOk;
   if (o.output == "json") {
-    fmt::print("{}\n", report.json().dump(2));
+    nlohmann::json j = report.json();
+    if (code != kExitOk) j["exit_code"] = code;
+    out::print("{}\n", j.dump(2));
   } else {
-    fmt::print("{}", report.text());
+    out::write_stdout(report.text());
   }
-  if (result->error) {
-    fmt::print(stderr, "feedline: error: {}\n", result->error->what());
-    return kExitRuntime;
+  if (result->error) out::error(result->error->what());
+  return code;
+}
+
+int run(const Options& o) {
+  if (o.output != "text" && o.output != "json") {
+    throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
-  return result->interrupted ? exit_code_for_stop() : kExitOk;
+  try {
+    const Plan plan = make_plan(o);
+    return run_checked(o, plan);
+  } catch (const CommandError& e) {
+    // --output json: a failure is a JSON document too (the error line still goes to stderr).
+    if (o.output == "json") {
+      nlohmann::json j = {{"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
+      out::print("{}\n", j.dump(2));
+    }
+    throw;
+  }
 }
 
 }  // namespace
@@ -336,8 +369,8 @@ void add_bench_storage(CLI::App& bench, int& exit_code) {
   cmd->add_option("url", o->url, "File path, file:///path or mem://key")->required();
   cmd->add_option("--rw", o->rw, "Access pattern: read (sequential) or randread")->capture_default_str();
   cmd->add_option("--bs", o->bs, "Block size per read (4k, 128KiB, 1M)")->capture_default_str();
-  cmd->add_option("--iodepth", o->iodepth, "Reads in flight per job")->capture_default_str();
-  cmd->add_option("--numjobs", o->numjobs, "Parallel jobs, each with its own queue")->capture_default_str();
+  cmd->add_option("--iodepth", o->iodepth, "Reads in flight per job")->capture_default_str()->check(whole_number(1, 65536));
+  cmd->add_option("--numjobs", o->numjobs, "Parallel jobs, each with its own queue")->capture_default_str()->check(whole_number(1, 1024));
   cmd->add_option("--iodepth_batch,--iodepth-batch", o->iodepth_batch, "Reads re-issued per submission (fio's iodepth_batch_submit)")->capture_default_str();
   cmd->add_flag("--direct", o->direct, "O_DIRECT: bypass the page cache");
   add_net_options(*cmd, o->net);
@@ -350,7 +383,7 @@ void add_bench_storage(CLI::App& bench, int& exit_code) {
   cmd->add_flag("--sqpoll", o->sqpoll, "io_uring: kernel submission-queue polling thread");
   cmd->add_flag("--fixedbufs,!--no-fixedbufs", o->fixedbufs, "io_uring: registered buffers (on by default; falls back when refused)");
   cmd->add_flag("--registerfiles", o->registerfiles, "io_uring: registered file descriptors");
-  cmd->add_option("--seed", o->seed, "Seed for random offsets and --create data");
+  cmd->add_option("--seed", o->seed, "Seed for random offsets and --create data")->check(whole_number(0, ~std::uint64_t{0}));
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

@@ -3,14 +3,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-#include <thread>
+#include <algorithm>
 
+#include "cli_checks.hpp"
 #include "cli_error.hpp"
-#include "net_options.hpp"
+#include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/storage/registry.hpp"
+#include "net_options.hpp"
+#include "output.hpp"
 #include "progress.hpp"
 #include "signals.hpp"
 
@@ -32,7 +34,11 @@ struct Options {
   std::string output = "text";
 };
 
-int run(const Options& o) {
+// A sample is built whole in memory before it is written (twice with compression): larger than
+// this it could not be, whatever --max-sample-size says.
+std::uint64_t largest_buildable_sample() { return std::min<std::uint64_t>(physical_memory_bytes() / 4, 4ull << 30); }
+
+loader::GenConfig make_config(const Options& o) {
   loader::GenConfig c;
   c.format = value_or_usage(loader::parse_format(o.format));
   c.samples = o.samples;
@@ -44,7 +50,24 @@ int run(const Options& o) {
   {
     auto m = parse_size(o.max_sample_size);
     if (!m) throw UsageError(fmt::format("--max-sample-size: {}", m.error().message()));
+    if (*m == 0) throw UsageError("--max-sample-size must be positive");
+    const std::uint64_t limit = largest_buildable_sample();
+    if (*m > limit) {
+      throw UsageError(fmt::format("--max-sample-size {} is more than feedline gen can build in this machine's "
+                                   "memory (at most {}: a sample is built whole before it is written)",
+                                   format_bytes(static_cast<double>(*m)), format_bytes(static_cast<double>(limit))));
+    }
     c.max_sample_size = *m;
+  }
+  // Clamping draws to --max-sample-size is for the tails of a distribution; a size (or a mean)
+  // above it would silently write other samples than asked for.
+  const double asked = c.sample_size.kind == loader::SizeDistribution::Kind::kUniform ? c.sample_size.b : c.sample_size.a;
+  if (asked > static_cast<double>(c.max_sample_size)) {
+    throw UsageError(fmt::format("--sample-size {}: {} {} is larger than --max-sample-size {}", o.sample_size,
+                                 c.sample_size.kind == loader::SizeDistribution::Kind::kFixed     ? "the size"
+                                 : c.sample_size.kind == loader::SizeDistribution::Kind::kUniform ? "the maximum"
+                                                                                                  : "the mean",
+                                 format_bytes(asked), format_bytes(static_cast<double>(c.max_sample_size))));
   }
   c.samples_per_shard = o.samples_per_shard;
   {
@@ -55,35 +78,24 @@ int run(const Options& o) {
   c.compressibility = o.compressibility;
   c.with_label = !o.no_label;
   c.seed = o.seed;
-  if (o.output != "text" && o.output != "json") {
-    throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
-  }
   value_or_usage(loader::validate(c));
+  return c;
+}
 
+int run_checked(const Options& o, const loader::GenConfig& c) {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   storage::BackendConfig bc;
+  bc.stop = stop_token();
   {
     std::vector<std::string> notes;
     apply_net_options(o.net, o.url, bc, notes);
-    for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
+    for (const auto& n : notes) out::note(n);
   }
-  storage::Resolved resolved = value_or_usage(registry.open(o.url, bc));
-
-  const std::atomic<bool>& stop_flag = install_stop_handlers();
-  std::stop_source stop;
-  std::jthread watcher([&stop, &stop_flag](std::stop_token st) {
-    while (!st.stop_requested()) {
-      if (stop_flag.load()) {
-        stop.request_stop();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
+  storage::Resolved resolved = value_or_exit(registry.open(o.url, bc));
   std::atomic<std::uint64_t> done{0};
   loader::GenHooks hooks;
-  hooks.stop = stop.get_token();
+  hooks.stop = stop_token();
   hooks.progress = [&done](std::uint64_t n) { done.store(n, std::memory_order_relaxed); };
   Result<loader::GenSummary> summary = [&] {
     ProgressLine line(o.output == "text" && stdout_is_tty(), [&done, &o](double s) {
@@ -92,14 +104,10 @@ int run(const Options& o) {
     });
     return loader::generate_dataset(*resolved.backend, resolved.key, c, hooks);
   }();
-  watcher.request_stop();
-  if (!summary) {
-    fmt::print(stderr, "feedline: error: {}\n", summary.error().what());
-    return summary.error().code() == Errc::kCancelled ? exit_code_for_stop() : kExitRuntime;
-  }
-  const auto& s = *summary;
+  const auto& s = value_or_exit(std::move(summary));
+  const std::string url = redact_url(o.url);
   if (o.output == "json") {
-    nlohmann::json j = {{"url", o.url},
+    nlohmann::json j = {{"url", url},
                         {"format", loader::format_name(c.format)},
                         {"samples", s.samples},
                         {"members", s.members},
@@ -111,18 +119,39 @@ int run(const Options& o) {
                         {"sample_size", c.sample_size.to_string()},
                         {"compress", c.compress.to_string()},
                         {"compressibility", c.compressibility},
-                        {"seed", c.seed}};
-    fmt::print("{}\n", j.dump(2));
+                        {"seed", c.seed},
+                        {"manifest", s.manifest},
+                        {"error", nullptr}};
+    out::print("{}\n", j.dump(2));
   } else {
-    fmt::print("feedline gen: {} ({}, {} samples, sizes {}, compress {}, seed {})\n", o.url,
+    out::print("feedline gen: {} ({}, {} samples, sizes {}, compress {}, seed {})\n", url,
                loader::format_name(c.format), s.samples, c.sample_size.to_string(), c.compress.to_string(), c.seed);
-    fmt::print("  wrote {} object(s){}, {} stored, {} decoded\n", s.objects,
+    out::print("  wrote {} object(s){}, {} stored, {} decoded\n", s.objects,
                s.index_objects ? fmt::format(" + {} index(es)", s.index_objects) : "",
                format_bytes(static_cast<double>(s.bytes_stored)), format_bytes(static_cast<double>(s.bytes_decoded)));
-    fmt::print("  digest {} (sum of XXH3-64 over decoded members; `feedline run` reports the same per epoch)\n",
+    out::print("  digest {} (sum of XXH3-64 over decoded members; `feedline run` reports the same per epoch)\n",
                s.digest);
+    out::print("  manifest {} (written last: `feedline run` refuses a dataset whose generation did not finish)\n",
+               s.manifest);
   }
   return kExitOk;
+}
+
+int run(const Options& o) {
+  if (o.output != "text" && o.output != "json") {
+    throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
+  }
+  try {
+    const loader::GenConfig c = make_config(o);
+    return run_checked(o, c);
+  } catch (const CommandError& e) {
+    // --output json: a failure is a JSON document too (the error line still goes to stderr).
+    if (o.output == "json") {
+      nlohmann::json j = {{"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
+      out::print("{}\n", j.dump(2));
+    }
+    throw;
+  }
 }
 
 }  // namespace
@@ -133,16 +162,21 @@ void add_gen(CLI::App& app, int& exit_code) {
   cmd->add_option("url", o->url, "Where: a directory, file:///path or mem://prefix")->required();
   add_net_options(*cmd, o->net);
   cmd->add_option("--format", o->format, "files (one sample per file) or tar (WebDataset shards)")->capture_default_str();
-  cmd->add_option("--samples", o->samples, "Number of samples")->capture_default_str();
+  cmd->add_option("--samples", o->samples, "Number of samples")->capture_default_str()->check(whole_number(1, 1ull << 32));
   cmd->add_option("--sample-size", o->sample_size, "Size: 128KiB, normal:MEAN:STDEV, lognormal:MEAN:STDEV, uniform:MIN:MAX")
       ->capture_default_str();
   cmd->add_option("--max-sample-size", o->max_sample_size, "Clamp drawn sizes to this")->capture_default_str();
-  cmd->add_option("--samples-per-shard", o->samples_per_shard, "Samples per tar shard")->capture_default_str();
+  cmd->add_option("--samples-per-shard", o->samples_per_shard, "Samples per tar shard")
+      ->capture_default_str()
+      ->check(whole_number(1, 1ull << 32));
   cmd->add_option("--compress", o->compress, "none or zstd[:LEVEL] (per sample)")->capture_default_str();
   cmd->add_option("--compressibility", o->compressibility, "Fraction of each sample that compresses, 0..1")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_in(0, 1, true));
   cmd->add_flag("--no-label", o->no_label, "tar: no .cls member per sample");
-  cmd->add_option("--seed", o->seed, "Seed: the same arguments give the same bytes")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Seed: the same arguments give the same bytes")
+      ->capture_default_str()
+      ->check(whole_number(0, ~std::uint64_t{0}));
   cmd->add_option("--output", o->output, "text or json")->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }

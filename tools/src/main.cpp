@@ -2,19 +2,51 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cstdio>
+#include <array>
 #include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "bench_storage_cmd.hpp"
 #include "cli_error.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/transports/file_engine.hpp"
 #include "gen_cmd.hpp"
+#include "output.hpp"
 #include "probe_cmd.hpp"
 #include "run_cmd.hpp"
+#include "signals.hpp"
+
+namespace {
+
+// CLI11 says "A subcommand is required" for `feedline frobnicate`: name what was typed instead.
+// Returns the unknown command, or nothing.
+std::optional<std::string> unknown_command(int argc, char** argv, const CLI::App& app) {
+  const CLI::App* level = &app;
+  std::string path;
+  for (int i = 1; i < argc && level; ++i) {
+    const std::string_view word = argv[i];
+    if (word.empty() || word.front() == '-') return std::nullopt;
+    const auto subs = level->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) return std::nullopt;  // a command's own arguments from here on
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : subs) {
+      if (sub->check_name(std::string(word))) next = sub;
+    }
+    path += path.empty() ? std::string(word) : " " + std::string(word);
+    if (!next) return path;
+    level = next;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace feedline::tools;
+  out::init_standard_streams();
+  install_stop_signals();
   CLI::App app{"feedline: dataset storage -> pipeline -> GPU, and where it stalls"};
   // The version line names the optional parts compiled in, for scripts that need to know.
   app.set_version_flag("--version", fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {})",
@@ -28,23 +60,30 @@ int main(int argc, char** argv) {
   add_gen(app, exit_code);
   add_run(app, exit_code);
   add_probe(app, exit_code);
+  if (auto cmd = unknown_command(argc, argv, app)) {
+    out::error(fmt::format("unknown command '{}' (commands: bench storage, gen, run, probe; see feedline --help)", *cmd));
+    return out::finish(kExitUsage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return out::finish(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return out::finish(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return out::finish(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "feedline: error: {} (see feedline --help)\n", e.what());
-    return kExitUsage;
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "feedline: error: {}\n", e.what());
-    return kExitUsage;
+    out::error(fmt::format("{} (see feedline --help)", e.what()));
+    return out::finish(kExitUsage);
+  } catch (const CommandError& e) {
+    out::error(e.what());
+    return out::finish(e.code());
+  } catch (const std::bad_alloc&) {
+    out::error("out of memory (a size or count too large for this machine?)");
+    return out::finish(kExitRuntime);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "feedline: internal error: {}\n", e.what());
-    return kExitRuntime;
+    out::error(fmt::format("internal error: {}", e.what()));
+    return out::finish(kExitRuntime);
   }
-  return exit_code;
+  return out::finish(exit_code);
 }

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include "aws_config.hpp"
+#include "cli_checks.hpp"
 #include "cli_error.hpp"
+#include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
+#include "output.hpp"
 
 namespace feedline::tools {
 
@@ -13,7 +16,8 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
   cmd.add_option("--connections", o.connections,
                  "Connections per job (HTTP: concurrent keep-alive connections, 0 = one per request in "
                  "flight; NFS: TCP connections to the server, like nconnect)")
-      ->group(group);
+      ->group(group)
+      ->check(whole_number(0, 4096));
   cmd.add_option("--endpoint", o.endpoint, "S3 endpoint URL (overrides AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000")
       ->group(group);
   cmd.add_option("--region", o.region, "S3 region (overrides AWS_REGION / AWS_DEFAULT_REGION)")->group(group);
@@ -30,15 +34,19 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
   cmd.add_option("--http-loops", o.http_loops,
                  "HTTP event-loop threads per job that share parts of 1 MiB and more, so that receiving "
                  "large objects uses more than one core (0 = one per core, at most 4; 1 = a single loop)")
-      ->group(group);
+      ->group(group)
+      ->check(whole_number(0, 64));
   cmd.add_option("--max-attempts", o.max_attempts, "Attempts per request, the first included (retries back off with jitter)")
-      ->group(group);
+      ->group(group)
+      ->check(whole_number(1, 100));
   cmd.add_option("--connect-timeout", o.connect_timeout, "Give up connecting after this long")->group(group);
   cmd.add_option("--stall-timeout", o.stall_timeout, "Fail an attempt that receives no byte for this long")->group(group);
 }
 
 void apply_net_options(const NetOptions& o, std::string_view url, storage::BackendConfig& c,
                        std::vector<std::string>& notes) {
+  // Whatever the URL carries that is secret (a password, a signature) is never printed.
+  for (std::string& secret : url_secrets(url)) out::add_secret(std::move(secret));
   auto duration = [](const std::string& text, const char* flag) {
     auto r = parse_duration(text);
     if (!r) throw UsageError(fmt::format("{}: {}", flag, r.error().message()));
@@ -78,6 +86,8 @@ void apply_net_options(const NetOptions& o, std::string_view url, storage::Backe
     c.s3.access_key_id = aws->access_key_id;
     c.s3.secret_access_key = aws->secret_access_key;
     c.s3.session_token = aws->session_token;
+    out::add_secret(aws->secret_access_key);
+    out::add_secret(aws->session_token);
   }
   if (!aws->region.empty()) c.s3.region = aws->region;
   if (!o.region.empty()) c.s3.region = o.region;

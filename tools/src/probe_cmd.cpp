@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_error.hpp"
+#include "output.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/transports/cuda.hpp"
@@ -101,47 +102,47 @@ int probe(const Options& o) {
   }
 
   if (o.output == "json") {
-    fmt::print("{}\n", doc.dump(2));
+    out::print("{}\n", doc.dump(2));
   } else {
-    fmt::print("feedline probe\n");
+    out::print("feedline probe\n");
     if (cuda->available()) {
-      fmt::print("  gpu: {} device(s), driver {}, runtime {} ({})\n", cuda->devices().size(),
+      out::print("  gpu: {} device(s), driver {}, runtime {} ({})\n", cuda->devices().size(),
                  cu::version_string(cuda->driver_version()), cu::version_string(cuda->runtime_version()),
                  cuda->library());
       for (const auto& d : cuda->devices()) {
-        fmt::print("    cuda:{}  {}  cc {}.{}  {}  {}\n", d.index, d.name, d.cc_major, d.cc_minor, d.pci_bus_id,
+        out::print("    cuda:{}  {}  cc {}.{}  {}  {}\n", d.index, d.name, d.cc_major, d.cc_minor, d.pci_bus_id,
                    format_bytes(static_cast<double>(d.total_memory)));
       }
     } else {
-      fmt::print("  gpu: none: {}\n", cuda->reason());
+      out::print("  gpu: none: {}\n", cuda->reason());
       if (cuda->loaded()) {
-        fmt::print("    ({} loaded; driver {}, runtime {})\n", cuda->library(), cu::version_string(cuda->driver_version()),
+        out::print("    ({} loaded; driver {}, runtime {})\n", cuda->library(), cu::version_string(cuda->driver_version()),
                    cu::version_string(cuda->runtime_version()));
       }
     }
     if (cufile->available()) {
-      fmt::print("  cufile: {} ({}{}){}\n", cufile->library(),
+      out::print("  cufile: {} ({}{}){}\n", cufile->library(),
                  cufile->compat_mode() ? "compatibility mode: " : "GPUDirect Storage",
                  cufile->compat_mode() ? cufile->reason() : "", cufile->batch_api() ? ", batch API" : "");
     } else {
-      fmt::print("  cufile: unavailable: {}\n", cufile->reason());
+      out::print("  cufile: unavailable: {}\n", cufile->reason());
     }
     if (uring.available) {
-      fmt::print("  io_uring: yes (kernel {}); read-fixed {}; setup modes: {}; features: {}\n", uring.kernel,
+      out::print("  io_uring: yes (kernel {}); read-fixed {}; setup modes: {}; features: {}\n", uring.kernel,
                  uring.read_fixed ? "yes" : "no", fmt::join(uring.setup, ", "), fmt::join(uring.features, ", "));
     } else {
-      fmt::print("  io_uring: no: {} (kernel {})\n", uring.reason, uring.kernel);
+      out::print("  io_uring: no: {} (kernel {})\n", uring.reason, uring.kernel);
     }
-    fmt::print("  memlock (registered buffers, mlock'd batches): {}\n",
+    out::print("  memlock (registered buffers, mlock'd batches): {}\n",
                memlock.unlimited ? std::string("unlimited")
                                  : fmt::format("{} (hard {})", format_bytes(static_cast<double>(memlock.soft)),
                                                format_bytes(static_cast<double>(memlock.hard))));
-    fmt::print("  libcurl: {}   libnfs: {}   zstd: {}\n", curl.empty() ? "not built" : curl,
+    out::print("  libcurl: {}   libnfs: {}   zstd: {}\n", curl.empty() ? "not built" : curl,
                nfs.empty() ? "not built" : nfs, loader::zstd_available() ? "yes" : "not built");
-    fmt::print("  memcpy: {} (one thread, 64 MiB, aligned)\n", format_rate(memcpy_bw));
+    out::print("  memcpy: {} (one thread, 64 MiB, aligned)\n", format_rate(memcpy_bw));
     if (o.h2d_bench) {
       if (!h2d_error) {
-        fmt::print("  h2d (cudaMemcpy, {}): pinned {}, pageable {} ({:.0f}% of pinned)\n",
+        out::print("  h2d (cudaMemcpy, {}): pinned {}, pageable {} ({:.0f}% of pinned)\n",
                    format_bytes(static_cast<double>(*h2d_bytes)),
                    format_rate(doc["h2d"]["pinned_bytes_per_second"].get<double>()),
                    format_rate(doc["h2d"]["pageable_bytes_per_second"].get<double>()),
@@ -150,7 +151,7 @@ int probe(const Options& o) {
     }
   }
   if (h2d_error) {
-    fmt::print(stderr, "feedline: error: --h2d-bench: {}\n", h2d_error->what());
+    out::error(fmt::format("--h2d-bench: {}", h2d_error->what()));
     return kExitRuntime;
   }
   return kExitOk;

@@ -1,5 +1,7 @@
 #include "progress.hpp"
 
+#include "output.hpp"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -24,11 +26,11 @@ ProgressLine::ProgressLine(bool enabled, std::function<std::string(double)> rend
       cv.wait_for(lock, st, std::chrono::milliseconds(500), [&] { return st.stop_requested(); });
       if (st.stop_requested()) break;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      fmt::print(stdout, "\r\033[K{}", render(s));
-      std::fflush(stdout);
+      out::write_stdout(fmt::format("\r\033[K{}", render(s)));
+      out::flush_stdout();
     }
-    fmt::print(stdout, "\r\033[K");
-    std::fflush(stdout);
+    out::write_stdout("\r\033[K");
+    out::flush_stdout();
   });
 }
 

@@ -2,28 +2,36 @@
 
 #include <fmt/format.h>
 
-#include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 
+#include "cli_checks.hpp"
 #include "cli_error.hpp"
-#include "net_options.hpp"
 #include "config_file.hpp"
+#include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/stage_bench.hpp"
 #include "feedline/storage/decorators.hpp"
 #include "feedline/storage/registry.hpp"
-#include "feedline/storage/url_pattern.hpp"
 #include "feedline/transports/cuda.hpp"
+#include "json_file.hpp"
+#include "net_options.hpp"
+#include "output.hpp"
 #include "progress.hpp"
 #include "run_report.hpp"
 #include "signals.hpp"
 
 namespace feedline::tools {
 namespace {
+
+// Bounds on what a user may ask for (the loader's own, and these): beyond them a value would only
+// allocate (per-read, per-batch and per-thread state) or run for ever, not read faster.
+constexpr std::uint64_t kMaxEpochs = 1u << 20;
+constexpr std::uint64_t kMaxRanks = 1u << 20;
 
 // The process's peak resident set (VmHWM), to check the memory budget holds from outside.
 std::uint64_t peak_rss_bytes() {
@@ -52,37 +60,25 @@ struct Options {
   int decode_nice = 5;
   unsigned prefetch = 2;
   std::string memory_budget = "1GiB";
+  std::string max_sample_size;
   std::string compute_time;
   std::string decode_cost;
   std::string collate_cost;
   std::string on_error = "fail";
   bool no_accounting = false;
-  std::string json_path;
+  std::optional<std::string> json_path;  // set (maybe empty) when --json was given
   std::string engine = "auto";
   bool direct = false;
   std::string throttle_bw;
   std::string throttle_latency;
   bool no_index = false;
-  double au_target = 0;
+  std::optional<double> au_target;
   bool stages_alone = false;
   std::string device;                 // "cuda:N" copies batches to that GPU
   std::string gpu_direct = "auto";
   unsigned cuda_streams = 4;
   std::uint64_t stages_alone_samples = 20000;
 };
-
-// Rank and world size the way launchers publish them: torchrun, Open MPI, SLURM.
-std::optional<unsigned> env_uint(std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    if (const char* v = std::getenv(n); v && *v) {
-      char* end = nullptr;
-      const unsigned long x = std::strtoul(v, &end, 10);
-      if (end && *end == '\0') return static_cast<unsigned>(x);
-      throw UsageError(fmt::format("environment variable {}='{}' is not a number", n, v));
-    }
-  }
-  return std::nullopt;
-}
 
 std::chrono::nanoseconds duration_opt(const std::string& text, const char* flag) {
   if (text.empty()) return {};
@@ -91,10 +87,71 @@ std::chrono::nanoseconds duration_opt(const std::string& text, const char* flag)
   return *r;
 }
 
-int run(const Options& o) {
+// Rank and world size: the flags, else the variables of the launcher that set them (torchrun,
+// Open MPI, SLURM), always both from the same launcher. Every value is checked the same way
+// and errors name where it came from.
+struct Sharding {
+  unsigned rank = 0, world = 1;
+  std::string rank_from = "--rank", world_from = "--world-size";
+};
+
+Sharding sharding(const Options& o) {
+  struct Launcher {
+    const char* rank;
+    const char* world;
+  };
+  constexpr Launcher kLaunchers[] = {
+      {"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
+  auto env_number = [](const char* name, std::uint64_t min, std::uint64_t max) -> std::optional<unsigned> {
+    const char* v = std::getenv(name);
+    if (!v) return std::nullopt;
+    std::string why;
+    auto n = parse_whole_number(v, min, max, &why);
+    if (!n) throw UsageError(fmt::format("environment variable {}='{}': {}", name, v, why));
+    return static_cast<unsigned>(*n);
+  };
+  Sharding s;
+  if (o.rank) s.rank = *o.rank;
+  if (o.world_size) s.world = *o.world_size;
+  for (const Launcher& l : kLaunchers) {
+    const bool has_rank = std::getenv(l.rank) != nullptr, has_world = std::getenv(l.world) != nullptr;
+    if (!has_rank && !has_world) continue;
+    if (!o.rank) {
+      if (!has_rank) {
+        throw UsageError(fmt::format("{} is set but {} is not: set both, or give --rank", l.world, l.rank));
+      }
+      s.rank = *env_number(l.rank, 0, kMaxRanks - 1);
+      s.rank_from = l.rank;
+    }
+    if (!o.world_size) {
+      if (!has_world) {
+        throw UsageError(fmt::format("{} is set but {} is not: set both, or give --world-size", l.rank, l.world));
+      }
+      s.world = *env_number(l.world, 1, kMaxRanks);
+      s.world_from = l.world;
+    }
+    break;
+  }
+  if (s.rank >= s.world) {
+    throw UsageError(fmt::format("{} {} must be below {} {}", s.rank_from, s.rank, s.world_from, s.world));
+  }
+  return s;
+}
+
+// Everything a run needs, validated, before anything is opened.
+struct Setup {
   RunContext ctx;
-  ctx.url = o.url;
-  ctx.au_target = o.au_target;
+  loader::ComputeModel compute;
+  storage::BackendConfig backend;
+  std::optional<loader::DatasetFormat> format;
+  std::optional<storage::ThrottleConfig> throttle;
+};
+
+Setup make_setup(const Options& o) {
+  Setup st;
+  RunContext& ctx = st.ctx;
+  ctx.url = redact_url(o.url);
+  ctx.au_target = o.au_target.value_or(0);
   loader::LoaderConfig& c = ctx.config;
   c.sampler.batch_size = o.batch_size;
   c.sampler.epochs = o.epochs;
@@ -102,26 +159,36 @@ int run(const Options& o) {
   c.sampler.shuffle = !o.no_shuffle;
   c.sampler.shard_shuffle = o.shard_shuffle;
   if (o.shard_shuffle > 0 && o.no_shuffle) throw UsageError("--shard-shuffle shuffles: it cannot go with --no-shuffle");
-  if (o.shard_shuffle > 65536) throw UsageError("--shard-shuffle must be at most 65536 open shards");
-  c.sampler.rank = o.rank.value_or(env_uint({"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}).value_or(0));
-  c.sampler.world_size =
-      o.world_size.value_or(env_uint({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}).value_or(1));
+  const Sharding sh = sharding(o);
+  c.sampler.rank = sh.rank;
+  c.sampler.world_size = sh.world;
   c.sampler.drop_last = o.drop_last;
-  if (o.batch_size == 0) throw UsageError("--batch-size must be at least 1");
-  if (o.epochs == 0) throw UsageError("--epochs must be at least 1");
-  if (c.sampler.world_size == 0 || c.sampler.rank >= c.sampler.world_size) {
-    throw UsageError(fmt::format("--rank {} must be below --world-size {}", c.sampler.rank, c.sampler.world_size));
-  }
-  if (o.io_depth == 0) throw UsageError("--io-depth must be at least 1");
-  if (o.decode_threads == 0 || o.decode_threads > 256) throw UsageError("--decode-threads must be between 1 and 256");
   c.io_depth = o.io_depth;
   c.decode_threads = o.decode_threads;
-  if (o.decode_nice < 0 || o.decode_nice > 19) throw UsageError("--decode-nice must be between 0 and 19");
   c.decode_nice = o.decode_nice;
   c.prefetch_batches = o.prefetch;
-  auto budget = parse_size(o.memory_budget);
-  if (!budget) throw UsageError(fmt::format("--memory-budget: {}", budget.error().message()));
-  c.memory_budget = *budget;
+  {
+    auto budget = parse_size(o.memory_budget);
+    if (!budget) throw UsageError(fmt::format("--memory-budget: {}", budget.error().message()));
+    const std::uint64_t ram = physical_memory_bytes();
+    if (*budget < (1u << 20)) throw UsageError("--memory-budget must be at least 1 MiB");
+    if (*budget > ram) {
+      throw UsageError(fmt::format("--memory-budget {} is more than this machine's memory ({})",
+                                   format_bytes(static_cast<double>(*budget)), format_bytes(static_cast<double>(ram))));
+    }
+    c.memory_budget = *budget;
+  }
+  if (!o.max_sample_size.empty()) {
+    auto m = parse_size(o.max_sample_size);
+    if (!m) throw UsageError(fmt::format("--max-sample-size: {}", m.error().message()));
+    if (*m == 0) throw UsageError("--max-sample-size must be positive");
+    if (*m > c.memory_budget) {
+      throw UsageError(fmt::format("--max-sample-size {} is more than --memory-budget {}: no sample that large fits",
+                                   format_bytes(static_cast<double>(*m)),
+                                   format_bytes(static_cast<double>(c.memory_budget))));
+    }
+    c.max_sample_bytes = *m;
+  }
   c.decode_cost = duration_opt(o.decode_cost, "--decode-cost");
   c.collate_cost = duration_opt(o.collate_cost, "--collate-cost");
   if (o.on_error == "fail") {
@@ -132,6 +199,7 @@ int run(const Options& o) {
     throw UsageError(fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
   }
   c.accounting = !o.no_accounting;
+  c.stop = stop_token();
   {
     auto mode = loader::parse_gpu_direct(o.gpu_direct);
     if (!mode) throw UsageError(fmt::format("--gpu-direct: {}", mode.error().message()));
@@ -139,21 +207,18 @@ int run(const Options& o) {
     auto dev = transports::cuda::parse_device(o.device);
     if (!dev) throw UsageError(fmt::format("--device: {} ({})", dev.error().message(), dev.error().hint()));
     c.device.device = *dev;
-    if (o.cuda_streams == 0 || o.cuda_streams > 64) throw UsageError("--cuda-streams must be between 1 and 64");
     c.device.streams = o.cuda_streams;
     if (*dev >= 0) c.device.cuda = transports::cuda::CudaRuntime::load();  // loaded once, for the plan and the run
   }
-  loader::ComputeModel compute;
   if (!o.compute_time.empty()) {
     auto m = loader::parse_compute_time(o.compute_time);
     if (!m) throw UsageError(fmt::format("--compute-time: {}", m.error().message()));
-    compute = *m;
+    st.compute = *m;
     ctx.compute_time = o.compute_time;
   }
-  std::optional<loader::DatasetFormat> format;
-  if (o.format != "auto") format = value_or_usage(loader::parse_format(o.format));
+  if (o.format != "auto") st.format = value_or_usage(loader::parse_format(o.format));
 
-  storage::BackendConfig bc;
+  storage::BackendConfig& bc = st.backend;
   {
     auto engine = transports::parse_engine(o.engine);
     if (!engine) throw UsageError(fmt::format("--engine: {}", engine.error().message()));
@@ -163,15 +228,12 @@ int run(const Options& o) {
     bc.file.engine = *engine;
   }
   bc.file.direct = o.direct;
+  bc.stop = stop_token();
   {
     std::vector<std::string> notes;
     apply_net_options(o.net, o.url, bc, notes);
-    for (const auto& n : notes) std::fprintf(stderr, "feedline: note: %s\n", n.c_str());
+    for (const auto& n : notes) out::note(n);
   }
-  storage::Registry registry;
-  storage::register_builtin_backends(registry);
-  storage::Resolved resolved = value_or_usage(registry.open(o.url, bc));
-  std::unique_ptr<storage::Backend> backend = std::move(resolved.backend);
   if (!o.throttle_bw.empty() || !o.throttle_latency.empty()) {
     storage::ThrottleConfig tc;
     if (!o.throttle_bw.empty()) {
@@ -182,126 +244,169 @@ int run(const Options& o) {
       tc.bytes_per_second = static_cast<double>(*bw);
     }
     tc.latency = duration_opt(o.throttle_latency, "--throttle-latency");
-    backend = storage::make_throttle(std::move(backend), tc);
+    st.throttle = tc;
   }
+  return st;
+}
+
+nlohmann::json stages_alone_json(const loader::StagesAlone& alone, const loader::PipelineReport& report) {
+  nlohmann::json stages = nlohmann::json::array();
+  out::print("  stages alone ({} samples):\n", alone.stages.front().samples);
+  for (const auto& st : alone.stages) {
+    out::print("    {:<8} {:>10.0f} samples/s  {}\n", st.stage, st.samples_per_second,
+               format_rate(st.seconds > 0 ? static_cast<double>(st.bytes) / st.seconds : 0));
+    stages.push_back({{"stage", st.stage}, {"samples", st.samples}, {"bytes", st.bytes},
+                      {"seconds", st.seconds}, {"samples_per_second", st.samples_per_second},
+                      {"cpu_seconds", st.cpu_seconds}});
+  }
+  const double efficiency =
+      alone.slowest_samples_per_second > 0 ? report.samples_per_second / alone.slowest_samples_per_second : 0;
+  out::print("    pipeline efficiency: {:.0f}% of the slowest stage alone ({}, {:.0f} samples/s)\n", efficiency * 100,
+             alone.slowest, alone.slowest_samples_per_second);
+  nlohmann::json doc = {{"stages", stages},
+                        {"slowest", alone.slowest},
+                        {"slowest_samples_per_second", alone.slowest_samples_per_second},
+                        {"efficiency", efficiency}};
+  if (alone.cpu_ceiling_samples_per_second > 0) {
+    const double of_ceiling = report.samples_per_second / alone.cpu_ceiling_samples_per_second;
+    out::print("    CPU: the stages need {:.1f} CPU-us per sample together: at most {:.0f} samples/s on {} "
+               "core(s); the run reached {:.0f}% of that{}\n",
+               alone.cpu_per_sample_us, alone.cpu_ceiling_samples_per_second, alone.cores, of_ceiling * 100,
+               alone.cpu_ceiling_samples_per_second < alone.slowest_samples_per_second
+                   ? " (the cores, not one stage, bound this run)"
+                   : "");
+    doc["cpu_per_sample_us"] = alone.cpu_per_sample_us;
+    doc["cores"] = alone.cores;
+    doc["cpu_ceiling_samples_per_second"] = alone.cpu_ceiling_samples_per_second;
+    doc["efficiency_vs_cpu_ceiling"] = of_ceiling;
+  }
+  return doc;
+}
+
+int run_checked(const Options& o, Setup& st, JsonFile& json) {
+  RunContext& ctx = st.ctx;
+  loader::LoaderConfig& c = ctx.config;
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  storage::Resolved resolved = value_or_exit(registry.open(o.url, st.backend));
+  std::unique_ptr<storage::Backend> backend = std::move(resolved.backend);
+  if (st.throttle) backend = storage::make_throttle(std::move(backend), *st.throttle);
 
   loader::DatasetOptions dopt;
   dopt.use_index = !o.no_index;
   dopt.skip_bad_objects = c.on_error == loader::OnError::kSkip;
-  if (format) {
-    dopt.format = *format;
-  } else {
-    // auto: tar when the root holds .tar shards, else one sample per file.
-    bool tar = resolved.key.ends_with(".tar");
-    if (storage::has_brace_pattern(resolved.key)) {
-      // Named objects (no listing): their names say.
-      if (auto names = storage::expand_braces(resolved.key)) {
-        for (const auto& n : *names) tar = tar || n.ends_with(".tar");
-      }
-    } else if (auto listing = backend->list(resolved.key)) {
-      for (const auto& obj : *listing) tar = tar || obj.key.ends_with(".tar");
-    }
-    dopt.format = tar ? loader::DatasetFormat::kTar : loader::DatasetFormat::kFiles;
+  dopt.format = st.format.value_or(loader::DatasetFormat::kAuto);
+  dopt.stop = stop_token();
+  loader::Dataset dataset = value_or_exit(loader::open_dataset(*backend, resolved.key, dopt));
+  ctx.format = std::string(loader::format_name(dataset.format));
+  if (o.shard_shuffle > 0 && dataset.format == loader::DatasetFormat::kFiles) {
+    out::note("--shard-shuffle shuffles the shards of a tar dataset; in this files dataset every file is a shard of "
+              "one sample, so the order is as shuffled as without it (reads of neighbouring files do not coalesce)");
   }
-  ctx.format = std::string(loader::format_name(dopt.format));
-  auto dataset = loader::open_dataset(*backend, resolved.key, dopt);
-  if (!dataset) {
-    fmt::print(stderr, "feedline: error: {}\n", dataset.error().what());
-    return kExitRuntime;
-  }
-  for (const auto& note : dataset->notes) fmt::print(stderr, "note: {}\n", note);
-  for (const auto& why : dataset->skipped) fmt::print(stderr, "skipped (--on-error skip): {}\n", why);
-  ctx.dataset_samples = dataset->samples.size();
-  ctx.dataset_bytes = dataset->total_bytes;
+  for (const auto& n : dataset.notes) out::eprint("note: {}\n", n);
+  for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);
+  ctx.dataset_samples = dataset.samples.size();
+  ctx.dataset_bytes = dataset.total_bytes;
   {
     auto q = backend->make_queue({});
     ctx.engine = q ? (*q)->info().engine : "?";
   }
-
   // The data path: "impossible" (--gpu-direct on, a GPU that is not there) is a usage error.
-  {
-    auto plan = loader::plan_data_path(*dataset, c, *backend);
-    if (!plan) throw UsageError(plan.error());
-  }
-  auto loader_r = loader::Loader::open(*backend, *dataset, c);
-  if (!loader_r) {
-    fmt::print(stderr, "feedline: error: {}\n", loader_r.error().what());
-    return kExitRuntime;
-  }
-  const std::atomic<bool>& stop = install_stop_handlers();
+  (void)value_or_usage(loader::plan_data_path(dataset, c, *backend));
+  auto loader = value_or_exit(loader::Loader::open(*backend, dataset, c));
+
   std::atomic<std::uint64_t> delivered{0};
   loader::PipelineReport report;
   {
-    const auto total = static_cast<double>(dataset->samples.size()) * o.epochs / c.sampler.world_size;
+    const auto total = static_cast<double>(dataset.samples.size()) * o.epochs / c.sampler.world_size;
     ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
       const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
       return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s, s > 0 ? n / s : 0, n,
                          total, total > 0 ? 100 * n / total : 0);
     });
-    report = loader::run_emulated(**loader_r, compute, &stop, &delivered);
+    report = loader::run_emulated(*loader, st.compute, stop_token(), &delivered);
   }
-  fmt::print("{}", run_text(report, ctx));
+  out::write_stdout(run_text(report, ctx));
   // Objects left out of the dataset itself (unreadable shards) are skipped work too.
-  report.skipped_examples.insert(report.skipped_examples.begin(), dataset->skipped.begin(), dataset->skipped.end());
+  report.skipped_examples.insert(report.skipped_examples.begin(), dataset.skipped.begin(), dataset.skipped.end());
   nlohmann::json doc = run_json(report, ctx);
-  doc["skipped"]["objects"] = dataset->skipped.size();
+  doc["skipped"]["objects"] = dataset.skipped.size();
   doc["memory"]["peak_rss_bytes"] = peak_rss_bytes();
-  if (o.stages_alone && !report.error && !report.interrupted) {
+  int code = report.error ? kExitRuntime : report.interrupted ? exit_code_for_stop() : kExitOk;
+  std::optional<Error> failure = report.error;
+  // A dataset exactly as `feedline gen` wrote it carries its digest: a run that delivered every
+  // sample of every epoch once must add up to it, or the bytes delivered are not those written.
+  doc["dataset"]["manifest"] = dataset.manifest.empty() ? nlohmann::json(nullptr) : nlohmann::json(dataset.manifest);
+  doc["dataset"]["open_reads"] = dataset.open_reads;
+  doc["dataset"]["open_bytes"] = dataset.open_bytes;
+  doc["delivered"]["verified"] = nullptr;
+  const bool whole_epochs = c.sampler.world_size == 1 && !c.sampler.drop_last && report.skipped == 0 &&
+                            dataset.skipped.empty() && !report.interrupted && !report.error &&
+                            report.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
+  if (dataset.manifest_digest && whole_epochs && report.digest_computed) {
+    const std::uint64_t want = *dataset.manifest_digest * std::uint64_t{c.sampler.epochs};  // mod 2^64, as the digest
+    doc["delivered"]["verified"] = report.digest == want;
+    if (report.digest == want) {
+      out::print("  verified: the delivered digest is {} x the digest feedline gen recorded\n", c.sampler.epochs);
+    } else {
+      failure = Error(Errc::kCorrupt, fmt::format("the bytes delivered are not those feedline gen wrote: digest {}, "
+                                                  "expected {} ({} epoch(s) x {} from its manifest)",
+                                                  report.digest, want, c.sampler.epochs, *dataset.manifest_digest))
+                    .with_object(dataset.manifest)
+                    .with_hint("a sample was changed after gen wrote it, or was read wrong: rerun with --no-index, "
+                               "and check the storage");
+      code = kExitRuntime;
+      doc["error"] = failure->what();
+    }
+  }
+  if (o.stages_alone && code == kExitOk) {
     // DS-Analyzer-style controlled runs: each stage alone, against the end-to-end rate.
-    auto alone = loader::measure_stages_alone(*backend, *dataset, c, o.stages_alone_samples);
-    if (!alone) {
-      fmt::print(stderr, "feedline: error: measuring the stages alone: {}\n", alone.error().what());
-      return kExitRuntime;
-    }
-    nlohmann::json stages = nlohmann::json::array();
-    fmt::print("  stages alone ({} samples):\n", alone->stages.front().samples);
-    for (const auto& st : alone->stages) {
-      fmt::print("    {:<8} {:>10.0f} samples/s  {}\n", st.stage, st.samples_per_second,
-                 format_rate(st.seconds > 0 ? static_cast<double>(st.bytes) / st.seconds : 0));
-      stages.push_back({{"stage", st.stage}, {"samples", st.samples}, {"bytes", st.bytes},
-                        {"seconds", st.seconds}, {"samples_per_second", st.samples_per_second},
-                        {"cpu_seconds", st.cpu_seconds}});
-    }
-    const double efficiency =
-        alone->slowest_samples_per_second > 0 ? report.samples_per_second / alone->slowest_samples_per_second : 0;
-    fmt::print("    pipeline efficiency: {:.0f}% of the slowest stage alone ({}, {:.0f} samples/s)\n",
-               efficiency * 100, alone->slowest, alone->slowest_samples_per_second);
-    doc["stages_alone"] = {{"stages", stages},
-                           {"slowest", alone->slowest},
-                           {"slowest_samples_per_second", alone->slowest_samples_per_second},
-                           {"efficiency", efficiency}};
-    if (alone->cpu_ceiling_samples_per_second > 0) {
-      const double of_ceiling = report.samples_per_second / alone->cpu_ceiling_samples_per_second;
-      fmt::print("    CPU: the stages need {:.1f} CPU-us per sample together: at most {:.0f} samples/s on {} "
-                 "core(s); the run reached {:.0f}% of that{}\n",
-                 alone->cpu_per_sample_us, alone->cpu_ceiling_samples_per_second, alone->cores, of_ceiling * 100,
-                 alone->cpu_ceiling_samples_per_second < alone->slowest_samples_per_second
-                     ? " (the cores, not one stage, bound this run)"
-                     : "");
-      doc["stages_alone"]["cpu_per_sample_us"] = alone->cpu_per_sample_us;
-      doc["stages_alone"]["cores"] = alone->cores;
-      doc["stages_alone"]["cpu_ceiling_samples_per_second"] = alone->cpu_ceiling_samples_per_second;
-      doc["stages_alone"]["efficiency_vs_cpu_ceiling"] = of_ceiling;
+    auto alone = loader::measure_stages_alone(*backend, dataset, c, o.stages_alone_samples);
+    if (alone) {
+      doc["stages_alone"] = stages_alone_json(*alone, report);
+    } else {
+      failure = Error(alone.error().code(), fmt::format("measuring the stages alone: {}", alone.error().what()));
+      code = exit_code_for(*failure);
+      doc["error"] = failure->what();
+      doc["interrupted"] = alone.error().code() == Errc::kCancelled;
     }
   }
-  if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path);
-    out << doc.dump(2) << "\n";
-    if (!out) {
-      fmt::print(stderr, "feedline: error: cannot write the JSON report to {}\n", o.json_path);
-      return kExitRuntime;
+  if (code != kExitOk) doc["exit_code"] = code;
+  if (auto w = json.commit(doc); !w) {
+    out::error(w.error().what());
+    if (code == kExitOk) code = kExitRuntime;
+  }
+  if (failure) out::error(failure->what());
+  if (ctx.au_target > 0 && !report.interrupted && !report.error) {
+    if (report.au_steps == 0) {
+      out::print("  AU target {:.0f}%: not measured: the run had {} step(s), and AU leaves the first one out (as "
+                 "MLPerf Storage does); run more batches (--epochs, a smaller --batch-size)\n",
+                 ctx.au_target * 100, report.batches);
+    } else {
+      const bool ok = report.au >= ctx.au_target;
+      out::print("  AU {:.1f}% {} the {:.0f}% target: {}\n", report.au * 100, ok ? ">=" : "<", ctx.au_target * 100,
+                 ok ? "PASS" : "FAIL (the storage cannot feed this accelerator at this rate)");
     }
   }
-  if (report.error) {
-    fmt::print(stderr, "feedline: error: {}\n", report.error->what());
-    return kExitRuntime;
+  return code;
+}
+
+int run(const Options& o) {
+  Setup st = make_setup(o);
+  JsonFile json;
+  if (o.json_path) json = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));
+  try {
+    return run_checked(o, st, json);
+  } catch (const CommandError& e) {
+    // A run that did not get to its report still leaves a document saying why.
+    const int code = e.code();
+    nlohmann::json doc = {{"url", st.ctx.url},
+                          {"error", e.error().what()},
+                          {"exit_code", code},
+                          {"interrupted", e.error().code() == Errc::kCancelled}};
+    if (auto w = json.commit(doc); !w) out::error(w.error().what());
+    throw;
   }
-  if (o.au_target > 0 && !report.interrupted) {
-    const bool ok = report.au >= o.au_target;
-    fmt::print("  AU {:.1f}% {} the {:.0f}% target: {}\n", report.au * 100, ok ? ">=" : "<", o.au_target * 100,
-               ok ? "PASS" : "FAIL (the storage cannot feed this accelerator at this rate)");
-  }
-  return report.interrupted ? exit_code_for_stop() : kExitOk;
 }
 
 }  // namespace
@@ -313,32 +418,41 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", *config_path, "TOML workload file (see configs/workloads); flags override it");
   cmd->add_option("url", o->url, "Dataset root: a directory, file:///path or mem://prefix")->required();
   cmd->add_option("--format", o->format, "files, tar or auto")->capture_default_str();
-  cmd->add_option("--batch-size", o->batch_size, "Samples per batch")->capture_default_str();
-  cmd->add_option("--epochs", o->epochs, "Passes over the dataset")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Shuffle seed")->capture_default_str();
+  cmd->add_option("--batch-size", o->batch_size, "Samples per batch")->capture_default_str()->check(whole_number(1, loader::kMaxBatchSize));
+  cmd->add_option("--epochs", o->epochs, "Passes over the dataset")->capture_default_str()->check(whole_number(1, kMaxEpochs));
+  cmd->add_option("--seed", o->seed, "Shuffle seed")->capture_default_str()->check(whole_number(0, ~std::uint64_t{0}));
   cmd->add_flag("--no-shuffle", o->no_shuffle, "Read in storage order");
   cmd->add_option("--shard-shuffle", o->shard_shuffle,
                   "Shuffle shards, not samples: K shards open at a time, runs of batch-size/K consecutive samples "
                   "from a random one (reads of a run coalesce over HTTP; 0 = shuffle samples)")
-      ->capture_default_str();
-  cmd->add_option("--rank", o->rank, "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)");
-  cmd->add_option("--world-size", o->world_size, "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)");
+      ->capture_default_str()
+      ->check(whole_number(0, 65536));
+  cmd->add_option("--rank", o->rank, "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)")
+      ->check(whole_number(0, kMaxRanks - 1));
+  cmd->add_option("--world-size", o->world_size, "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)")
+      ->check(whole_number(1, kMaxRanks));
   cmd->add_flag("--drop-last", o->drop_last, "Drop each epoch's last partial batch");
-  cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")->capture_default_str();
-  cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")->capture_default_str();
+  cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")->capture_default_str()->check(whole_number(1, loader::kMaxIoDepth));
+  cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")->capture_default_str()->check(whole_number(1, loader::kMaxDecodeThreads));
   cmd->add_option("--decode-nice", o->decode_nice,
                   "Nice increment for the decode threads (0-19): CPU-bound decode yields to the short "
                   "storage/collate/consumer hand-offs on busy cores; 0 keeps them at the process's priority")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number(0, 19));
   cmd->add_option("--prefetch", o->prefetch, "Finished batches queued ahead of the consumer (over a network the batch pool also grows, "
-                  "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")->capture_default_str();
+                  "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")
+      ->capture_default_str()
+      ->check(whole_number(0, loader::kMaxPrefetchBatches));
   cmd->add_option("--memory-budget", o->memory_budget, "Bytes the pipeline may hold in buffers")->capture_default_str();
+  cmd->add_option("--max-sample-size", o->max_sample_size,
+                  "Largest sample accepted, stored or decoded (default: what the memory budget holds); larger ones, "
+                  "and zstd frames declaring more, are data errors");
   cmd->add_option("--compute-time", o->compute_time, "Emulated accelerator time per batch: 50ms or normal:50ms:5ms");
   cmd->add_option("--decode-cost", o->decode_cost, "Extra CPU time per sample in decode (plants a decode bottleneck)");
   cmd->add_option("--collate-cost", o->collate_cost, "Extra CPU time per batch in collate");
   cmd->add_option("--on-error", o->on_error, "fail, or skip bad samples and count them")->capture_default_str();
   cmd->add_flag("--no-accounting", o->no_accounting, "Turn stall accounting off (to measure its overhead)");
-  cmd->add_option("--json", o->json_path, "Write the report as one JSON document to FILE");
+  cmd->add_option("--json", o->json_path, "Write the report as one JSON document to FILE (also when the run fails)");
   cmd->add_option("--engine", o->engine, "Local I/O engine: uring, posix or auto")->capture_default_str();
   cmd->add_flag("--direct", o->direct, "O_DIRECT reads of local files");
   cmd->add_option("--device", o->device, "Copy each batch to this GPU (cuda:N) with overlapped async copies");
@@ -346,7 +460,8 @@ void add_run(CLI::App& app, int& exit_code) {
                   "Direct path for samples that need no decode: auto, on (an error when impossible) or off")
       ->capture_default_str();
   cmd->add_option("--cuda-streams", o->cuda_streams, "Host-to-device copies in flight (one per stream)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number(1, 64));
   add_net_options(*cmd, o->net);
   cmd->add_option("--throttle-bw", o->throttle_bw, "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
   cmd->add_option("--throttle-latency", o->throttle_latency, "Add latency to every read (e.g. 2ms)");
@@ -354,10 +469,13 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_flag("--stages-alone", o->stages_alone,
                 "After the run, measure storage, decode and collate each alone and report the pipeline's efficiency");
   cmd->add_option("--stages-alone-samples", o->stages_alone_samples, "Samples for --stages-alone")
-      ->capture_default_str();
-  cmd->add_option("--au-target", o->au_target, "Minimum accelerator utilisation (0..1) the run must reach, as in MLPerf Storage");
+      ->capture_default_str()
+      ->check(whole_number(1, 1u << 26));
+  cmd->add_option("--au-target", o->au_target,
+                  "Minimum accelerator utilisation (0..1] the run must reach, as in MLPerf Storage")
+      ->check(number_in(0, 1, false));
   cmd->callback([o, cmd, config_path, &exit_code] {
-    if (!config_path->empty()) apply_config_file(*cmd, *config_path);
+    if (cmd->get_option("--config")->count() > 0) apply_config_file(*cmd, *config_path);
     exit_code = run(*o);
   });
 }

@@ -45,7 +45,9 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"wall_seconds", r.wall_seconds},
       {"samples_per_second", r.samples_per_second},
       {"bytes_per_second", r.bytes_per_second},
-      {"au", r.au},
+      // null when not measured (a run of one step: AU leaves the first step out).
+      {"au", r.au_steps > 0 ? json(r.au) : json(nullptr)},
+      {"au_steps", r.au_steps},
       {"compute_seconds", r.compute_seconds},
       {"consumer_wait",
        {{"fraction", r.consumer_wait_fraction},
@@ -142,7 +144,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
   }
   if (ctx.au_target > 0) {
     j["au_target"] = ctx.au_target;
-    j["au_pass"] = r.au >= ctx.au_target;
+    j["au_pass"] = r.au_steps > 0 ? json(r.au >= ctx.au_target) : json(nullptr);
   }
   return j;
 }
@@ -166,7 +168,12 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
                    format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.5))),
                    format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.9))),
                    format_duration_ns(static_cast<double>(r.consumer_wait_ns.percentile(0.99))), r.input_bound));
-  if (r.compute_seconds > 0) line(fmt::format("  accelerator utilisation (AU): {:.1f}%", r.au * 100));
+  if (r.compute_seconds > 0 && r.au_steps > 0) {
+    line(fmt::format("  accelerator utilisation (AU): {:.1f}% over {} step(s)", r.au * 100, r.au_steps));
+  } else if (r.compute_seconds > 0) {
+    line(fmt::format("  accelerator utilisation (AU): not measured: {} step(s), and AU leaves the first one out",
+                     r.batches));
+  }
   line("  stage      threads   busy  starved  blocked   cpu-s     items");
   for (const auto& s : r.stages) {
     line(fmt::format("  {:<10} {:>7} {:>5.0f}% {:>7.0f}% {:>7.0f}% {:>7.2f} {:>9}", s.name, s.threads,

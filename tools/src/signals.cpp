@@ -1,34 +1,57 @@
 #include "signals.hpp"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <csignal>
+#include <mutex>
+#include <thread>
 
 namespace feedline::tools {
 namespace {
 
-std::atomic<bool> g_stop{false};  // the process-wide flags a signal handler may touch
+std::stop_source& source() {
+  static std::stop_source s;
+  return s;
+}
 std::atomic<int> g_signal{0};
-static_assert(std::atomic<bool>::is_always_lock_free);
-static_assert(std::atomic<int>::is_always_lock_free);
 
-extern "C" void on_stop_signal(int sig) {
-  g_signal.store(sig);
-  if (g_stop.exchange(true)) {
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+[[noreturn]] void wait_for_signals(sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (g_signal.exchange(sig) == 0) {
+      source().request_stop();
+      continue;
+    }
+    // The second one: what a shell would do without us.
     std::signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
     std::raise(sig);
   }
 }
 
 }  // namespace
 
-const std::atomic<bool>& install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: blocking waits return early
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  return g_stop;
+void install_stop_signals() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const sigset_t set = stop_signals();
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread(wait_for_signals, set).detach();
+  });
 }
+
+std::stop_token stop_token() { return source().get_token(); }
+bool stop_requested() { return source().stop_requested(); }
 
 int exit_code_for_stop() {
   const int sig = g_signal.load();

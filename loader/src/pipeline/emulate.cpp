@@ -1,8 +1,10 @@
 // The emulated accelerator (MLPerf Storage's "computation_time" per batch).
 #include <fmt/format.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <random>
-#include <thread>
+#include <stop_token>
 
 #include "feedline/core/units.hpp"
 #include "feedline/loader/loader.hpp"
@@ -26,25 +28,17 @@ Result<ComputeModel> parse_compute_time(std::string_view text) {
   return m;
 }
 
-PipelineReport run_emulated(Loader& loader, const ComputeModel& compute,
-                            const std::atomic<bool>* stop, std::atomic<std::uint64_t>* progress) {
+PipelineReport run_emulated(Loader& loader, const ComputeModel& compute, std::stop_token stop,
+                            std::atomic<std::uint64_t>* progress) {
   std::mt19937_64 rng(compute.seed);
   std::normal_distribution<double> dist(static_cast<double>(compute.mean.count()),
                                         static_cast<double>(compute.stdev.count()));
-  // A stop watcher: a Ctrl-C must end a run even while the consumer waits for a batch.
-  std::jthread watcher;
-  if (stop) {
-    watcher = std::jthread([&loader, stop](std::stop_token st) {
-      while (!st.stop_requested()) {
-        if (stop->load(std::memory_order_relaxed)) {
-          loader.stop();
-          return;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    });
-  }
-  for (;;) {
+  // A stop must end the run while the consumer waits for a batch (stop() closes the queues) and
+  // while it "computes" (the step is a wait on the token, not a sleep).
+  std::stop_callback on_stop(stop, [&loader] { loader.stop(); });
+  std::mutex mu;
+  std::condition_variable_any cv;
+  while (!stop.stop_requested()) {
     auto batch = loader.next();
     if (!batch || !*batch) break;
     if (progress) progress->fetch_add((*batch)->samples().size(), std::memory_order_relaxed);
@@ -53,15 +47,12 @@ PipelineReport run_emulated(Loader& loader, const ComputeModel& compute,
                                                   : static_cast<double>(compute.mean.count());
       const auto t0 = std::chrono::steady_clock::now();
       // The accelerator is busy; the host thread idles, as it would waiting on a CUDA stream.
-      std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<std::int64_t>(ns)));
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, stop, std::chrono::nanoseconds(static_cast<std::int64_t>(ns)), [] { return false; });
       loader.record_compute(std::chrono::steady_clock::now() - t0);
     } else {
       loader.record_compute(std::chrono::nanoseconds(0));
     }
-  }
-  if (watcher.joinable()) {
-    watcher.request_stop();
-    watcher.join();
   }
   return loader.report();
 }

@@ -72,6 +72,25 @@ Pipeline::~Pipeline() {
   }
 }
 
+std::uint64_t Pipeline::oversized(const Sample& s) const {
+  const std::uint64_t max = config_.max_sample_bytes;
+  if (max == 0) return 0;
+  if (s.length > max) return s.length;
+  std::uint64_t decoded = 0;
+  for (const Member& m : dataset_.members_of(s)) decoded += m.zstd ? m.decoded_size : m.size;
+  return decoded > max ? decoded : 0;
+}
+
+Error Pipeline::larger_than_max(std::size_t index, std::uint64_t size) const {
+  const Sample& s = dataset_.samples[index];
+  return Error(Errc::kInvalidArgument, fmt::format("sample '{}' has {} bytes, more than the largest sample "
+                                                     "allowed ({} bytes)",
+                                                     s.key, size, config_.max_sample_bytes))
+      .with_object(dataset_.objects[s.object].key)
+      .with_offset(s.offset)
+      .with_hint("raise --max-sample-size, or --on-error skip to leave such samples out");
+}
+
 std::uint64_t Pipeline::footprint(const Sample& s) const {
   std::uint64_t bytes = align_up(s.length, kPageAlign);
   if (decode_in_place_) return bytes;  // decoded bytes go into the batch buffer (the pool's share)
@@ -82,6 +101,9 @@ std::uint64_t Pipeline::footprint(const Sample& s) const {
 }
 
 Result<void> Pipeline::start() {
+  // No batch is larger than what one epoch of this rank holds (a batch size above the dataset
+  // must not size buffers for samples that do not exist).
+  batch_samples_ = std::max<std::uint64_t>(1, std::min<std::uint64_t>(config_.sampler.batch_size, sampler_.samples_per_epoch()));
   // CUDA and cuFile are loaded once, for the plan and the run.
   LoaderConfig planned = config_;
   if (planned.device.device >= 0) {
@@ -104,7 +126,7 @@ Result<void> Pipeline::start() {
   std::size_t buffers = wanted_batch_buffers(config_, backend_.caps().networked);
   auto too_large = [&](std::size_t index, std::uint64_t need, std::uint64_t room) {
     const Sample& s = dataset_.samples[index];
-    return Error(Errc::kResourceExhausted,
+    return Error(Errc::kInvalidArgument,
                  fmt::format("sample '{}' needs {} bytes, more than the {} bytes of memory budget it "
                              "can have (the rest holds batch and recycled buffers)",
                              s.key, need, room))
@@ -122,6 +144,11 @@ Result<void> Pipeline::start() {
   std::uint64_t largest = 0;
   std::size_t largest_index = 0;
   for (std::size_t i = 0; i < dataset_.samples.size(); ++i) {
+    if (const std::uint64_t size = oversized(dataset_.samples[i])) {
+      if (config_.on_error == OnError::kFail) return fail(larger_than_max(i, size));
+      footprints_.push_back(kOversized);  // skipped when its turn comes
+      continue;
+    }
     const std::uint64_t f = footprint(dataset_.samples[i]);
     footprints_.push_back(f);
     if (f > sample_cap) {
@@ -138,7 +165,7 @@ Result<void> Pipeline::start() {
   // Batch buffers: sized from the average decoded sample, grown on demand.
   const std::uint64_t avg = est_total / std::max<std::uint64_t>(1, counted);
   std::uint64_t batch_cap =
-      align_up(std::uint64_t{config_.sampler.batch_size} * (avg + 2 * detail::kMemberAlign) + 65536, kPageAlign);
+      align_up(batch_samples_ * (avg + 2 * detail::kMemberAlign) + 65536, kPageAlign);
   if (decode_in_place_) {
     // Decode in place: slots of decoded size, laid out per batch by the storage thread; like the
     // direct path's, buffers are sized for the worst batch when the budget allows.
@@ -149,8 +176,8 @@ Result<void> Pipeline::start() {
       widest = std::max(widest, b);
       decoded_total += b;
     }
-    const std::uint64_t worst = align_up(std::uint64_t{config_.sampler.batch_size} * widest, kPageAlign);
-    const std::uint64_t typical = align_up(std::uint64_t{config_.sampler.batch_size} *
+    const std::uint64_t worst = align_up(batch_samples_ * widest, kPageAlign);
+    const std::uint64_t typical = align_up(batch_samples_ *
                                                (decoded_total / std::max<std::size_t>(1, dataset_.samples.size())),
                                            kPageAlign);
     batch_cap = worst * buffers + recycle < config_.memory_budget / 2 ? worst : std::max(typical, kPageAlign);
@@ -159,30 +186,31 @@ Result<void> Pipeline::start() {
     // Direct path: every sample has a 4 KiB-aligned slot (O_DIRECT reads land in place). Size the
     // buffers for the worst batch when the budget allows, so they never grow (and stay registered
     // with the I/O queue); otherwise for the average, grown per batch where needed.
-    const std::uint64_t worst = std::uint64_t{config_.sampler.batch_size} * align_up(dataset_.max_sample_bytes, kPageAlign);
-    const std::uint64_t typical = align_up(std::uint64_t{config_.sampler.batch_size} * (avg + kPageAlign), kPageAlign);
+    const std::uint64_t worst = batch_samples_ * align_up(dataset_.max_sample_bytes, kPageAlign);
+    const std::uint64_t typical = align_up(batch_samples_ * (avg + kPageAlign), kPageAlign);
     batch_cap = worst * buffers + recycle < config_.memory_budget / 2 ? std::max(worst, kPageAlign) : typical;
   }
   // Reads into GPU memory: the slots are in device twins sized for the worst batch (GPU memory,
   // outside the host budget), so they never grow and stay registered with cuFile; the host
   // buffers hold nothing.
   const std::uint64_t device_cap =
-      std::max(std::uint64_t{config_.sampler.batch_size} * align_up(dataset_.max_sample_bytes, kPageAlign), kPageAlign);
+      std::max(batch_samples_ * align_up(dataset_.max_sample_bytes, kPageAlign), kPageAlign);
   if (device_reads_) batch_cap = kPageAlign;
   // Buffers beyond prefetch + 2 are there for a deeper read window: only as many as fit in half
   // the budget (the other half is for samples in flight).
   while (buffers > min_buffers && batch_cap * buffers + recycle > config_.memory_budget / 2) --buffers;
   pool_bytes_ = batch_cap * buffers + recycle;
   if (pool_bytes_ >= config_.memory_budget) {
-    return fail(Error(Errc::kResourceExhausted,
+    return fail(Error(Errc::kInvalidArgument,
                       fmt::format("the memory budget of {} bytes cannot hold {} batch buffers of {} bytes "
                                   "(batch size {} x ~{} bytes per sample) and {} bytes of recycled buffers",
-                                  config_.memory_budget, buffers, batch_cap, config_.sampler.batch_size, avg,
+                                  config_.memory_budget, buffers, batch_cap, batch_samples_, avg,
                                   recycle))
                     .with_hint("raise --memory-budget, or lower --batch-size or --prefetch"));
   }
   const std::uint64_t sample_budget = config_.memory_budget - pool_bytes_;
   sample_limit_ = sample_budget;
+  decode_limit_ = config_.max_sample_bytes ? std::min(sample_budget, config_.max_sample_bytes) : sample_budget;
   if (largest > sample_budget && config_.on_error == OnError::kFail) {
     return fail(too_large(largest_index, largest, sample_budget));
   }
@@ -202,8 +230,9 @@ Result<void> Pipeline::start() {
     free_buffers_.push(raw);
   }
   // At least twice the IO depth, so the window never caps reads in flight below --io-depth.
-  window_ = std::max<std::uint64_t>(std::uint64_t{buffers} * config_.sampler.batch_size, 2ull * config_.io_depth);
+  window_ = std::max<std::uint64_t>(std::uint64_t{buffers} * batch_samples_, 2ull * config_.io_depth);
 
+  on_stop_ = std::make_unique<std::stop_callback<std::function<void()>>>(config_.stop, [this] { stop_by_user(); });
   start_ns_ = now_ns();
   reads_.start();
   decoded_.start();
@@ -427,11 +456,13 @@ void Pipeline::storage_loop() {
         InFlightSample s;
         s.slot = *pending;
         s.direct_buffer = direct_ || decode_in_place_ ? direct_buf : nullptr;  // the batch's buffer travels with every sample
-        s.error = Error(Errc::kResourceExhausted,
-                        fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
-                                    smp.key, need, sample_limit_))
-                      .with_object(dataset_.objects[smp.object].key)
-                      .with_offset(smp.offset);
+        s.error = footprints_[pending->sample] == kOversized
+                      ? larger_than_max(pending->sample, oversized(smp))
+                      : Error(Errc::kResourceExhausted,
+                              fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
+                                          smp.key, need, sample_limit_))
+                            .with_object(dataset_.objects[smp.object].key)
+                            .with_offset(smp.offset);
         pending = next_slot();
         if (!deliver(std::move(s))) break;
         continue;
@@ -575,12 +606,12 @@ void Pipeline::decode_loop(unsigned index) {
       if (!item.error && item.on_device) {
         detail::describe_on_device(dataset_, item);  // nothing to decode, nothing the host can hash
       } else if (!item.error) {
-        const std::uint64_t extra = detail::decode_sample(dataset_, item, zstd, &buffers_);
+        const std::uint64_t extra = detail::decode_sample(dataset_, item, zstd, &buffers_, decode_limit_);
         if (extra) {  // a zstd frame larger than the reservation's estimate
           budget_.force(extra);
           item.reserved += extra;
         }
-        spin_for(config_.decode_cost);
+        spin_for(config_.decode_cost, stop_);
       }
       if (item.error) {
         if (config_.on_error == OnError::kFail) {
@@ -696,7 +727,7 @@ void Pipeline::collate_loop() {
     ++next_seq;
     collate_cursor_.store(next_seq, std::memory_order_release);
     if (last) {
-      spin_for(config_.collate_cost);
+      spin_for(config_.collate_cost, stop_);
       Batch out = std::move(*batch);
       batch.reset();
       if (!batches_.push(out, &clock)) break;
@@ -809,6 +840,7 @@ void Pipeline::record_compute(std::chrono::nanoseconds spent) {
     first_step_end_ns_ = now_ns();
   } else {
     compute_after_first_ns_ += ns;
+    ++compute_steps_after_first_;
   }
 }
 
@@ -857,8 +889,9 @@ PipelineReport Pipeline::report() {
   }
   r.consumer_wait_ns = wait_ns_;
   r.compute_seconds = static_cast<double>(compute_total_ns_) / 1e9;
-  if (first_step_end_ns_ && end_ns_ > first_step_end_ns_) {
+  if (first_step_end_ns_ && end_ns_ > first_step_end_ns_ && compute_steps_after_first_ > 0) {
     r.au = static_cast<double>(compute_after_first_ns_) / static_cast<double>(end_ns_ - first_step_end_ns_);
+    r.au_steps = compute_steps_after_first_;
   }
   r.input_bound = r.consumer_wait_fraction < 0.05 ? "no" : r.consumer_wait_fraction < 0.20 ? "moderate" : "high";
 
@@ -1006,8 +1039,16 @@ Loader::~Loader() = default;
 
 Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Dataset& dataset,
                                              LoaderConfig config) {
-  if (config.decode_threads == 0) return fail(Errc::kInvalidArgument, "decode threads must be at least 1");
-  if (config.io_depth == 0) return fail(Errc::kInvalidArgument, "IO depth must be at least 1");
+  // Bounds on counts: each unit costs per-read, per-thread or per-batch state, and beyond these
+  // more only allocates (a depth of 10^9 once asked for 8 GB before anything was read).
+  auto bound = [](std::string_view what, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) -> Result<void> {
+    if (v < lo || v > hi) return fail(Errc::kInvalidArgument, fmt::format("{} is {}: it must be {}..{}", what, v, lo, hi));
+    return {};
+  };
+  FEEDLINE_TRY(bound("io_depth", config.io_depth, 1, kMaxIoDepth));
+  FEEDLINE_TRY(bound("decode_threads", config.decode_threads, 1, kMaxDecodeThreads));
+  FEEDLINE_TRY(bound("prefetch_batches", config.prefetch_batches, 0, kMaxPrefetchBatches));
+  FEEDLINE_TRY(bound("sampler.batch_size", config.sampler.batch_size, 1, kMaxBatchSize));
   config.sampler.num_samples = dataset.samples.size();
   if (config.sampler.shard_shuffle > 0 && config.sampler.shard_starts.empty()) config.sampler.shard_starts = shard_starts(dataset);
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(config.sampler));

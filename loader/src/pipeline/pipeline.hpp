@@ -33,7 +33,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
+#include <stop_token>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -119,6 +121,11 @@ class Pipeline {
   void fail_run(Error e);
   bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
   std::uint64_t footprint(const Sample& s) const;
+  // With config_.max_sample_bytes: the size by which s is too large (stored, or decoded as the
+  // index says), else 0. Such samples get footprint kOversized.
+  std::uint64_t oversized(const Sample& s) const;
+  Error larger_than_max(std::size_t index, std::uint64_t size) const;
+  static constexpr std::uint64_t kOversized = ~std::uint64_t{0};
   std::vector<std::uint64_t> footprints_;  // footprint() of every sample, computed once in start()
   void shutdown();
   void finish_run(std::uint64_t end);
@@ -130,7 +137,9 @@ class Pipeline {
   detail::MemoryBudget budget_;
   detail::BufferPool buffers_;  // recycled read and decode buffers
   std::uint64_t window_ = 0;
+  std::uint64_t batch_samples_ = 1;  // the largest batch: batch_size, at most one epoch of this rank
   std::uint64_t sample_limit_ = ~std::uint64_t{0};  // larger samples are skipped (on_error = skip)
+  std::uint64_t decode_limit_ = 0;  // zstd frames of a sample may declare at most this (decode_sample)
 
   BoundedQueue<detail::InFlightSample> reads_;
   BoundedQueue<detail::InFlightSample> decoded_;
@@ -191,9 +200,13 @@ class Pipeline {
   std::uint64_t first_batch_ns_ = 0;
   std::uint64_t compute_total_ns_ = 0;
   std::uint64_t compute_after_first_ns_ = 0;
+  std::uint64_t compute_steps_after_first_ = 0;
   std::uint64_t first_step_end_ns_ = 0;
   bool finished_ = false;
   std::vector<QueueReport> end_queues_;  // measured at the end of the run
+  // config_.stop requested (Ctrl-C): stop_by_user(), from the thread that requested it. Last
+  // member: destroyed first, before anything it could touch.
+  std::unique_ptr<std::stop_callback<std::function<void()>>> on_stop_;
 };
 
 // Picks the bottleneck from a finished report (verdict.cpp).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <stop_token>
 #include <thread>
 
 #include "stage_work.hpp"
@@ -37,13 +38,9 @@ StageAlone finish(std::string name, std::uint64_t samples, std::uint64_t bytes, 
 // `longest` bytes, touched before the clock starts.
 Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& config,
                              std::span<const SampleSlot> order, std::uint64_t longest,
-                             std::vector<InFlightSample>* keep) {
-  storage::QueueOptions qo;
-  qo.depth = config.io_depth;
-  qo.single_thread = true;
-  qo.caller_mostly_polls = keep == nullptr;  // reused buffers: the thread only reads
-  qo.coalesce = true;  // nearby reads may share a request (as the run's own storage stage)
-  FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
+                             std::vector<InFlightSample>* keep, const std::atomic<bool>& stop) {
+  // Handles and buffers are declared before the queue: an early return destroys the queue
+  // first, which waits for the reads still writing into them.
   detail::HandleCache handles(backend, dataset);
   struct Slot {
     storage::ReadOp op;
@@ -51,6 +48,12 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
     std::unique_ptr<storage::ObjectHandle> hold;
   };
   std::vector<Slot> slots(config.io_depth);
+  storage::QueueOptions qo;
+  qo.depth = config.io_depth;
+  qo.single_thread = true;
+  qo.caller_mostly_polls = keep == nullptr;  // reused buffers: the thread only reads
+  qo.coalesce = true;  // nearby reads may share a request (as the run's own storage stage)
+  FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
   std::vector<Slot*> free_slots;
   for (auto& s : slots) {
     if (!keep) {
@@ -65,6 +68,10 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
   const double cpu0 = process_cpu_times().total();
   const std::uint64_t t0 = now_ns();
   while (next < order.size() || queue->in_flight() > 0) {
+    if (stop.load(std::memory_order_relaxed)) {
+      queue->cancel();
+      return fail(Errc::kCancelled, "interrupted while measuring storage alone");
+    }
     std::vector<storage::ReadOp*> batch;
     while (next < order.size() && !free_slots.empty()) {
       const Sample& smp = dataset.samples[order[next].sample];
@@ -113,6 +120,9 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   sc.epochs = 1;
   if (sc.shard_shuffle > 0 && sc.shard_starts.empty()) sc.shard_starts = shard_starts(dataset);
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(sc));
+  // Ctrl-C: every pass below checks this (a stop_token's callback sets it once).
+  std::atomic<bool> stop{config.stop.stop_requested()};
+  std::stop_callback on_stop(config.stop, [&stop] { stop = true; });
   std::vector<SampleSlot> order;
   while (auto slot = sampler.next()) {
     if (order.size() >= max_samples) break;
@@ -124,7 +134,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   StagesAlone out;
   std::uint64_t longest = 1;
   for (const auto& slot : order) longest = std::max(longest, dataset.samples[slot.sample].length);
-  FEEDLINE_ASSIGN_OR_RETURN(StageAlone storage_alone, read_pass(backend, dataset, config, order, longest, nullptr));
+  FEEDLINE_ASSIGN_OR_RETURN(StageAlone storage_alone, read_pass(backend, dataset, config, order, longest, nullptr, stop));
   out.stages.push_back(storage_alone);
 
   // The cache for decode and collate alone: the first samples that fit in half the budget,
@@ -139,9 +149,12 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
       ++n;
     }
     if (n == 0) return fail(Errc::kResourceExhausted, "no sample fits half the memory budget for decode alone");
-    FEEDLINE_TRY(read_pass(backend, dataset, config, std::span<const SampleSlot>(order).first(n), longest, &cache));
+    FEEDLINE_TRY(read_pass(backend, dataset, config, std::span<const SampleSlot>(order).first(n), longest, &cache, stop));
   }
 
+  // Declared sizes are untrusted here as in the run: a frame may not declare more than the budget.
+  const std::uint64_t decode_limit = config.max_sample_bytes ? std::min(config.max_sample_bytes, config.memory_budget / 2)
+                                                             : config.memory_budget / 2;
   // Decode in place (the run's data path) writes each sample into its batch slot: decode alone
   // does the same, into one reused slot per thread.
   DataPathPlan plan;
@@ -181,7 +194,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
             slot.buffer = std::move(*b);
             slot.buffer.prefault(slot.buffer.size());
           }
-          for (std::size_t i = next++; i < cache.size() && !failed; i = next++) {
+          for (std::size_t i = next++; i < cache.size() && !failed && !stop; i = next++) {
             InFlightSample& s = cache[i];
             s.decoded = std::move(scratch);
             if (plan.decode_in_place) {
@@ -189,7 +202,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
               s.direct_offset = 0;
               s.decode_in_place = true;
             }
-            detail::decode_sample(dataset, s, zstd);
+            detail::decode_sample(dataset, s, zstd, nullptr, decode_limit);
             s.direct_buffer = nullptr;
             s.decode_in_place = false;
             scratch = std::move(s.decoded);
@@ -199,19 +212,20 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
               failed = true;
               return;
             }
-            detail::spin_for(config.decode_cost);
+            detail::spin_for(config.decode_cost, stop);
             bytes += s.decoded_bytes;
           }
         });
       }
     }
     if (error) return fail(*error);
+    if (stop) return fail(Errc::kCancelled, "interrupted while measuring decode alone");
     out.stages.push_back(finish("decode", cache.size(), bytes.load(), t0, cpu0));
   }
   // Decoded outputs for collate alone (untimed).
   {
     Decompressor zstd;
-    for (InFlightSample& s : cache) detail::decode_sample(dataset, s, zstd);
+    for (InFlightSample& s : cache) detail::decode_sample(dataset, s, zstd, nullptr, decode_limit);
   }
 
   // Collate alone: the batch copy, one thread, one reused buffer. (On the direct path and with
@@ -232,11 +246,12 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     const double cpu0 = process_cpu_times().total();
     const std::uint64_t t0 = now_ns();
     for (const InFlightSample& s : cache) {
+      if (stop) return fail(Errc::kCancelled, "interrupted while measuring collate alone");
       FEEDLINE_TRY(detail::ensure_room(buffer, used, s, config.lock_memory));
       (void)detail::copy_into_batch(dataset, s, buffer, used, members);
       bytes += s.decoded_bytes;
       if (++in_batch == config.sampler.batch_size) {
-        detail::spin_for(config.collate_cost);
+        detail::spin_for(config.collate_cost, stop);
         in_batch = 0;
         used = 0;
         members.clear();

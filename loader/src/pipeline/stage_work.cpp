@@ -52,10 +52,10 @@ unsigned usable_cores() noexcept {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-void spin_for(std::chrono::nanoseconds d) {
+void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop) {
   if (d.count() <= 0) return;
   const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(d.count());
-  while (now_ns() < until) {
+  while (now_ns() < until && !stop.load(std::memory_order_relaxed)) {
   }
 }
 
@@ -122,7 +122,7 @@ void decode_into_slot(const Dataset& dataset, InFlightSample& s, Decompressor& z
 }  // namespace
 
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
-                            BufferPool* pool) {
+                            BufferPool* pool, std::uint64_t max_decoded) {
   const Sample& smp = dataset.samples[s.slot.sample];
   const auto members = dataset.members_of(smp);
   const std::string& object = dataset.objects[smp.object].key;
@@ -150,8 +150,19 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
         s.error = std::move(size).error().with_object(object).with_offset(smp.offset + m.offset);
         return 0;
       }
-      zstd_total += align_up(*size, kMemberAlign);
+      zstd_total += align_up(std::min<std::uint64_t>(*size, ~std::uint64_t{0} / 2), kMemberAlign);
       estimated += decoded_estimate(m);
+      if (max_decoded && zstd_total > max_decoded) {
+        s.error = Error(Errc::kResourceExhausted,
+                        fmt::format("sample '{}': member '{}' declares {} decoded bytes, more than the {} bytes a "
+                                    "sample may take",
+                                    smp.key, m.name, *size, max_decoded))
+                      .with_object(object)
+                      .with_offset(smp.offset + m.offset)
+                      .with_hint("a corrupt or hostile frame (a zstd bomb?); --on-error skip leaves it out, "
+                                 "--max-sample-size or --memory-budget raise the limit if the data is right");
+        return 0;
+      }
     }
   }
   if (zstd_total > 0 && s.decoded.size() < zstd_total) {

@@ -32,8 +32,9 @@ class HandleCache {
   std::vector<std::unique_ptr<storage::ObjectHandle>> cached_;
 };
 
-// Busy CPU work for d (the decode/collate cost knobs): burns CPU like a real decoder would.
-void spin_for(std::chrono::nanoseconds d);
+// Busy CPU work for d (the decode/collate cost knobs): burns CPU like a real decoder would, and
+// ends early once `stop` is set (a planted cost of an hour must not outlive Ctrl-C).
+void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop);
 
 // Makes the calling thread `increment` nicer (Linux: nice is per thread), at most 19. False when
 // the kernel refused.
@@ -52,8 +53,12 @@ std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s);
 // a frame whose size differs from the index's is an error) and computes the digest. On failure sets s.error (naming object and offset). Returns the bytes by which the
 // decoded size exceeded the reservation's estimate (0 normally). The output buffer comes from
 // pool when given (s.decoded is reused when already large enough).
+//
+// Declared sizes are untrusted: a sample whose zstd frames declare more than `max_decoded` bytes
+// in all (0: no limit) fails with kResourceExhausted naming the sample, the member and the
+// offset, before anything is allocated for it.
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
-                            BufferPool* pool = nullptr);
+                            BufferPool* pool = nullptr, std::uint64_t max_decoded = 0);
 
 // decode_sample for a sample read into GPU memory (s.on_device): its members are its stored
 // bytes (the direct path has no zstd), located but never touched; digest 0 (nothing on the host

@@ -57,12 +57,17 @@ class ThrottleQueue final : public IoQueue, private ReadCompletion {
     while (inner_->in_flight() > 0) inner_->poll(1, std::chrono::milliseconds(100));
   }
 
+  // Reads waiting for tokens end cancelled; reads that already finished and wait out the added
+  // latency are delivered at the next poll (an hour of --throttle-latency must not hold a
+  // Ctrl-C); reads on the inner queue are cancelled there.
   void cancel() override {
+    for (Held& h : finished_) h.ready_ns = 0;
     for (ReadOp* op : waiting_) {
       op->result = fail(Error(Errc::kCancelled, "read cancelled").with_offset(op->offset));
-      finished_.push_back({op, 0});
+      finished_.push_front({op, 0});
     }
     waiting_.clear();
+    cancelled_ = true;
     inner_->cancel();
   }
 
@@ -132,6 +137,7 @@ class ThrottleQueue final : public IoQueue, private ReadCompletion {
   }
 
   void on_read_complete(ReadOp& op) noexcept override {
+    const bool cancelled = cancelled_;
     // Restore what the caller set; the latency the caller sees runs from its own submit(),
     // through the wait for tokens, to the end of the added latency.
     for (auto it = original_.begin(); it != original_.end(); ++it) {
@@ -143,7 +149,7 @@ class ThrottleQueue final : public IoQueue, private ReadCompletion {
         break;
       }
     }
-    const std::uint64_t ready = now_ns() + static_cast<std::uint64_t>(latency_.count());
+    const std::uint64_t ready = cancelled ? 0 : now_ns() + static_cast<std::uint64_t>(latency_.count());
     // Held completions are ordered by ready time because latency is constant.
     finished_.push_back({&op, ready});
   }
@@ -160,6 +166,7 @@ class ThrottleQueue final : public IoQueue, private ReadCompletion {
   };
   std::vector<Original> original_;
   std::uint64_t next_token_wait_ = 0;
+  bool cancelled_ = false;  // once cancel() ran, completions are delivered without the added latency
 };
 
 class ThrottleBackend final : public Backend {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,12 @@ struct DeviceConfig {
   std::shared_ptr<const transports::cufile::CufileRuntime> cufile;
 };
 
+// Limits Loader::open() enforces (kInvalidArgument beyond them).
+inline constexpr unsigned kMaxIoDepth = 65536;
+inline constexpr unsigned kMaxDecodeThreads = 256;
+inline constexpr unsigned kMaxPrefetchBatches = 1024;
+inline constexpr unsigned kMaxBatchSize = 1u << 24;
+
 struct LoaderConfig {
   SamplerConfig sampler;                  // num_samples is filled from the dataset
   unsigned io_depth = 64;                 // reads in flight at most
@@ -85,6 +92,13 @@ struct LoaderConfig {
   std::chrono::nanoseconds decode_cost{0};   // extra CPU work per sample (planting a bottleneck)
   std::chrono::nanoseconds collate_cost{0};  // extra CPU work per batch
   OnError on_error = OnError::kFail;
+  // The largest sample the pipeline accepts, decoded (0: what the memory budget can hold). A
+  // zstd frame's declared size is not trusted: a sample that declares or decodes to more is a
+  // data error naming it (skipped with on_error = kSkip), and nothing is allocated for it.
+  std::uint64_t max_sample_bytes = 0;
+  // Once requested (Ctrl-C), the run stops as stop() does: every wait of the pipeline, the
+  // planted decode/collate costs included, ends within about a second.
+  std::stop_token stop;
   bool accounting = true;                 // stall accounting (off only to measure its cost)
   bool lock_memory = true;                // mlock batch buffers where allowed
   GpuDirect gpu_direct = GpuDirect::kOff;
@@ -224,6 +238,9 @@ struct PipelineReport {
   Histogram consumer_wait_ns;         // per step
   double compute_seconds = 0;         // emulated accelerator time (0 without one)
   double au = 0;                      // compute / wall, first step excluded (MLPerf Storage)
+  // Steps AU was measured over (batches after the first that the consumer computed on). 0: AU
+  // is not measured (a run of one batch): `au` is then meaningless, not a failure.
+  std::uint64_t au_steps = 0;
   std::string input_bound;            // "no" (< 5% waiting), "moderate" (5-20%), "high"
   std::vector<StageStats> stages;
   std::vector<QueueReport> queues;
@@ -289,9 +306,10 @@ struct ComputeModel {
 };
 Result<ComputeModel> parse_compute_time(std::string_view text);  // "50ms", "normal:50ms:5ms"
 
-// Runs the whole pipeline with an emulated accelerator until the end or until *stop.
+// Runs the whole pipeline with an emulated accelerator until the end or until stop is requested
+// (then within about a second, mid-step included: an emulated step is a wait, not a sleep).
 // progress (may be null) counts delivered samples for a live display.
-PipelineReport run_emulated(Loader& loader, const ComputeModel& compute,
-                            const std::atomic<bool>* stop, std::atomic<std::uint64_t>* progress);
+PipelineReport run_emulated(Loader& loader, const ComputeModel& compute, std::stop_token stop,
+                            std::atomic<std::uint64_t>* progress);
 
 }  // namespace feedline::loader

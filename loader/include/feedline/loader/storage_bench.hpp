@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stop_token>
 #include <vector>
 
 #include "feedline/core/clock.hpp"
@@ -37,6 +38,9 @@ struct StorageBenchConfig {
   bool register_buffers = true;
   bool register_files = false;
   std::uint64_t seed = 0x5eed;
+  // Once requested (Ctrl-C): no new reads, those in flight are cancelled (a read that trickles
+  // in at 1 byte/s does not hold the run), and the partial result comes back with interrupted.
+  std::stop_token stop;
 };
 
 // Live counters, readable from another thread while the benchmark runs (progress display).
@@ -58,19 +62,19 @@ struct StorageBenchResult {
 Result<void> validate(const StorageBenchConfig& config, const storage::ObjectHandle& object,
                       const storage::BackendCaps& caps);
 
-// Runs the benchmark. stop (may be null) ends it early: no new reads are issued, those in flight
-// are completed, and the partial result is returned with interrupted = true. progress (may be
-// null) is updated as reads complete.
+// Runs the benchmark. config.stop ends it early: no new reads are issued, those in flight are
+// cancelled, and the partial result is returned with interrupted = true. progress (may be null)
+// is updated as reads complete. A read that comes back short of its block although the object
+// had those bytes when the run started (the file was truncated under it) is an I/O error
+// naming the object and offset, not a fast zero-byte read.
 Result<StorageBenchResult> run_storage_bench(storage::Backend& backend,
                                              const storage::ObjectHandle& object,
                                              const StorageBenchConfig& config,
-                                             const std::atomic<bool>* stop,
                                              BenchProgress* progress);
 
 // Writes size bytes of seeded pseudo-random (incompressible) data to key, as fio lays out a file.
-// stop (may be null) abandons the object (nothing is left behind) and returns kCancelled.
+// A stop request abandons the object (nothing is left behind) and returns kCancelled.
 Result<void> create_random_object(storage::Backend& backend, std::string_view key,
-                                  std::uint64_t size, std::uint64_t seed,
-                                  const std::atomic<bool>* stop = nullptr);
+                                  std::uint64_t size, std::uint64_t seed, std::stop_token stop = {});
 
 }  // namespace feedline::loader

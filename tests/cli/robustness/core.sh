@@ -1,0 +1,223 @@
+# shellcheck shell=bash
+# Robustness section (sourced by tests/cli/robustness.sh): output and exit codes, Ctrl-C whatever
+# a command waits on, bounds on every count and size, decompression bombs, values and messages.
+
+core=$scratch/core
+mkdir -p "$core"
+ds=$core/ds              # 40 tar samples of 4 KiB in 4 shards, with indexes
+files=$core/files        # 24 files of 4 KiB
+must_gen "$ds" --format tar --samples 40 --sample-size 4KiB --samples-per-shard 10 --seed 1
+must_gen "$files" --format files --samples 24 --sample-size 4KiB --seed 2
+have_zstd=0
+"$bin" --version | grep -q "zstd: yes" && have_zstd=1
+
+# --- reports that cannot be written are failures; stderr that cannot be written is not ---------
+# (lib.sh's run redirects stdout itself: these are done by hand.)
+checks=$((checks + 1))
+rc=0
+timeout "$run_timeout" "$bin" run "$ds" >/dev/full 2>"$err" || rc=$?
+if ((rc == 1)) && grep -q "could not be written to stdout" "$err" && ! grep -Eq "$crash_markers" "$err"; then
+  echo "ok: run >/dev/full: exit 1, says so"
+else
+  fail "run >/dev/full: exit $rc (expected 1 and 'could not be written to stdout')"; show stderr "$err"
+fi
+checks=$((checks + 1))
+rc=0
+timeout "$run_timeout" "$bin" run "$ds" >&- 2>"$err" || rc=$?
+if ((rc == 1)) && grep -q "stdout is closed" "$err"; then
+  echo "ok: run >&-: exit 1, says stdout is closed"
+else
+  fail "run >&- (stdout closed): exit $rc (expected 1 and 'stdout is closed')"; show stderr "$err"
+fi
+checks=$((checks + 1))
+rc=0
+timeout "$run_timeout" "$bin" gen "$core/full-gen" --samples 3 --sample-size 1KiB --output json >/dev/full 2>"$err" || rc=$?
+if ((rc == 1)); then echo "ok: gen --output json >/dev/full: exit 1"; else fail "gen --output json >/dev/full: exit $rc, expected 1"; show stderr "$err"; fi
+checks=$((checks + 1))
+rc=0
+head -c 1048576 /dev/urandom >"$core/one-mib.bin"
+timeout "$run_timeout" "$bin" bench storage "$core/one-mib.bin" --bs 64k --output json >/dev/full 2>"$err" || rc=$?
+if ((rc == 1)); then echo "ok: bench storage >/dev/full: exit 1"; else fail "bench storage >/dev/full: exit $rc, expected 1"; show stderr "$err"; fi
+# A failed stderr must not abort a run that succeeds, notes or not (exit 134 before).
+for redirect in full closed; do
+  checks=$((checks + 1))
+  rc=0
+  if [[ $redirect == full ]]; then
+    timeout "$run_timeout" "$bin" run "$ds" --no-index >"$out" 2>/dev/full || rc=$?
+  else
+    timeout "$run_timeout" "$bin" run "$ds" --no-index >"$out" 2>&- || rc=$?
+  fi
+  if ((rc == 0)) && grep -q "delivered digest" "$out"; then
+    echo "ok: run with stderr $redirect: exit 0, report on stdout"
+  else
+    fail "run with stderr $redirect: exit $rc (expected 0: only stderr failed)"
+  fi
+done
+checks=$((checks + 1))
+rc=0
+timeout "$run_timeout" "$bin" frobnicate 2>/dev/full || rc=$?
+((rc == 2)) && echo "ok: a usage error with stderr /dev/full: exit 2" || fail "usage error with stderr /dev/full: exit $rc, expected 2"
+
+# --- unknown commands, values out of range, options that conflict --------------------------------
+expect_usage "unknown command" "unknown command 'frobnicate'" -- frobnicate
+expect_usage "unknown bench command" "frobnicate" -- bench frobnicate "$ds"
+for v in 1.5 -1 nan inf 0; do
+  expect_usage "--au-target $v" "--au-target" -- run "$ds" --au-target "$v"
+done
+expect_usage "--seed above 2^64-1" "--seed" "out of range" -- run "$ds" --seed 18446744073709551616
+expect_usage "--seed -1" "--seed" "whole number" -- run "$ds" --seed -1
+expect_usage "gen --seed above 2^64-1" "--seed" -- gen "$core/x" --seed 99999999999999999999
+expect_usage "--json ''" "--json needs a file name" -- run "$ds" --json ''
+expect_usage "--json in a missing directory" "--json" "$core/no/such/dir/x.json" \
+  -- run "$ds" --json "$core/no/such/dir/x.json" --compute-time 10s
+expect_usage "--json names a directory" "is a directory" -- run "$ds" --json "$core"
+checks=$((checks + 1))
+run run "$files" --shard-shuffle 4
+if ((rc == 0)) && grep -q "note: --shard-shuffle" "$err"; then echo "ok: --shard-shuffle on a files dataset says what it does"
+else fail "--shard-shuffle on files: exit $rc, expected 0 with a note"; show stderr "$err"; fi
+expect_usage "bench --size 0" "--size must be positive" -- bench storage "$core/one-mib.bin" --size 0
+if [[ $mode == uring ]]; then
+  expect_usage "bench --engine posix --sqpoll" "--sqpoll" "--engine posix" -- bench storage "$core/one-mib.bin" --engine posix --sqpoll
+fi
+expect_usage "gen --sample-size above --max-sample-size" "--sample-size" "--max-sample-size" -- gen "$core/x" --sample-size 2MiB --max-sample-size 1MiB
+bounded "gen --sample-size 1PiB" 2 64 "--sample-size" "--max-sample-size" -- gen "$core/x" --sample-size 1PiB
+bounded "gen --max-sample-size 1PiB" 2 64 "--max-sample-size" "memory" -- gen "$core/x" --sample-size 1PiB --max-sample-size 1PiB
+expect_usage "gen --compressibility 2" "--compressibility" -- gen "$core/x" --compressibility 2
+expect_usage "--config missing" "/nonexistent" "re:No such file|not found|cannot" -- run "$ds" --config /nonexistent
+expect_usage "--config names a directory" "--config" -- run "$ds" --config "$core"
+expect_usage "--config /dev/zero" "--config" -- run "$ds" --config /dev/zero
+printf 'io-depth = 1e7\n' >"$core/float-depth.toml"
+bounded "--config io-depth = 1e7" 2 64 "io-depth" -- run "$ds" --config "$core/float-depth.toml"
+
+# --- rank and world size: flags and launchers' variables, each checked the same way --------------
+checks=$((checks + 1))
+rc=0
+env WORLD_SIZE=-1 RANK=0 timeout "$run_timeout" "$bin" run "$ds" >"$out" 2>"$err" || rc=$?
+if ((rc == 2)) && grep -q "WORLD_SIZE='-1'" "$err" && [[ ! -s $out ]]; then echo "ok: WORLD_SIZE=-1: exit 2 naming it"
+else fail "WORLD_SIZE=-1: exit $rc, expected 2 naming WORLD_SIZE"; show stderr "$err"; fi
+checks=$((checks + 1))
+rc=0
+env RANK=1 timeout "$run_timeout" "$bin" run "$ds" >"$out" 2>"$err" || rc=$?
+if ((rc == 2)) && grep -q "RANK" "$err" && grep -q "WORLD_SIZE" "$err" && ! grep -q -- "--world-size 1" "$err"; then
+  echo "ok: RANK=1 alone: exit 2 naming RANK and WORLD_SIZE"
+else fail "RANK=1 alone: exit $rc, expected 2 naming the variables (not flags never given)"; show stderr "$err"; fi
+checks=$((checks + 1))
+rc=0
+env OMPI_COMM_WORLD_RANK=3 OMPI_COMM_WORLD_SIZE=2 timeout "$run_timeout" "$bin" run "$ds" >"$out" 2>"$err" || rc=$?
+if ((rc == 2)) && grep -q "OMPI_COMM_WORLD_RANK 3 must be below OMPI_COMM_WORLD_SIZE 2" "$err"; then
+  echo "ok: Open MPI rank >= size: exit 2 naming the variables"
+else fail "OMPI rank 3 of 2: exit $rc"; show stderr "$err"; fi
+expect_usage "--world-size 0" "--world-size" -- run "$ds" --world-size 0
+expect_usage "--rank 4294967296" "--rank" -- run "$ds" --rank 4294967296
+
+# --- counts and sizes bounded before anything is allocated ---------------------------------------
+bounded "--io-depth 1000000000" 2 64 "--io-depth" "65536" -- run "$ds" --io-depth 1000000000
+bounded "--io-depth 1e7" 2 64 "--io-depth" -- run "$ds" --io-depth 1e7
+bounded "--memory-budget 1PiB" 2 64 "--memory-budget" "this machine's memory" -- run "$ds" --memory-budget 1PiB
+bounded "--prefetch 100000 --memory-budget 1PiB" 2 64 "--prefetch" -- run "$ds" --prefetch 100000 --memory-budget 1PiB
+bounded "--batch-size 4294967295" 2 64 "--batch-size" -- run "$ds" --batch-size 4294967295
+bounded "bench --iodepth 1000000" 2 64 "--iodepth" -- bench storage "$core/one-mib.bin" --iodepth 1000000
+bounded "brace pattern of 2^24 names" 2 64 "names" -- run "mem://x/{0..4095}{0..4095}.tar"
+expect_usage "bad brace pattern (run)" "brace pattern" -- run "$core/{0..3.tar"
+
+# --- one step cannot measure AU: said so, not failed ---------------------------------------------
+checks=$((checks + 1))
+run run "$ds" --batch-size 64 --compute-time 1ms --au-target 0.9 --json "$core/one-step.json"
+v=$(json_check "$core/one-step.json" 'd["au"] is None and d["au_pass"] is None and d["au_steps"] == 0' \
+  "au/au_pass should be null and au_steps 0 for a run of one step")
+if ((rc == 0)) && grep -q "not measured" "$out" && ! grep -q "FAIL" "$out" && [[ -z $v ]]; then
+  echo "ok: one batch: AU not measured, no FAIL"
+else
+  fail "one batch with --au-target: exit $rc; $v"; show stdout "$out"
+fi
+
+# --- a failed run still writes its JSON document (and replaces an older one) --------------------
+echo '{"old": true}' >"$core/stale.json"
+checks=$((checks + 1))
+run run "$core/no-such-dataset" --json "$core/stale.json"
+v=$(json_check "$core/stale.json" 'd.get("error") and "no-such-dataset" in d["error"] and d["exit_code"] == 1 and "old" not in d' \
+  "the JSON file should hold this run's error, not the old report")
+if ((rc == 1)) && [[ -z $v ]]; then echo "ok: a failed run writes its JSON with error"; else fail "failed run --json: exit $rc; $v"; fi
+for cmd in "bench storage $core/no-such.bin" "gen $core/ds --samples 5"; do
+  checks=$((checks + 1))
+  # shellcheck disable=SC2086
+  run $cmd --output json
+  v=$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["error"] and d["exit_code"] == int(sys.argv[2])' "$out" "$rc" 2>&1 || true)
+  if ((rc != 0)) && [[ -z $v ]]; then echo "ok: $cmd --output json fails with a JSON document (exit $rc)"
+  else fail "$cmd --output json: exit $rc, stdout is not a JSON document with error: $v"; show stdout "$out"; fi
+done
+
+# --- exit codes: one rule ---------------------------------------------------------------------
+expect_runtime "run: a dataset that is not there" "no-such-dataset" -- run "$core/no-such-dataset"
+expect_runtime "bench: a file that is not there" "no-such.bin" -- bench storage "$core/no-such.bin"
+
+# --- things that are not files ---------------------------------------------------------------
+mkfifo "$core/fifo"
+bounded "run on a FIFO" 2 64 "not a regular file" "FIFO" -- run "$core/fifo"
+bounded "run on /dev/zero" 2 64 "not a regular file" -- run /dev/zero
+bounded "run on a brace list naming a FIFO" 2 64 "not a regular file" -- run "$core/{fifo,one-mib.bin}"
+mkdir -p "$core/with-fifo"
+cp "$files"/000000.bin "$files"/000001.bin "$core/with-fifo/"
+mkfifo "$core/with-fifo/pipe.bin"
+checks=$((checks + 1))
+run run "$core/with-fifo" --json "$core/with-fifo.json"
+v=$(json_check "$core/with-fifo.json" 'd["samples"] == 2' "two samples expected (the FIFO left out)")
+if ((rc == 0)) && grep -q "pipe.bin" "$err" && [[ -z $v ]]; then echo "ok: a FIFO in a files dataset is left out with a note"
+else fail "files dataset with a FIFO: exit $rc; $v"; show stderr "$err"; fi
+
+# --- a file truncated under bench storage is an error, not a fast read --------------------------
+head -c $((64 << 20)) /dev/urandom >"$core/shrinks.bin"
+checks=$((checks + 1))
+rc=0
+timeout 30 "$bin" bench storage "$core/shrinks.bin" --bs 64k --rw randread --runtime 5s --time-based >"$out" 2>"$err" &
+bpid=$!
+sleep 1
+truncate -s 1M "$core/shrinks.bin"
+wait "$bpid" || rc=$?
+if ((rc == 1)) && grep -q "shrinks.bin" "$err" && grep -q "at offset" "$err" && grep -q "truncated" "$err"; then
+  echo "ok: bench storage on a file truncated mid-run: exit 1 naming file and offset"
+else
+  fail "bench storage, file truncated mid-run: exit $rc (expected 1 naming the file and offset)"; show stderr "$err"
+fi
+
+# --- Ctrl-C ends every wait within a second ------------------------------------------------------
+expect_interrupt "SIGINT while throttled to 1 byte/s" --json "$core/int-bw.json" -- run "$ds" --throttle-bw 1 --json "$core/int-bw.json"
+expect_interrupt "SIGINT with an hour of added latency" --json "$core/int-lat.json" -- run "$ds" --throttle-latency 1h --json "$core/int-lat.json"
+expect_interrupt "SIGINT in an hour of decode cost" --json "$core/int-dec.json" -- run "$ds" --decode-cost 1h --json "$core/int-dec.json"
+expect_interrupt "SIGINT in a 5 s compute step" --after 2 --json "$core/int-comp.json" -- run "$ds" --compute-time 5s --batch-size 4 --json "$core/int-comp.json"
+expect_interrupt "SIGTERM in a 5 s compute step" --term --after 2 -- run "$ds" --compute-time 5s --batch-size 4
+expect_interrupt "SIGINT in a 1 h collate cost" -- run "$ds" --collate-cost 1h
+expect_interrupt "SIGINT while opening a dataset at 1 byte/s" --json "$core/int-open.json" -- run "$ds" --no-index --throttle-bw 1 --json "$core/int-open.json"
+expect_interrupt "SIGINT during --stages-alone" --after 3 -- run "$ds" --stages-alone --decode-cost 1s --epochs 1 --batch-size 40
+expect_interrupt "SIGINT while gen lays out samples" -- gen "$core/int-gen" --samples 100000 --sample-size 64KiB
+expect_interrupt "SIGINT during bench --create" -- bench storage "$core/int-create.bin" --create 4GiB
+rm -f "$core/int-create.bin"
+bounded "bench --create larger than the disk" 1 64 "--create" "free" -- bench storage "$core/huge.bin" --create 1PiB
+expect_interrupt "SIGINT in an hour-long bench" -- bench storage "$core/one-mib.bin" --bs 64k --runtime 1h --time-based
+
+# --- decompression bombs: declared sizes are untrusted ------------------------------------------
+if ((have_zstd == 1)) && command -v zstd >/dev/null; then
+  bomb=$core/bomb
+  mkdir -p "$bomb"
+  # 2 GiB of zeros in a ~64 KiB frame that records its size (zstd --stream-size).
+  head -c $((2 << 30)) /dev/zero | zstd -q -1 -c --stream-size=$((2 << 30)) >"$bomb/000000.bin.zst"
+  cp "$files/000000.bin" "$bomb/000001.bin"
+  bounded "zstd bomb in a files dataset" 1 64 "000000.bin.zst" "declares 2147483648" \
+    -- run "$bomb" --memory-budget 64MiB
+  checks=$((checks + 1))
+  run_as "$timer" -q -o "$rss_file" -f %M -- run "$bomb" --memory-budget 64MiB --on-error skip --json "$core/bomb-skip.json"
+  v=$(json_check "$core/bomb-skip.json" 'd["skipped"]["samples"] == 1 and d["samples"] == 1' "one sample skipped, one delivered")
+  if ((rc == 0)) && [[ -z $v ]]; then echo "ok: zstd bomb skipped with --on-error skip"; else fail "bomb --on-error skip: exit $rc; $v"; show stderr "$err"; fi
+  check_rss "zstd bomb skipped" 64
+  mkdir -p "$core/bomb-tar-src"
+  cp "$bomb/000000.bin.zst" "$core/bomb-tar-src/000000.bin.zst"
+  printf '7' >"$core/bomb-tar-src/000000.cls"
+  mkdir -p "$core/bomb-tar"
+  tar -C "$core/bomb-tar-src" -cf "$core/bomb-tar/shard-000000.tar" 000000.bin.zst 000000.cls
+  bounded "zstd bomb inside a tar shard" 1 64 "000000.bin.zst" "declares 2147483648" \
+    -- run "$core/bomb-tar" --memory-budget 64MiB
+  bounded "--max-sample-size below a frame's declared size" 1 1100 "declares" \
+    -- run "$core/bomb-tar" --memory-budget 1GiB --max-sample-size 1MiB
+else
+  echo "skip: decompression bombs: built without zstd or no zstd tool"
+fi

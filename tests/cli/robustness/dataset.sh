@@ -1,0 +1,168 @@
+# shellcheck shell=bash
+# Robustness section: datasets on disk that must not give silently wrong data (issue 14).
+# Sourced by tests/cli/robustness.sh after tests/cli/lib.sh and cli_init: uses $bin, $scratch,
+# $out, $err, $py and the lib's helpers; every check counts in $checks / $failures.
+#
+#  - a stale tar index (copied from another shard of the same size, a size edited by hand, the
+#    old format 1 without a checksum) is not trusted: `run` exits 0 with the digest `gen` printed
+#    and a note naming the index;
+#  - an interrupted `gen` (Ctrl-C; a full disk) leaves a dataset `run` refuses: exit 1 naming the
+#    manifest .feedline-dataset that says the generation did not finish;
+#  - a generated dataset that lost a shard, or whose shard was cut short, since: exit 1 naming
+#    what is missing;
+#  - `gen` into a directory holding a user's own file: exit 2, the file untouched.
+# shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
+
+dataset_dir=$scratch/robustness-dataset
+rm -rf -- "$dataset_dir"
+mkdir -p -- "$dataset_dir"
+
+# dataset_gen DIR GEN_ARGS...: feedline gen DIR ... --output json, which must work; sets
+# dataset_digest to the digest gen reports. Returns 1 (the failure counted) when gen fails.
+dataset_gen() {
+  local dir=$1; shift
+  checks=$((checks + 1))
+  must_run "gen $dir" gen "$dir" "$@" --output json || return 1
+  dataset_digest=$(json_get "$out" 'd["digest"]')
+}
+
+# dataset_run_ok NAME DIR WANT_DIGEST NOTE_NEEDLE...: feedline run DIR must exit 0, deliver
+# WANT_DIGEST, and say on stdout or stderr, in one line, every NOTE_NEEDLE (fixed strings).
+dataset_run_ok() {
+  local name=$1 dir=$2 want=$3; shift 3
+  checks=$((checks + 1))
+  local json=$dataset_dir/run.json bad=()
+  rm -f -- "$json"
+  run run "$dir" --json "$json"
+  ((rc == 0)) || bad+=("exit code $rc, expected 0")
+  check_no_crash "$out" "$err"
+  local r
+  r=$(json_check "$json" "d['delivered']['digest'] == $want" "delivered.digest is not $want (what feedline gen wrote)")
+  [[ -z $r ]] || bad+=("$r")
+  if (($# > 0)); then
+    local found=0 all n text
+    while IFS= read -r text; do
+      all=1
+      for n in "$@"; do [[ $text == *"$n"* ]] || all=0; done
+      if ((all)); then found=1; break; fi
+    done < <(cat "$out" "$err")
+    ((found)) || bad+=("no line of stdout or stderr says all of: $*")
+  fi
+  conclude "$name: feedline run $dir" "$name" stderr "$err" stdout "$out" || true
+}
+
+# --- stale tar indexes ---------------------------------------------------------------------------
+# Fixed-size samples: every shard has the same size, so the size an index records cannot tell one
+# shard's index from another's; the labels (.cls, 1 to 3 bytes) differ, so trusting a copied index
+# would deliver wrong bytes.
+dataset_tar=(--format tar --samples 30 --sample-size 10000 --samples-per-shard 10)
+if dataset_gen "$dataset_dir/other" "${dataset_tar[@]}" --seed 7; then
+  dataset_other_digest=$dataset_digest
+fi
+if dataset_gen "$dataset_dir/copied" "${dataset_tar[@]}" --seed 1; then
+  cp -- "$dataset_dir/other/shard-000001.tar.idx" "$dataset_dir/copied/shard-000000.tar.idx"
+  dataset_run_ok "an index copied from another shard of the same size" "$dataset_dir/copied" \
+    "$dataset_digest" "shard-000000.tar.idx" "index"
+fi
+if dataset_gen "$dataset_dir/edited" "${dataset_tar[@]}" --seed 2; then
+  # The first member's stored size, 10000 -> 9999, as a hand edit would do it.
+  sed -i '3s/^0 512 10000 10000 /0 512 9999 9999 /' "$dataset_dir/edited/shard-000001.tar.idx"
+  if grep -q '^0 512 9999 9999 ' "$dataset_dir/edited/shard-000001.tar.idx"; then
+    dataset_run_ok "an index with a stored size edited by hand" "$dataset_dir/edited" \
+      "$dataset_digest" "shard-000001.tar.idx" "checksum"
+  else
+    fail "test setup: could not edit the first member line of $dataset_dir/edited/shard-000001.tar.idx"
+  fi
+fi
+if dataset_gen "$dataset_dir/old-index" "${dataset_tar[@]}" --seed 3; then
+  # Format 1: the same member lines, no checksum line.
+  for f in "$dataset_dir"/old-index/*.idx; do
+    sed -i -e '1s/^feedline-tar-index 2$/feedline-tar-index 1/' -e '/^checksum /d' "$f"
+  done
+  dataset_run_ok "indexes of the old format 1" "$dataset_dir/old-index" "$dataset_digest" "old format 1"
+fi
+# The untouched dataset still opens through its indexes, with no note.
+if [[ -n ${dataset_other_digest:-} ]]; then
+  checks=$((checks + 1))
+  run run "$dataset_dir/other" --json "$dataset_dir/run.json"
+  if ((rc != 0)); then
+    fail "an intact generated dataset: feedline run exit code $rc"; show stderr "$err"
+  elif grep -qi "index" "$err"; then
+    fail "an intact generated dataset: a note about its indexes"; show stderr "$err"
+  else
+    echo "ok: an intact generated dataset: run uses its indexes without a note"
+  fi
+fi
+
+# --- interrupted gen ---------------------------------------------------------------------------
+# Ctrl-C: a gen of 3 GiB is stopped after a second; what it left must not pass for a dataset.
+dataset_int=$dataset_dir/interrupted
+checks=$((checks + 1))
+"${as_terminal[@]}" "$bin" gen "$dataset_int" --format tar --samples 200000 --sample-size 16KiB \
+  --samples-per-shard 1000 >"$dataset_dir/gen.out" 2>"$dataset_dir/gen.err" &
+dataset_pid=$!
+if started "$dataset_pid" 1; then
+  bad=()
+  interrupt_pid "$dataset_pid"
+  check_sigint_exit "$dataset_dir/gen.out" "$dataset_dir/gen.err"
+  conclude "Ctrl-C during gen" "Ctrl-C during gen: exit 130" stderr "$dataset_dir/gen.err" || true
+  if [[ -e $dataset_int/shard-000000.tar ]]; then
+    expect_runtime "run over a gen interrupted by Ctrl-C" ".feedline-dataset" "incomplete" -- run "$dataset_int"
+    expect_runtime "run --format files over a gen interrupted by Ctrl-C" ".feedline-dataset" -- \
+      run "$dataset_int" --format files
+  else
+    fail "Ctrl-C during gen: no shard written in a second (too slow to test what an interrupted gen leaves)"
+  fi
+else
+  fail "Ctrl-C during gen: feedline gen of 200000 samples exited (code $early) within 1 s, before the signal"
+  show stderr "$dataset_dir/gen.err"
+fi
+rm -rf -- "$dataset_int"
+
+# A full disk: a 2 MiB tmpfs (needs root to mount; skipped otherwise).
+dataset_tmpfs=$dataset_dir/tmpfs
+mkdir -p -- "$dataset_tmpfs"
+if mount -t tmpfs -o size=2m none "$dataset_tmpfs" 2>/dev/null; then
+  expect_runtime "gen onto a full disk" "No space left" -- gen "$dataset_tmpfs/ds" --samples 100 --sample-size 64KiB
+  expect_runtime "run over a gen that hit a full disk" ".feedline-dataset" "incomplete" -- run "$dataset_tmpfs/ds"
+  umount "$dataset_tmpfs" || fail "could not unmount the tmpfs at $dataset_tmpfs"
+else
+  echo "skip: a full disk during gen (cannot mount a tmpfs at $dataset_tmpfs: not root?)"
+fi
+
+# --- a generated dataset that changed since -----------------------------------------------------
+if dataset_gen "$dataset_dir/lost" "${dataset_tar[@]}" --seed 4; then
+  rm -- "$dataset_dir/lost/shard-000001.tar" "$dataset_dir/lost/shard-000001.tar.idx"
+  expect_runtime "run over a generated dataset that lost a shard" ".feedline-dataset" "shard-000001.tar" \
+    "missing" -- run "$dataset_dir/lost"
+fi
+if dataset_gen "$dataset_dir/cut" "${dataset_tar[@]}" --seed 5; then
+  # Cut shard 2 right after its 4th sample (8 members): a valid tar of fewer samples.
+  dataset_cut=$("$py" -c 'import sys, tarfile; print(list(tarfile.open(sys.argv[1], "r:"))[8].offset)' \
+    "$dataset_dir/cut/shard-000002.tar")
+  rm -f -- "$dataset_dir/cut/shard-000002.tar.idx"
+  truncate -s "$dataset_cut" "$dataset_dir/cut/shard-000002.tar"
+  expect_runtime "run over a generated dataset whose shard was cut at a member boundary" "shard-000002.tar" \
+    "holds 4 samples" ".feedline-dataset" -- run "$dataset_dir/cut"
+fi
+
+# --- gen never overwrites what it did not write ------------------------------------------------
+dataset_user=$dataset_dir/user
+mkdir -p -- "$dataset_user"
+printf 'my own notes, not a sample\n' >"$dataset_user/000000.bin"
+cp -- "$dataset_user/000000.bin" "$dataset_dir/user-copy"
+expect_usage "gen into a directory holding a user's 000000.bin" "000000.bin" "not written by feedline gen" \
+  -- gen "$dataset_user" --samples 5 --sample-size 100
+checks=$((checks + 1))
+if ! cmp -s -- "$dataset_user/000000.bin" "$dataset_dir/user-copy"; then
+  fail "gen into a directory holding a user's 000000.bin: the file was changed"
+elif [[ -e $dataset_user/.feedline-dataset || -e $dataset_user/000001.bin ]]; then
+  fail "gen into a directory holding a user's 000000.bin: gen wrote into it: $(ls -A "$dataset_user" | tr '\n' ' ')"
+else
+  echo "ok: gen into a directory holding a user's 000000.bin: the file untouched, nothing written"
+fi
+# A dataset gen wrote may be regenerated in place (here with another seed).
+if dataset_gen "$dataset_dir/again" --samples 5 --sample-size 100 --seed 1 &&
+   dataset_gen "$dataset_dir/again" --samples 5 --sample-size 100 --seed 2; then
+  dataset_run_ok "a generated dataset regenerated in place" "$dataset_dir/again" "$dataset_digest"
+fi

@@ -1,0 +1,97 @@
+#include "json_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "output.hpp"
+
+namespace feedline::tools {
+
+Result<JsonFile> JsonFile::prepare(std::string path, std::string_view flag) {
+  if (path.empty()) {
+    return fail(Error(Errc::kInvalidArgument, fmt::format("{} needs a file name", flag)));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return fail(Error(Errc::kInvalidArgument,
+                      fmt::format("{} {}: {}", flag, path, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file"))
+                    .with_hint("name a file to write the report to"));
+  }
+  JsonFile f;
+  f.path_ = std::move(path);
+  f.tmp_ = f.path_ + ".feedline-tmp-XXXXXX";
+  f.fd_ = ::mkostemp(f.tmp_.data(), O_CLOEXEC);
+  if (f.fd_ < 0) {
+    const int err = errno;
+    f.tmp_.clear();
+    return fail(Error::from_errno(err, fmt::format("{} {}: cannot create a file there", flag, f.path_))
+                    .with_hint("check that the directory exists and is writable"));
+  }
+  ::fchmod(f.fd_, 0644);
+  return f;
+}
+
+JsonFile::JsonFile(JsonFile&& o) noexcept
+    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(std::exchange(o.fd_, -1)) {
+  o.path_.clear();
+  o.tmp_.clear();
+}
+
+JsonFile& JsonFile::operator=(JsonFile&& o) noexcept {
+  if (this != &o) {
+    this->~JsonFile();
+    path_ = std::move(o.path_);
+    tmp_ = std::move(o.tmp_);
+    fd_ = std::exchange(o.fd_, -1);
+    o.path_.clear();
+    o.tmp_.clear();
+  }
+  return *this;
+}
+
+JsonFile::~JsonFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+Result<void> JsonFile::commit(const nlohmann::json& doc) {
+  if (!enabled() || fd_ < 0) return {};
+  const std::string text = out::scrub(doc.dump(2)) + "\n";
+  const char* p = text.data();
+  std::size_t left = text.size();
+  auto failed = [&](std::string_view what) {
+    const int err = errno;
+    ::close(std::exchange(fd_, -1));
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+    return fail(Error::from_errno(err, fmt::format("{} the JSON report", what)).with_object(path_));
+  };
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return failed("writing");
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::close(std::exchange(fd_, -1)) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+    return fail(Error::from_errno(err, "writing the JSON report").with_object(path_));
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+    return fail(Error::from_errno(err, "renaming the JSON report into place").with_object(path_));
+  }
+  tmp_.clear();
+  return {};
+}
+
+}  // namespace feedline::tools

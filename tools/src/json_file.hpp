@@ -1,0 +1,40 @@
+// The JSON report file of a command (`run --json FILE`).
+//
+// Checked before the command does any work: a path that is empty, whose directory is missing or
+// not writable, or that is a directory, is a usage error at once, not after a long run. The
+// document is written whole at the end to a temporary file beside FILE and renamed over it, so a
+// reader never sees half a document; a failed or interrupted run writes its document too (with
+// "error"), so FILE never goes on showing an older run as if it were this one. Secrets are
+// scrubbed (out::scrub) from what is written.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "feedline/core/error.hpp"
+
+namespace feedline::tools {
+
+class JsonFile {
+ public:
+  // An unset file (no --json): commit() does nothing.
+  JsonFile() = default;
+  // kInvalidArgument naming `flag` and the path when it cannot be written there.
+  static Result<JsonFile> prepare(std::string path, std::string_view flag);
+  JsonFile(JsonFile&& o) noexcept;
+  JsonFile& operator=(JsonFile&& o) noexcept;
+  ~JsonFile();  // removes the temporary file when nothing was committed
+
+  bool enabled() const noexcept { return !path_.empty(); }
+  const std::string& path() const noexcept { return path_; }
+  // Writes the document and renames it into place. kIo naming the path when that fails.
+  Result<void> commit(const nlohmann::json& doc);
+
+ private:
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+};
+
+}  // namespace feedline::tools

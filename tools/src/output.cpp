@@ -1,0 +1,137 @@
+#include "output.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+namespace feedline::tools::out {
+namespace {
+
+struct State {
+  std::mutex mu;
+  std::vector<std::string> secrets;  // longest first, so that a secret containing another is masked whole
+  bool stdout_closed = false;        // closed when we started (re-opened on /dev/null)
+  bool stdout_written = false;
+  bool stdout_failed = false;
+  int stdout_errno = 0;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+std::string scrub_locked(const State& s, std::string_view text) {
+  std::string out(text);
+  for (const std::string& secret : s.secrets) {
+    for (std::size_t at = out.find(secret); at != std::string::npos; at = out.find(secret, at + 3)) {
+      out.replace(at, secret.size(), "***");
+    }
+  }
+  return out;
+}
+
+void write_locked(State& s, std::FILE* f, std::string_view text) {
+  const std::string clean = scrub_locked(s, text);
+  if (f == stdout) {
+    s.stdout_written = true;
+    if (s.stdout_closed || s.stdout_failed) {
+      s.stdout_failed = true;
+      return;
+    }
+  }
+  errno = 0;
+  const std::size_t n = std::fwrite(clean.data(), 1, clean.size(), f);
+  if (f == stdout && (n != clean.size() || std::ferror(f))) {
+    s.stdout_failed = true;
+    s.stdout_errno = errno;
+  }
+}
+
+}  // namespace
+
+void init_standard_streams() {
+  State& s = state();
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    // The lowest free descriptor is this one: the ones below it are open (or were just re-opened).
+    const int got = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (got >= 0 && got != fd) ::close(got);
+    if (fd == 1) s.stdout_closed = true;
+  }
+}
+
+void add_secret(std::string secret) {
+  if (secret.size() < 4) return;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (std::find(s.secrets.begin(), s.secrets.end(), secret) != s.secrets.end()) return;
+  s.secrets.push_back(std::move(secret));
+  std::sort(s.secrets.begin(), s.secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+}
+
+std::string scrub(std::string_view text) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return scrub_locked(s, text);
+}
+
+void write_stdout(std::string_view text) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  write_locked(s, stdout, text);
+}
+
+void write_stderr(std::string_view text) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  write_locked(s, stderr, text);
+  std::fflush(stderr);
+}
+
+void error(std::string_view message) { eprint("feedline: error: {}\n", message); }
+void note(std::string_view message) { eprint("feedline: note: {}\n", message); }
+
+void flush_stdout() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.stdout_closed || s.stdout_failed) return;
+  errno = 0;
+  if (std::fflush(stdout) != 0) {
+    s.stdout_failed = true;
+    s.stdout_errno = errno;
+  }
+}
+
+bool stdout_failed() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  return s.stdout_failed;
+}
+
+int finish(int exit_code) {
+  State& s = state();
+  std::unique_lock lock(s.mu);
+  if (s.stdout_written && !s.stdout_closed && !s.stdout_failed) {
+    errno = 0;
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      s.stdout_failed = true;
+      s.stdout_errno = errno;
+    }
+  }
+  if (!s.stdout_failed) return exit_code;
+  const std::string why = s.stdout_closed ? std::string("stdout is closed")
+                          : s.stdout_errno ? std::string(std::strerror(s.stdout_errno))
+                                           : std::string("write error");
+  lock.unlock();
+  error(fmt::format("the report could not be written to stdout: {} (redirect stdout to a file or a terminal)", why));
+  return exit_code == 0 ? 1 : exit_code;
+}
+
+}  // namespace feedline::tools::out
