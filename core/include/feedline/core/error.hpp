@@ -1,6 +1,6 @@
 // Error and Result: the data path returns values, never throws.
 //
-// Result<T> is std::expected<T, Error>. An Error carries a machine-readable code, the errno or HTTP
+// Result<T> is a [[nodiscard]] std::expected<T, Error>. An Error carries a machine-readable code, the errno or HTTP
 // status behind it (0 when none), a human message, and the context a user needs to act on it: the
 // object (path, key or URL) and, where it matters, the byte offset. Error::what() renders all of it
 // as one line, e.g.
@@ -106,8 +106,20 @@ class [[nodiscard]] Error {
   std::string hint_;
 };
 
+// A std::expected<T, Error> that may not be ignored: a call whose Result is dropped does not
+// compile with -Werror (-Wunused-result), so an error cannot vanish by accident. Write
+// `(void)call();` where dropping it is meant (a best-effort clean-up), and say why.
 template <typename T>
-using Result = std::expected<T, Error>;
+class [[nodiscard]] Result : public std::expected<T, Error> {
+  using Base = std::expected<T, Error>;
+
+ public:
+  using Base::Base;
+  using Base::operator=;
+  Result() = default;
+  Result(const Base& b) : Base(b) {}        // NOLINT(google-explicit-constructor): a Result is one
+  Result(Base&& b) : Base(std::move(b)) {}  // NOLINT(google-explicit-constructor)
+};
 
 // Shorthand for returning an error from a function that returns Result<T>.
 inline std::unexpected<Error> fail(Error e) { return std::unexpected<Error>(std::move(e)); }
