@@ -1,6 +1,6 @@
 // feedline: the command-line tool. Only this layer reads argv, the environment and config files.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <array>
 #include <exception>
@@ -12,6 +12,7 @@
 #include "cli_error.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/transports/file_engine.hpp"
+#include "feedline/transports/http_client.hpp"
 #include "gen_cmd.hpp"
 #include "output.hpp"
 #include "probe_cmd.hpp"
@@ -46,12 +47,19 @@ std::optional<std::string> unknown_command(int argc, char** argv, const CLI::App
 int main(int argc, char** argv) {
   using namespace feedline::tools;
   out::init_standard_streams();
+  // libcurl's process-wide set-up, before any thread starts (the signal thread is the first).
+  auto http_library = feedline::transports::HttpLibrary::init();
+  if (!http_library) {
+    out::error(http_library.error().what());
+    return kExitRuntime;
+  }
   install_stop_signals();
   CLI::App app{"feedline: dataset storage -> pipeline -> GPU, and where it stalls"};
   // The version line names the optional parts compiled in, for scripts that need to know.
-  app.set_version_flag("--version", fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {})",
-                                                feedline::transports::uring_compiled_in() ? "yes" : "no",
-                                                feedline::loader::zstd_available() ? "yes" : "no"));
+  app.set_version_flag("--version",
+                       fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {})",
+                                   feedline::transports::uring_compiled_in() ? "yes" : "no",
+                                   feedline::loader::zstd_available() ? "yes" : "no"));
   app.require_subcommand(1);
   int exit_code = kExitOk;
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
@@ -61,7 +69,9 @@ int main(int argc, char** argv) {
   add_run(app, exit_code);
   add_probe(app, exit_code);
   if (auto cmd = unknown_command(argc, argv, app)) {
-    out::error(fmt::format("unknown command '{}' (commands: bench storage, gen, run, probe; see feedline --help)", *cmd));
+    out::error(fmt::format(
+        "unknown command '{}' (commands: bench storage, gen, run, probe; see feedline --help)",
+        *cmd));
     return out::finish(kExitUsage);
   }
   try {

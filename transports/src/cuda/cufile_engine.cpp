@@ -13,6 +13,7 @@
 
 #include "../detail/pool_engine.hpp"
 #include "feedline/core/clock.hpp"
+#include "feedline/core/unique_fd.hpp"
 #include "feedline/transports/cufile.hpp"
 
 namespace feedline::transports::cufile {
@@ -60,7 +61,8 @@ class CufileEngine final : public FileEngine {
   }
 
   Result<int> register_file(int) override {
-    return fail(Errc::kUnsupported, "the cuFile engine registers each file itself as its reads come");
+    return fail(Errc::kUnsupported,
+                "the cuFile engine registers each file itself as its reads come");
   }
 
   void submit(std::span<FileRead* const> reads) noexcept override {
@@ -129,14 +131,18 @@ class CufileEngine final : public FileEngine {
   EngineInfo info() const override {
     EngineInfo i = pool_ ? pool_->info() : EngineInfo{"cufile", {"batch-api"}, {}};
     if (pool_ && rt_->batch_api() && rt_->compat_mode()) {
-      i.notes.push_back("cuFile's batch API is not used in compatibility mode: cuFileRead on threads");
+      i.notes.push_back(
+          "cuFile's batch API is not used in compatibility mode: cuFileRead on threads");
     }
     if (!batch_fallback_.empty()) i.notes.push_back(batch_fallback_);
-    if (!regions_.empty()) i.features.push_back(fmt::format("registered-buffers={}", regions_.size()));
+    if (!regions_.empty())
+      i.features.push_back(fmt::format("registered-buffers={}", regions_.size()));
     i.features.push_back(fmt::format("handles-registered={}", handles_registered_));
     if (plain_fds_) {
-      i.notes.push_back(fmt::format("{} file(s) could not be opened with O_DIRECT: cuFile served them in "
-                                    "compatibility mode", plain_fds_));
+      i.notes.push_back(
+          fmt::format("{} file(s) could not be opened with O_DIRECT: cuFile served them in "
+                      "compatibility mode",
+                      plain_fds_));
     }
     std::lock_guard lock(mu_);
     if (!first_error_.empty()) i.notes.push_back(first_error_);
@@ -148,7 +154,7 @@ class CufileEngine final : public FileEngine {
   // (entries_ is sized once), so a worker may hold one while the submitting thread looks up others;
   // an entry is reused only when no read of it is in flight.
   struct Entry {
-    int fd = -1;
+    UniqueFd fd;
     dev_t dev = 0;
     ino_t ino = 0;
     Handle handle = nullptr;
@@ -158,14 +164,13 @@ class CufileEngine final : public FileEngine {
 
   void drop(Entry& e) noexcept {
     if (e.handle) rt_->api().HandleDeregister(e.handle);
-    if (e.fd >= 0) ::close(e.fd);
-    e = Entry{};
+    e = Entry{};  // closes the descriptor, after its handle is gone
   }
 
   // The registered entry for r's file (by device and inode: a descriptor number may be closed and
   // reused for another file), registering it on first use; null with r.error set on failure.
   Entry* entry_for(FileRead& r) noexcept {
-    struct stat st{};
+    struct stat st {};
     if (::fstat(r.fd, &st) != 0) {
       r.error = errno;
       return nullptr;
@@ -173,7 +178,8 @@ class CufileEngine final : public FileEngine {
     Entry* victim = nullptr;
     for (Entry& e : entries_) {
       if (e.handle && e.dev == st.st_dev && e.ino == st.st_ino) return &e;
-      if (e.in_flight == 0 && (!victim || (victim->handle && (!e.handle || e.last_use < victim->last_use)))) {
+      if (e.in_flight == 0 &&
+          (!victim || (victim->handle && (!e.handle || e.last_use < victim->last_use)))) {
         victim = &e;
       }
     }
@@ -183,29 +189,28 @@ class CufileEngine final : public FileEngine {
     }
     drop(*victim);
     const std::string path = fmt::format("/proc/self/fd/{}", r.fd);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-    if (fd < 0 && errno == EINVAL) {
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd >= 0) ++plain_fds_;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));
+    if (!fd && errno == EINVAL) {
+      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (fd) ++plain_fds_;
     }
-    if (fd < 0) {
+    if (!fd) {
       r.error = errno;
       return nullptr;
     }
     CUfileDescr d;
     d.type = kHandleTypeOpaqueFd;
-    d.handle.fd = fd;
+    d.handle.fd = fd.get();
     Handle h = nullptr;
     const CUfileError e = rt_->api().HandleRegister(&h, &d);
     if (e.err != kSuccess) {
-      ::close(fd);
       r.error = EIO;
       r.engine_error = e.err;
       note_error(rt_->error(e, "cuFileHandleRegister").message());
       return nullptr;
     }
     ++handles_registered_;
-    victim->fd = fd;
+    victim->fd = std::move(fd);
     victim->dev = st.st_dev;
     victim->ino = st.st_ino;
     victim->handle = h;
@@ -225,7 +230,8 @@ class CufileEngine final : public FileEngine {
 
   void start_pool() {
     pool_ = transports::detail::make_pool_engine(rt_->compat_mode() ? "cufile-compat" : "cufile",
-                                                 std::min(depth_, kMaxThreads), [this](FileRead& r) { read(r); }, {});
+                                                 std::min(depth_, kMaxThreads),
+                                                 [this](FileRead& r) { read(r); }, {});
   }
 
   // ---- the batch API (caller's thread) ----
@@ -246,7 +252,8 @@ class CufileEngine final : public FileEngine {
         if (e.err != kSuccess) {
           b.handle = nullptr;
           if (!any_batch_set_up_) {  // the batch API does not work here: threads from now on
-            batch_fallback_ = rt_->error(e, "cuFileBatchIOSetUp").message() + ": cuFileRead on threads instead";
+            batch_fallback_ =
+                rt_->error(e, "cuFileBatchIOSetUp").message() + ": cuFileRead on threads instead";
             batches_.clear();
             start_pool();
             std::vector<FileRead*> moved(waiting_.begin(), waiting_.end());
@@ -274,7 +281,8 @@ class CufileEngine final : public FileEngine {
         b.reads.push_back(r);
       }
       const std::uint64_t now = now_ns();
-      const CUfileError e = a.BatchIOSubmit(b.handle, static_cast<unsigned>(params_.size()), params_.data(), 0);
+      const CUfileError e =
+          a.BatchIOSubmit(b.handle, static_cast<unsigned>(params_.size()), params_.data(), 0);
       for (FileRead* r : b.reads) {
         if (r->issued_ns == 0) r->issued_ns = now;
         if (e.err != kSuccess) {
@@ -294,7 +302,8 @@ class CufileEngine final : public FileEngine {
   // min_complete reads are finished or the timeout passes, waiting on the oldest busy batch in
   // slices of at most a millisecond (so completions on other batches are not held up).
   void collect(std::size_t min_complete, std::chrono::nanoseconds timeout) noexcept {
-    const std::uint64_t deadline = now_ns() + static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
+    const std::uint64_t deadline =
+        now_ns() + static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count()));
     for (;;) {
       for (Batch& b : batches_) {
         if (!b.reads.empty()) poll_batch(b, 0, 0);
@@ -304,7 +313,9 @@ class CufileEngine final : public FileEngine {
       if (finished_.size() >= min_complete || now >= deadline) return;
       Batch* oldest = nullptr;
       for (Batch& b : batches_) {
-        if (!b.reads.empty() && (!oldest || b.reads.front()->issued_ns < oldest->reads.front()->issued_ns)) oldest = &b;
+        if (!b.reads.empty() &&
+            (!oldest || b.reads.front()->issued_ns < oldest->reads.front()->issued_ns))
+          oldest = &b;
       }
       if (!oldest) return;  // nothing in flight to wait for
       poll_batch(*oldest, 1, std::min<std::uint64_t>(deadline - now, 1'000'000));
@@ -314,7 +325,8 @@ class CufileEngine final : public FileEngine {
   void poll_batch(Batch& b, unsigned min_nr, std::uint64_t wait_ns) noexcept {
     events_.resize(kPerBatch);
     unsigned n = static_cast<unsigned>(std::min<std::size_t>(events_.size(), b.reads.size()));
-    timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+    timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000),
+                static_cast<long>(wait_ns % 1'000'000'000)};
     const CUfileError e = rt_->api().BatchIOGetStatus(b.handle, min_nr, &n, events_.data(), &ts);
     if (e.err != kSuccess) {
       // cuFile lost track of this batch: every read still in it fails.
@@ -339,7 +351,8 @@ class CufileEngine final : public FileEngine {
   void finish_event(FileRead& r, const CUfileIOEvents& ev) noexcept {
     const auto ret = static_cast<ssize_t>(ev.ret);
     if (ev.status == kStatusComplete && ret >= 0) {
-      r.done += static_cast<std::uint32_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(ret), r.length - r.done));
+      r.done += static_cast<std::uint32_t>(
+          std::min<std::uint64_t>(static_cast<std::uint64_t>(ret), r.length - r.done));
       if (ret > 0 && r.done < r.length) {  // short: the rest goes in again
         ++r.resubmits;
         waiting_.push_front(&r);
@@ -363,8 +376,9 @@ class CufileEngine final : public FileEngine {
     const auto [base, base_off] = locate(r.dst);
     while (r.done < r.length) {
       errno = 0;
-      const ssize_t n = rt_->api().Read(e->handle, base, r.length - r.done, static_cast<off_t>(r.offset + r.done),
-                                        static_cast<off_t>(base_off + r.done));
+      const ssize_t n =
+          rt_->api().Read(e->handle, base, r.length - r.done, static_cast<off_t>(r.offset + r.done),
+                          static_cast<off_t>(base_off + r.done));
       if (n == -1) {
         if (errno == EINTR || errno == EAGAIN) {
           ++r.resubmits;
@@ -416,8 +430,8 @@ class CufileEngine final : public FileEngine {
 Result<std::unique_ptr<FileEngine>> make_cufile_engine(std::shared_ptr<const CufileRuntime> runtime,
                                                        const EngineOptions& options) {
   if (!runtime || !runtime->available()) {
-    return fail(Errc::kUnsupported,
-                fmt::format("cuFile is not available: {}", runtime ? runtime->reason() : "not loaded"));
+    return fail(Errc::kUnsupported, fmt::format("cuFile is not available: {}",
+                                                runtime ? runtime->reason() : "not loaded"));
   }
   return std::unique_ptr<FileEngine>(new CufileEngine(std::move(runtime), options.depth));
 }

@@ -11,6 +11,13 @@ Result<HttpResponse> HttpClient::perform(HttpRequest) {
   return fail(Errc::kUnsupported, "built without the HTTP transport (libcurl)");
 }
 
+Result<HttpLibrary> HttpLibrary::init() { return HttpLibrary(); }
+HttpLibrary::HttpLibrary(HttpLibrary&&) noexcept = default;
+HttpLibrary& HttpLibrary::operator=(HttpLibrary&&) noexcept = default;
+HttpLibrary::~HttpLibrary() = default;
+void HttpLibrary::release() noexcept {}
+bool HttpLibrary::held() noexcept { return false; }
+
 std::string http_library_version() { return "not built in"; }
 bool http_compiled_in() noexcept { return false; }
 

@@ -31,9 +31,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "detail/nfs_util.hpp"
 #include "feedline/core/clock.hpp"
 #include "feedline/core/thread_name.hpp"
-#include "detail/nfs_util.hpp"
+#include "feedline/core/unique_fd.hpp"
 
 namespace feedline::transports {
 
@@ -50,12 +51,11 @@ class NfsConnection::Impl {
     stop_.store(true);
     wake();
     if (thread_.joinable()) thread_.join();
-    if (event_fd_ >= 0) ::close(event_fd_);
   }
 
   Result<void> start() {
-    event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (event_fd_ < 0) return fail(Error::from_errno(errno, "eventfd"));
+    event_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!event_fd_) return fail(Error::from_errno(errno, "eventfd"));
     thread_ = std::thread([this] {
       name_this_thread("fl-nfs");
       run();
@@ -64,8 +64,8 @@ class NfsConnection::Impl {
   }
 
   void submit(NfsRead* r) {
-    const std::uint64_t budget = static_cast<std::uint64_t>(options_.timeout.count()) * 1'000'000ull *
-                                 std::max(1u, options_.max_attempts);
+    const std::uint64_t budget = static_cast<std::uint64_t>(options_.timeout.count()) *
+                                 1'000'000ull * std::max(1u, options_.max_attempts);
     r->deadline_ns = now_ns() + budget;
     r->done = r->copied = 0;
     r->attempts = 0;
@@ -111,7 +111,7 @@ class NfsConnection::Impl {
 
   void wake() {
     const std::uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(event_fd_, &one, sizeof one);
+    [[maybe_unused]] const ssize_t n = ::write(event_fd_.get(), &one, sizeof one);
   }
 
   void run() {
@@ -127,7 +127,7 @@ class NfsConnection::Impl {
       expire(now_ns());
       if (broken_) teardown();
 
-      pollfd fds[2] = {{event_fd_, POLLIN, 0}, {-1, 0, 0}};
+      pollfd fds[2] = {{event_fd_.get(), POLLIN, 0}, {-1, 0, 0}};
       nfds_t n = 1;
       if (nfs_) {
         fds[1] = {nfs_get_fd(nfs_), static_cast<short>(nfs_which_events(nfs_)), 0};
@@ -136,14 +136,14 @@ class NfsConnection::Impl {
       int wait_ms = 100;  // libnfs's RPC timeouts need nfs_service() every 100 ms or so
       if (!nfs_) {
         const std::uint64_t t = now_ns();
-        wait_ms = next_connect_ns_ > t
-                      ? static_cast<int>(std::min<std::uint64_t>(100, (next_connect_ns_ - t) / 1'000'000 + 1))
-                      : 0;
+        wait_ms = next_connect_ns_ > t ? static_cast<int>(std::min<std::uint64_t>(
+                                             100, (next_connect_ns_ - t) / 1'000'000 + 1))
+                                       : 0;
       }
       if (::poll(fds, n, wait_ms) < 0 && errno != EINTR) break;
       if (fds[0].revents & POLLIN) {
         std::uint64_t v;
-        [[maybe_unused]] const ssize_t rd = ::read(event_fd_, &v, sizeof v);
+        [[maybe_unused]] const ssize_t rd = ::read(event_fd_.get(), &v, sizeof v);
       }
       if (nfs_) {
         if (nfs_service(nfs_, n == 2 ? fds[1].revents : 0) < 0) {
@@ -169,7 +169,9 @@ class NfsConnection::Impl {
     std::string detail;
     const int rc = run_async(
         nfs, options_.timeout, [this] { return stop_.load() || nobody_waits(); }, detail,
-        [this](nfs_context* n, nfs_cb cb, void* priv) { return nfs_mount_async(n, url_.server.c_str(), export_.c_str(), cb, priv); });
+        [this](nfs_context* n, nfs_cb cb, void* priv) {
+          return nfs_mount_async(n, url_.server.c_str(), export_.c_str(), cb, priv);
+        });
     if (rc != 0) {
       broken_reason_ = fmt::format("cannot reconnect: {}", detail);
       if (nfs) nfs_destroy_context(nfs);
@@ -197,7 +199,8 @@ class NfsConnection::Impl {
   // Reads wait for a mount, and every one of them was cancelled.
   bool nobody_waits() {
     take_inbox();
-    return !pending_.empty() && std::all_of(pending_.begin(), pending_.end(), [this](const NfsRead* r) { return cancelled(r); });
+    return !pending_.empty() && std::all_of(pending_.begin(), pending_.end(),
+                                            [this](const NfsRead* r) { return cancelled(r); });
   }
 
   void issue(NfsRead* r) {
@@ -253,7 +256,8 @@ class NfsConnection::Impl {
     if (r->sent_ns == 0) r->sent_ns = now;
     ++r->attempts;
     auto rpc = std::make_unique<Rpc>(Rpc{this, Kind::kRead, r, {}, now, false});
-    const int rc = nfs_pread_async(nfs_, f.fh, r->offset + r->done, r->length - r->done, &Impl::rpc_cb, rpc.get());
+    const int rc = nfs_pread_async(nfs_, f.fh, r->offset + r->done, r->length - r->done,
+                                   &Impl::rpc_cb, rpc.get());
     if (rc < 0) {
       broken_reason_ = fmt::format("cannot queue a read: {}", error_text(nfs_));
       broken_ = true;
@@ -298,9 +302,17 @@ class NfsConnection::Impl {
     self->rpcs_.erase(rpc);
     if (rpc->abandoned) return;  // rule 5: its read has ended
     switch (rpc->kind) {
-      case Kind::kRead: self->on_read(*rpc, err, data); break;
-      case Kind::kOpen: self->state_op_busy_ = false; self->on_open(*rpc, err, data); break;
-      case Kind::kClose: self->state_op_busy_ = false; self->on_close(*rpc); break;
+      case Kind::kRead:
+        self->on_read(*rpc, err, data);
+        break;
+      case Kind::kOpen:
+        self->state_op_busy_ = false;
+        self->on_open(*rpc, err, data);
+        break;
+      case Kind::kClose:
+        self->state_op_busy_ = false;
+        self->on_close(*rpc);
+        break;
     }
     self->next_state_op();
   }
@@ -317,7 +329,8 @@ class NfsConnection::Impl {
         return;
       }
       Error e = make_error(err, "opening for read", detail, url_.version);
-      if (-err == ENOENT) e.with_hint("the file is gone: was it deleted or replaced during the run?");
+      if (-err == ENOENT)
+        e.with_hint("the file is gone: was it deleted or replaced during the run?");
       std::vector<NfsRead*> waiting;
       waiting.swap(f.waiting);
       files_.erase(it);  // a later read tries again
@@ -383,7 +396,8 @@ class NfsConnection::Impl {
   void requeue(NfsRead* r) {
     if (r->attempts >= std::max(1u, options_.max_attempts) || now_ns() > r->deadline_ns) {
       finish(r, std::make_unique<Error>(
-                    Error(Errc::kTimeout, fmt::format("gave up after {} attempts: {}", r->attempts, broken_reason_))
+                    Error(Errc::kTimeout,
+                          fmt::format("gave up after {} attempts: {}", r->attempts, broken_reason_))
                         .with_sys_errno(ETIMEDOUT)
                         .with_hint(hint_for(Errc::kTimeout, url_.version))));
       return;
@@ -398,13 +412,15 @@ class NfsConnection::Impl {
       NfsRead* r = *it;
       if (now > r->deadline_ns) {
         it = pending_.erase(it);
-        finish(r, std::make_unique<Error>(
-                      Error(Errc::kTimeout,
-                            fmt::format("no answer from the server within {} ms ({} attempts){}",
-                                        options_.timeout.count() * std::max(1u, options_.max_attempts),
-                                        r->attempts, broken_reason_.empty() ? "" : ": " + broken_reason_))
-                          .with_sys_errno(ETIMEDOUT)
-                          .with_hint(hint_for(Errc::kTimeout, url_.version))));
+        finish(
+            r,
+            std::make_unique<Error>(
+                Error(Errc::kTimeout,
+                      fmt::format("no answer from the server within {} ms ({} attempts){}",
+                                  options_.timeout.count() * std::max(1u, options_.max_attempts),
+                                  r->attempts, broken_reason_.empty() ? "" : ": " + broken_reason_))
+                    .with_sys_errno(ETIMEDOUT)
+                    .with_hint(hint_for(Errc::kTimeout, url_.version))));
       } else if (cancelled(r)) {
         it = pending_.erase(it);
         finish(r, std::make_unique<Error>(Errc::kCancelled, "read cancelled"));
@@ -498,7 +514,8 @@ class NfsConnection::Impl {
       }
     }
     for (NfsRead* r : drop_context()) reads.push_back(r);
-    for (NfsRead* r : reads) finish(r, std::make_unique<Error>(Errc::kCancelled, "the NFS connection closed"));
+    for (NfsRead* r : reads)
+      finish(r, std::make_unique<Error>(Errc::kCancelled, "the NFS connection closed"));
   }
 
   // Rule 4.
@@ -511,7 +528,7 @@ class NfsConnection::Impl {
   std::string export_;
   NfsOptions options_;
   unsigned index_;
-  int event_fd_ = -1;
+  UniqueFd event_fd_;  // wakes the thread; the destructor joins the thread before it closes
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
@@ -541,8 +558,10 @@ class NfsConnection::Impl {
 NfsConnection::NfsConnection(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NfsConnection::~NfsConnection() = default;
 
-Result<std::unique_ptr<NfsConnection>> NfsConnection::start(const NfsUrl& url, std::string export_path,
-                                                            const NfsOptions& options, unsigned index) {
+Result<std::unique_ptr<NfsConnection>> NfsConnection::start(const NfsUrl& url,
+                                                            std::string export_path,
+                                                            const NfsOptions& options,
+                                                            unsigned index) {
   auto impl = std::make_unique<Impl>(url, std::move(export_path), options, index);
   FEEDLINE_TRY(impl->start());
   return std::unique_ptr<NfsConnection>(new NfsConnection(std::move(impl)));

@@ -29,6 +29,9 @@
 // and every later one fails at once. So perform() returns promptly on Ctrl-C. cancel_all() is the
 // same for the requests in flight at that moment, without refusing later ones.
 //
+// Process-wide set-up: libcurl must be initialised before threads start (HttpLibrary below); the
+// composition root (main()) holds an HttpLibrary for as long as clients exist.
+//
 // curl, curl/curl.h and Asio stay inside src/http/.
 #pragma once
 
@@ -84,8 +87,8 @@ struct HttpClientOptions {
 };
 
 struct HttpRequest {
-  std::string method = "GET";  // GET, HEAD, PUT, POST, DELETE
-  std::string url;             // fully encoded
+  std::string method = "GET";        // GET, HEAD, PUT, POST, DELETE
+  std::string url;                   // fully encoded
   std::vector<std::string> headers;  // "Name: value"
   // A ranged GET: bytes [offset, offset + length) land in dst (dst.size() >= length). The
   // response is a short read when the object ends first. Without a range, the body (up to
@@ -119,7 +122,8 @@ struct HttpResponse {
   // Lower-case names; not kept for the 200/206 answers of ranged requests (reads).
   std::map<std::string, std::string, std::less<>> headers;
   unsigned attempts = 1;
-  std::map<std::string, std::uint32_t, std::less<>> retries;  // reason ("http_503", "reset", ...) -> count
+  std::map<std::string, std::uint32_t, std::less<>>
+      retries;                    // reason ("http_503", "reset", ...) -> count
   std::uint64_t ttfb_ns = 0;      // last attempt: request start to first response byte
   std::uint64_t total_ns = 0;     // last attempt: start to end
   std::uint64_t connections = 0;  // new connections this request opened (all attempts)
@@ -161,6 +165,34 @@ class HttpClient {
 
  protected:
   HttpClient() = default;
+};
+
+// libcurl's process-wide state (curl_global_init / curl_global_cleanup). curl_global_init sets up
+// libcurl's TLS and other libraries and is not safe while other threads might use them, so the
+// composition root calls init() early, before it starts any thread (main(), ahead of the signal
+// thread), and keeps the handle until every HttpClient is gone:
+//   auto http_library = transports::HttpLibrary::init();  // an error only when libcurl cannot
+//   start
+// Handles count: libcurl is cleaned up when the last one goes. A process that holds none still
+// works: HttpClient::create() then initialises libcurl itself on first use, once, for the rest of
+// the process (never cleaned up) — correct as long as no other thread uses libcurl or OpenSSL at
+// that moment (unit tests, single-threaded tools). Builds without libcurl: init() succeeds and
+// does nothing.
+class HttpLibrary {
+ public:
+  static Result<HttpLibrary> init();
+  HttpLibrary(HttpLibrary&& other) noexcept;
+  HttpLibrary& operator=(HttpLibrary&& other) noexcept;
+  HttpLibrary(const HttpLibrary&) = delete;
+  HttpLibrary& operator=(const HttpLibrary&) = delete;
+  ~HttpLibrary();
+  // True while some HttpLibrary handle is alive (always false without libcurl).
+  static bool held() noexcept;
+
+ private:
+  HttpLibrary() = default;
+  void release() noexcept;
+  bool held_ = false;
 };
 
 // "libcurl/7.88.1 OpenSSL/3.0.x ..." or "not built in".

@@ -1,0 +1,158 @@
+// The HTTP client's retry policy and error mapping (see detail/retry.hpp).
+#include "detail/retry.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace feedline::transports::detail {
+
+bool retryable_status(long status) noexcept {
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+std::string retry_reason(CURLcode rc, long status) {
+  switch (rc) {
+    case CURLE_OK:
+      return retryable_status(status) ? fmt::format("http_{}", status) : std::string();
+    case CURLE_OPERATION_TIMEDOUT:
+      return "timeout";
+    case CURLE_COULDNT_CONNECT:
+      return "connect";
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+      return "reset";
+    case CURLE_PARTIAL_FILE:
+      return "truncated";
+    default:
+      return {};
+  }
+}
+
+std::chrono::milliseconds backoff_ceiling(const Backoff& backoff, unsigned attempt) noexcept {
+  const unsigned shift = std::min(20u, attempt < 2 ? 0u : attempt - 2);
+  const std::int64_t base = std::max<std::int64_t>(0, backoff.base.count());
+  const std::int64_t exp = std::min<std::int64_t>(backoff.cap.count(), base << shift);
+  return std::chrono::milliseconds(std::max<std::int64_t>(exp, 1));
+}
+
+std::chrono::milliseconds backoff_delay(const Backoff& backoff, unsigned attempt,
+                                        std::mt19937_64& rng) {
+  std::uniform_int_distribution<std::int64_t> pick(0, backoff_ceiling(backoff, attempt).count());
+  return std::chrono::milliseconds(pick(rng));
+}
+
+std::optional<ByteRange> attempt_range(std::uint64_t offset, std::uint64_t length,
+                                       std::uint64_t received, bool whole) noexcept {
+  if (whole && received == 0) return std::nullopt;
+  return ByteRange{offset + received, offset + length - 1};
+}
+
+namespace {
+
+AttemptVerdict failed(Error error) {
+  AttemptVerdict v;
+  v.next = AttemptVerdict::Next::kFail;
+  v.error.emplace(std::move(error));
+  return v;
+}
+
+}  // namespace
+
+AttemptVerdict judge_attempt(const AttemptOutcome& outcome, const RequestShape& request,
+                             unsigned attempts, unsigned max_attempts) {
+  const long status = outcome.status;
+  // The body callback refused the bytes (CURLE_WRITE_ERROR): why it did decides the error.
+  if (outcome.rc == CURLE_WRITE_ERROR && outcome.range_ignored) {
+    return failed(
+        Error(Errc::kUnsupported,
+              "the server ignored the Range header (answered 200 with the whole object)")
+            .with_http_status(static_cast<int>(status))
+            .with_hint(
+                "feedline reads byte ranges; serve the data from a server with Range support "
+                "(nginx, S3, MinIO)"));
+  }
+  if (outcome.rc == CURLE_WRITE_ERROR && outcome.overflow) {
+    if (request.whole && status == 200) {
+      return failed(Error(Errc::kCorrupt,
+                          fmt::format("the object is larger than the {} bytes it had when the "
+                                      "dataset was opened (did it change?)",
+                                      request.range_length))
+                        .with_hint("datasets must not change while they are read"));
+    }
+    return failed(
+        Error(Errc::kIo, fmt::format("the server sent more than the {} bytes asked for",
+                                     request.ranged ? request.range_length : request.max_body)));
+  }
+  AttemptVerdict v;
+  v.reason = retry_reason(outcome.rc, status);
+  if (v.reason.empty()) {
+    if (outcome.rc == CURLE_OK) return v;  // an answer, whatever its status: the caller reads it
+    return failed(curl_error(outcome.rc, outcome.detail));
+  }
+  if (attempts < max_attempts) {
+    v.next = AttemptVerdict::Next::kRetry;
+    return v;
+  }
+  // Out of attempts.
+  const bool answered = outcome.rc == CURLE_OK;
+  Error err = answered
+                  ? Error(Errc::kIo, fmt::format("HTTP {} after {} attempts", status, attempts))
+                  : curl_error(outcome.rc, outcome.detail);
+  std::string msg = answered
+                        ? err.message()
+                        : fmt::format("{} (gave up after {} attempts)", err.message(), attempts);
+  std::string hint =
+      status == 503 || status == 429
+          ? "the server is throttling: lower --iodepth/--connections, or raise --max-attempts"
+      : !answered && !err.hint().empty()
+          ? err.hint()
+          : "check the server and the network; --max-attempts and --stall-timeout bound the wait";
+  AttemptVerdict out = failed(Error(err.code(), std::move(msg))
+                                  .with_http_status(static_cast<int>(status))
+                                  .with_hint(std::move(hint)));
+  out.reason = std::move(v.reason);
+  return out;
+}
+
+Error curl_error(CURLcode rc, std::string_view detail) {
+  Errc code = Errc::kIo;
+  std::string hint = "check the URL and that the server is up";
+  switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      code = Errc::kIo;  // the endpoint is unusable, not an object that is missing
+      hint = "the host name does not resolve: check the URL or --endpoint (DNS)";
+      break;
+    case CURLE_COULDNT_CONNECT:
+      hint =
+          "nothing accepts connections there: check the host, the port and that the server is "
+          "running";
+      break;
+    case CURLE_OPERATION_TIMEDOUT:
+      code = Errc::kTimeout;
+      hint = "the server did not answer in time (--connect-timeout, --stall-timeout)";
+      break;
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CONNECT_ERROR:
+      code = Errc::kPermissionDenied;
+      hint =
+          "TLS verification failed: pass the server's CA with --ca-bundle (or --insecure to skip "
+          "checks)";
+      break;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      code = Errc::kUnsupported;
+      hint = "this libcurl cannot speak that protocol";
+      break;
+    default:
+      break;
+  }
+  const char* words = curl_easy_strerror(rc);
+  return Error(code, fmt::format("{} (curl: {})", detail.empty() ? std::string_view(words) : detail,
+                                 words))
+      .with_hint(std::move(hint));
+}
+
+}  // namespace feedline::transports::detail
