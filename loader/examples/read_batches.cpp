@@ -41,23 +41,28 @@ int main(int argc, char** argv) {
   // 4. The training loop: each Batch holds its samples packed in one 4 KiB-aligned buffer.
   std::uint64_t samples = 0, checksum = 0;
   for (;;) {
-    auto batch = (*loader)->next();
+    auto batch = (*loader)->next();  // [[nodiscard]] Result<Batch>: the error must be looked at
     if (!batch) return std::fprintf(stderr, "%s\n", batch.error().what().c_str()), 1;
-    if (!*batch) break;  // end of the last epoch
-    for (const loader::BatchSample& s : (*batch)->samples()) {
-      for (const loader::BatchMember& m : (*batch)->members_of(s)) {
+    if (batch->end()) break;  // after the last epoch
+    for (const loader::BatchSample& s : batch->samples()) {
+      for (const loader::BatchMember& m : batch->members_of(s)) {
         // m.name is e.g. "000123.bin" or "000123.cls"; the bytes are decoded (zstd undone).
-        checksum += static_cast<std::uint64_t>((*batch)->data()[m.offset]) * (m.size != 0);
+        if (m.size != 0) checksum += static_cast<std::uint64_t>(batch->data()[m.offset]);
       }
       ++samples;
     }
-  }  // a Batch returns its buffer to the pool when it goes out of scope
+  }  // a Batch returns its buffer to the pool when it goes out of scope (it may outlive the Loader)
 
-  // 5. Where it stalled, and what to change.
+  // 5. Where it stalled, and what to change (knobs by LoaderConfig's names).
   const loader::PipelineReport r = (*loader)->report();
-  fmt::print("{} samples in {} batches, {:.0f} samples/s; consumer waited {:.0f}% of the run\n", samples,
-             r.batches, r.samples_per_second, r.consumer_wait_fraction * 100);
-  fmt::print("bottleneck: {} — {}\n", r.bottleneck.stage, r.bottleneck.suggestion);
-  fmt::print("digest {} (checksum {})\n", r.digest, checksum);
+  fmt::print("{} samples in {} batches, {:.0f} samples/s; consumer waited {:.0f}% of the run\n",
+             samples, r.consumer.batches, r.consumer.samples_per_second,
+             r.consumer.wait_fraction * 100);
+  fmt::print("bottleneck: {} — {}\n",
+             r.verdict.stage ? loader::stage_name(*r.verdict.stage) : "none", r.verdict.advice);
+  for (const loader::KnobChange& k : r.verdict.next) {
+    fmt::print("  try {} = {} (now {})\n", loader::knob_name(k.knob), k.to, k.from);
+  }
+  fmt::print("digest {} (checksum {})\n", r.delivered.digest, checksum);
   return 0;
 }

@@ -19,11 +19,13 @@ std::uint64_t bounded(std::uint64_t r, std::uint64_t n) {
   return static_cast<std::uint64_t>((static_cast<U128>(r) * n) >> 64);
 }
 
-class Job final : public storage::ReadCompletion {
+class Job final {
  public:
   Job(const StorageBenchConfig& config, const storage::ObjectHandle& object, unsigned index,
       BenchProgress* progress)
-      : config_(config), object_(object), progress_(progress),
+      : config_(config),
+        object_(object),
+        progress_(progress),
         rng_(config.seed + index * 0x9e3779b97f4a7c15ull) {
     const std::uint64_t size = config.size ? config.size : object.size();
     blocks_ = size / config.block_size;
@@ -62,7 +64,6 @@ class Job final : public storage::ReadCompletion {
       op.object = &object_;
       op.length = config_.block_size;
       op.dst = arena_.span().subspan(std::size_t{i} * config_.block_size, config_.block_size);
-      op.done = this;
     }
     start_ns_ = now_ns();
     deadline_ns_ = config_.runtime.count() > 0
@@ -73,9 +74,13 @@ class Job final : public storage::ReadCompletion {
       batch.push_back(&ops_[i]);
     }
     queue_->submit(batch);
+    std::vector<ReadOp*> done;
+    done.reserve(config_.iodepth);
     while (queue_->in_flight() > 0) {
       resubmit_.clear();
-      queue_->poll(1, std::chrono::milliseconds(100));
+      done.clear();
+      queue_->poll(1, std::chrono::milliseconds(100), done);
+      for (ReadOp* op : done) finished(*op);
       if (!stopping_ && (now_ns() >= deadline_ns_ || config_.stop.stop_requested())) {
         stopping_ = true;
         interrupted_ = config_.stop.stop_requested();
@@ -92,7 +97,17 @@ class Job final : public storage::ReadCompletion {
     queue_.reset();
   }
 
-  void on_read_complete(ReadOp& op) noexcept override {
+  const storage::QueueStats& stats() const { return stats_; }
+  const storage::QueueInfo& info() const { return info_; }
+  const std::optional<Error>& error() const { return error_; }
+  std::uint64_t start_ns() const { return start_ns_; }
+  std::uint64_t end_ns() const { return end_ns_; }
+  bool interrupted() const { return interrupted_; }
+
+ private:
+  // A read came back: count it, and reuse its op for the next block (submitted in batches of
+  // iodepth_batch).
+  void finished(ReadOp& op) {
     if (!op.result) {
       // Reads cancelled because we were interrupted are not errors of the storage.
       if (interrupted_ && op.result.error().code() == Errc::kCancelled) return;
@@ -116,14 +131,6 @@ class Job final : public storage::ReadCompletion {
     }
   }
 
-  const storage::QueueStats& stats() const { return stats_; }
-  const storage::QueueInfo& info() const { return info_; }
-  const std::optional<Error>& error() const { return error_; }
-  std::uint64_t start_ns() const { return start_ns_; }
-  std::uint64_t end_ns() const { return end_ns_; }
-  bool interrupted() const { return interrupted_; }
-
- private:
   bool more() const { return config_.time_based || issued_ < total_ios_; }
 
   void prepare(ReadOp& op) {
@@ -177,11 +184,15 @@ class Job final : public storage::ReadCompletion {
 Result<void> validate(const StorageBenchConfig& c, const storage::ObjectHandle& object,
                       const storage::BackendCaps& caps) {
   auto bad = [&](std::string msg, std::string hint) {
-    return fail(Error(Errc::kInvalidArgument, std::move(msg)).with_object(object.key()).with_hint(std::move(hint)));
+    return fail(Error(Errc::kInvalidArgument, std::move(msg))
+                    .with_object(object.key())
+                    .with_hint(std::move(hint)));
   };
-  if (c.block_size == 0) return bad("block size is 0", "give --bs a positive size such as 4k or 1M");
+  if (c.block_size == 0)
+    return bad("block size is 0", "give --bs a positive size such as 4k or 1M");
   if (c.block_size > caps.max_request) {
-    return bad(fmt::format("block size {} exceeds the backend's {}-byte request limit", c.block_size, caps.max_request),
+    return bad(fmt::format("block size {} exceeds the backend's {}-byte request limit",
+                           c.block_size, caps.max_request),
                "use a smaller --bs");
   }
   if (caps.alignment > 1 && c.block_size % caps.alignment != 0) {
@@ -189,11 +200,15 @@ Result<void> validate(const StorageBenchConfig& c, const storage::ObjectHandle& 
                            c.block_size, caps.alignment),
                "use a --bs that is a multiple of 4k, or drop --direct");
   }
-  if (c.iodepth == 0 || c.iodepth > 65536) return bad("iodepth must be between 1 and 65536", "fix --iodepth");
-  if (c.numjobs == 0 || c.numjobs > 1024) return bad("numjobs must be between 1 and 1024", "fix --numjobs");
-  if (c.time_based && c.runtime.count() <= 0) return bad("time-based runs need a runtime", "add --runtime, e.g. 10s");
+  if (c.iodepth == 0 || c.iodepth > 65536)
+    return bad("iodepth must be between 1 and 65536", "fix --iodepth");
+  if (c.numjobs == 0 || c.numjobs > 1024)
+    return bad("numjobs must be between 1 and 1024", "fix --numjobs");
+  if (c.time_based && c.runtime.count() <= 0)
+    return bad("time-based runs need a runtime", "add --runtime, e.g. 10s");
   if (object.size() == 0) {
-    return bad("the object is empty (0 bytes): nothing to read", "write data into it, or lay out a test file with --create SIZE");
+    return bad("the object is empty (0 bytes): nothing to read",
+               "write data into it, or lay out a test file with --create SIZE");
   }
   const std::uint64_t size = c.size ? c.size : object.size();
   if (size > object.size()) {
@@ -256,8 +271,9 @@ Result<void> create_random_object(storage::Backend& backend, std::string_view ke
   auto* words = reinterpret_cast<std::uint64_t*>(chunk.data());
   for (std::uint64_t done = 0; done < size;) {
     if (stop.stop_requested()) {
-      return fail(Error(Errc::kCancelled, "interrupted while laying out the file; nothing was left behind")
-                      .with_object(std::string(key)));
+      return fail(
+          Error(Errc::kCancelled, "interrupted while laying out the file; nothing was left behind")
+              .with_object(std::string(key)));
     }
     for (std::size_t i = 0; i < kChunk / 8; ++i) words[i] = rng();
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, size - done));

@@ -1,9 +1,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/core/units.hpp"
 #include "feedline/storage/backend.hpp"
+#include "feedline/storage/device_reads.hpp"
 
 namespace feedline::storage {
 
@@ -26,6 +29,42 @@ void QueueStats::merge(const QueueStats& o) {
   for (const auto& [name, h] : o.histograms) histograms[name].merge(h);
 }
 
+void QueueStats::merge_measurements(const QueueStats& o) {
+  retries += o.retries;
+  bounced_ops += o.bounced_ops;
+  bounced_bytes += o.bounced_bytes;
+  for (const auto& [name, v] : o.counters) counters[name] += v;
+  for (const auto& [name, h] : o.histograms) histograms[name].merge(h);
+}
+
+namespace {
+
+// submit()'s checks, the same for every backend: the error, or nullopt for a good op.
+std::optional<Error> check(const ReadOp& op, std::uint64_t max_request) {
+  if (op.object == nullptr) {
+    return Error(Errc::kInvalidArgument, "the read names no object (ReadOp::object is null)")
+        .with_offset(op.offset);
+  }
+  if (op.dst.size() < op.length) {
+    return Error(Errc::kInvalidArgument,
+                 fmt::format("the destination holds {} bytes, the read wants {}", op.dst.size(),
+                             op.length))
+        .with_object(op.object->display_name())
+        .with_offset(op.offset);
+  }
+  if (op.length > max_request) {
+    return Error(Errc::kInvalidArgument,
+                 fmt::format("a read of {} bytes exceeds this storage's per-request limit of {}",
+                             op.length, format_bytes(static_cast<double>(max_request))))
+        .with_object(op.object->display_name())
+        .with_offset(op.offset)
+        .with_hint("split the read");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 void IoQueue::account_depth(std::uint64_t now) noexcept {
   if (depth_since_ns_ != 0 && now > depth_since_ns_) {
     const std::uint64_t dt = now - depth_since_ns_;
@@ -40,16 +79,71 @@ void IoQueue::submit(std::span<ReadOp* const> ops) {
   if (ops.empty()) return;
   const std::uint64_t now = now_ns();
   account_depth(now);
+  std::size_t refused = 0;
   for (ReadOp* op : ops) {
     op->times = OpTimes{now, 0, 0};
-    op->result = std::uint64_t{0};
+    if (auto e = check(*op, max_request_)) {
+      op->result = fail(std::move(*e));
+      ++refused;
+    } else {
+      op->result = std::uint64_t{0};
+    }
   }
   in_flight_ += ops.size();
-  do_submit(ops);
+  if (refused == 0) {
+    do_submit(ops);
+    return;
+  }
+  std::vector<ReadOp*> accepted;  // the rare path: a refused op allocates
+  accepted.reserve(ops.size() - refused);
+  for (ReadOp* op : ops) {
+    if (op->result) {
+      accepted.push_back(op);
+    } else {
+      early_.push_back(op);
+    }
+  }
+  if (!accepted.empty()) do_submit(accepted);
+}
+
+void IoQueue::complete_at_next_poll(ReadOp& op, Result<std::uint64_t> result) noexcept {
+  op.result = std::move(result);
+  early_.push_back(&op);
 }
 
 std::size_t IoQueue::poll(std::size_t min_complete, std::chrono::nanoseconds timeout) {
-  return do_poll(min_complete, timeout);
+  return poll_collecting(min_complete, timeout, nullptr);
+}
+
+std::size_t IoQueue::poll(std::size_t min_complete, std::chrono::nanoseconds timeout,
+                          std::vector<ReadOp*>& completed) {
+  return poll_collecting(min_complete, timeout, &completed);
+}
+
+std::size_t IoQueue::poll_collecting(std::size_t min_complete, std::chrono::nanoseconds timeout,
+                                     std::vector<ReadOp*>* completed) {
+  std::vector<ReadOp*>* const outer = std::exchange(collect_, completed);
+  std::size_t n = 0;
+  if (!early_.empty()) {
+    // Completions may submit ops that are refused in turn: those wait for the next poll().
+    std::vector<ReadOp*> now;
+    now.swap(early_);
+    for (ReadOp* op : now) complete(*op);
+    n = now.size();
+  }
+  // What the early ops did not satisfy is waited for; beyond that, only what is ready is taken.
+  n += n < min_complete ? do_poll(min_complete - n, timeout)
+                        : do_poll(0, std::chrono::nanoseconds(0));
+  collect_ = outer;
+  return n;
+}
+
+const QueueStats& IoQueue::stats() const {
+  const IoQueue* inner = forwards_to();
+  if (inner == nullptr) return stats_;
+  merged_ = stats_;
+  merged_.merge_measurements(inner->stats());
+  return merged_;
 }
 
 void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
@@ -67,11 +161,13 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
   // every backend and every caller alike.
   if (op.result && *op.result < op.length && op.object &&
       op.offset + *op.result < std::min(op.offset + op.length, op.object->size())) {
-    op.result = fail(Error(Errc::kIo, fmt::format("read {} of {} bytes: the object ends before the {} bytes it had "
-                                                  "when opened (truncated or replaced while being read?)",
-                                                  *op.result, op.length, op.object->size()))
-                         .with_object(op.object->key())
-                         .with_offset(op.offset + *op.result));
+    op.result =
+        fail(Error(Errc::kIo,
+                   fmt::format("read {} of {} bytes: the object ends before the {} bytes it had "
+                               "when opened (truncated or replaced while being read?)",
+                               *op.result, op.length, op.object->size()))
+                 .with_object(op.object->key())
+                 .with_offset(op.offset + *op.result));
   }
   if (op.result) {
     stats_.bytes += *op.result;
@@ -84,6 +180,7 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
   } else {
     ++stats_.errors;
   }
+  if (collect_) collect_->push_back(&op);
   if (op.done) op.done->on_read_complete(op);
 }
 
@@ -123,10 +220,12 @@ Result<std::vector<ObjectInfo>> Backend::stat_many(std::span<const std::string> 
 
 namespace feedline::storage {
 
-Result<std::unique_ptr<IoQueue>> Backend::make_device_queue(const QueueOptions&,
-                                                           std::shared_ptr<const transports::cufile::CufileRuntime>) {
-  return fail(Error(Errc::kUnsupported, fmt::format("{}:// cannot read into GPU memory", scheme()))
-                  .with_hint("cuFile reads local files only; batches from this storage are copied to the GPU"));
+Result<void> Backend::host_memory_only(const QueueOptions& options) const {
+  if (options.memory == QueueMemory::kHost) return {};
+  return fail(
+      Error(Errc::kUnsupported, fmt::format("{}:// cannot read into GPU memory", scheme()))
+          .with_hint(
+              "cuFile reads local files only; batches from this storage are copied to the GPU"));
 }
 
 }  // namespace feedline::storage

@@ -2,8 +2,8 @@
 // calibrated pinned peak), pinned vs pageable copies, and cuFile reads straight into GPU memory
 // (where libcufile is installed). Skipped (exit 77, "Not Run" in ctest)
 // where there is no usable GPU, with the reason printed.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <unistd.h>
 
@@ -25,7 +25,9 @@ extern std::shared_ptr<const cu::CudaRuntime> g_cuda;
 
 namespace {
 
-std::byte pattern(std::size_t sample, std::size_t at) { return static_cast<std::byte>((sample * 131 + at * 7) & 0xff); }
+std::byte pattern(std::size_t sample, std::size_t at) {
+  return static_cast<std::byte>((sample * 131 + at * 7) & 0xff);
+}
 
 // n files of `size` bytes, in memory ("mem://g/") or under a local directory.
 struct MemFiles {
@@ -63,13 +65,14 @@ TEST_CASE("gpu: every batch reaches device memory byte for byte", "[gpu]") {
   const cu::CudaApi& a = g_cuda->api();
   std::vector<std::byte> back;
   std::uint64_t batches = 0;
-  while (auto b = (*loader)->next()) {
+  for (;;) {
+    auto b = (*loader)->next();
     REQUIRE(b);
-    if (!*b) break;
-    const auto host = (*b)->data();
-    REQUIRE((*b)->device_data() != nullptr);
+    if (b->end()) break;
+    const auto host = b->data();
+    REQUIRE(b->device_data() != nullptr);
     back.assign(host.size(), std::byte{0});
-    REQUIRE(a.Memcpy(back.data(), (*b)->device_data(), host.size(), cu::kMemcpyDeviceToHost) == 0);
+    REQUIRE(a.Memcpy(back.data(), b->device_data(), host.size(), cu::kMemcpyDeviceToHost) == 0);
     CHECK(std::memcmp(back.data(), host.data(), host.size()) == 0);
     ++batches;
   }
@@ -78,9 +81,9 @@ TEST_CASE("gpu: every batch reaches device memory byte for byte", "[gpu]") {
   CHECK(batches == 16);
   CHECK(r.device.copies == 16);
   CHECK(r.device.host_memory.find("pinned") == 0);
-  CHECK(r.data_paths.at(0).copied_bytes == r.device.h2d_bytes);  // direct staging: H2D is the only copy
-  WARN(fmt::format("H2D {:.2f} GB/s of a {:.2f} GB/s pinned peak ({:.0f}%)", r.device.h2d_bytes_per_second / 1e9,
-                   r.device.peak_bytes_per_second / 1e9,
+  CHECK(r.data_path.copied_bytes == r.device.h2d_bytes);  // direct staging: H2D is the only copy
+  WARN(fmt::format("H2D {:.2f} GB/s of a {:.2f} GB/s pinned peak ({:.0f}%)",
+                   r.device.h2d_bytes_per_second / 1e9, r.device.peak_bytes_per_second / 1e9,
                    100 * r.device.h2d_bytes_per_second / r.device.peak_bytes_per_second));
   // The target: copies from the pinned pool reach 90% of the calibrated peak.
   CHECK(r.device.h2d_bytes_per_second >= 0.9 * r.device.peak_bytes_per_second);
@@ -95,7 +98,6 @@ TEST_CASE("gpu: pinned copies beat pageable ones", "[gpu]") {
   CHECK(*pinned > 0);
   CHECK(*pinned >= *pageable * 0.95);
 }
-
 
 TEST_CASE("gpu: cuFile reads land in GPU memory byte for byte", "[gpu][cufile]") {
   auto cufile = cf::CufileRuntime::load();
@@ -123,10 +125,11 @@ TEST_CASE("gpu: cuFile reads land in GPU memory byte for byte", "[gpu][cufile]")
   std::vector<std::byte> back;
   std::uint64_t samples = 0;
   std::uint64_t wrong = 0;
-  while (auto b = (*loader)->next()) {
+  for (;;) {
+    auto b = (*loader)->next();
     REQUIRE(b);
-    if (!*b) break;
-    const Batch& batch = **b;
+    if (b->end()) break;
+    const Batch& batch = *b;
     CHECK(batch.data().empty());  // nothing in host memory
     REQUIRE(batch.device_data() != nullptr);
     back.assign(batch.extent(), std::byte{0});
@@ -146,9 +149,9 @@ TEST_CASE("gpu: cuFile reads land in GPU memory byte for byte", "[gpu][cufile]")
   REQUIRE_FALSE(r.error);
   CHECK(samples == n);
   CHECK(wrong == 0);
-  const auto& p = r.data_paths.at(0);
-  WARN(fmt::format("{}: {:.2f} GB/s, copy amplification {}; {}", p.path, r.bytes_per_second / 1e9,
-                   p.copy_amplification, r.data_path_reason));
-  CHECK(p.path == (cufile->compat_mode() ? "cufile-compat" : "gpu-direct"));
+  const auto& p = r.data_path;
+  WARN(fmt::format("{}: {:.2f} GB/s, copy amplification {}; {}", data_path_name(p.path),
+                   r.consumer.bytes_per_second / 1e9, p.copy_amplification, p.reason));
+  CHECK(p.path == (cufile->compat_mode() ? DataPath::kCufileCompat : DataPath::kGpuDirect));
   CHECK(r.device.h2d_bytes == 0);
 }

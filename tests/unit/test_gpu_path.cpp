@@ -2,16 +2,16 @@
 // path plan, the direct path's zero-copy claim (copy counter and batch contents byte for byte,
 // from memory and from O_DIRECT files), and the device sink over a fake CUDA whose "device
 // memory" is host memory (so every H2D copy can be checked), including an error mid-copy.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <xxhash.h>
+#include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -19,6 +19,7 @@
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/storage/device_reads.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "feedline/transports/cufile.hpp"
@@ -35,10 +36,10 @@ namespace {
 
 struct FakeCuda {
   int device_count = 1;
-  int count_error = 0;          // cudaGetDeviceCount's status (35: no driver)
-  int fail_memcpy_at = -1;      // the Nth cudaMemcpyAsync (0-based) fails with error 700
-  int fail_host_register = 0;   // cudaHostRegister's status
-  int copy_ms = 0;              // each copy "takes" this long (cudaEventSynchronize sleeps)
+  int count_error = 0;         // cudaGetDeviceCount's status (35: no driver)
+  int fail_memcpy_at = -1;     // the Nth cudaMemcpyAsync (0-based) fails with error 700
+  int fail_host_register = 0;  // cudaHostRegister's status
+  int copy_ms = 0;             // each copy "takes" this long (cudaEventSynchronize sleeps)
   int memcpy_async_calls = 0;
   std::uint64_t async_bytes = 0;
   int registered = 0;
@@ -135,7 +136,9 @@ cu::CudaApi fake_api() {
   a.EventDestroy = [](cu::Event) { return 0; };
   a.EventRecord = [](cu::Event e, cu::Stream) {
     std::lock_guard lock(g_events_mu);
-    g_event_time[e] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    g_event_time[e] = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
     return 0;
   };
   a.EventQuery = [](cu::Event) { return 0; };
@@ -149,8 +152,9 @@ cu::CudaApi fake_api() {
     return 0;
   };
   a.GetErrorString = [](int e) -> const char* {
-    return e == 35 ? "CUDA driver version is insufficient for CUDA runtime version"
-                   : e == 700 ? "an illegal memory access was encountered" : "fake error";
+    return e == 35    ? "CUDA driver version is insufficient for CUDA runtime version"
+           : e == 700 ? "an illegal memory access was encountered"
+                      : "fake error";
   };
   return a;
 }
@@ -168,7 +172,7 @@ cf::CufileApi fake_cufile(int open_error) {
 
 struct FakeCufile {
   std::mutex mu;
-  std::map<void*, int> handles;   // handle -> our own plain descriptor of the registered file
+  std::map<void*, int> handles;  // handle -> our own plain descriptor of the registered file
   std::map<const void*, std::size_t> buffers;  // cuFileBufRegister'd regions
   int next_handle = 1;
   int handles_registered = 0;
@@ -176,8 +180,8 @@ struct FakeCufile {
   int buffers_registered = 0;
   int buffers_deregistered = 0;
   int reads = 0;
-  int fail_read_at = -1;            // the Nth cuFileRead (0-based) returns -5011
-  int reads_outside_buffers = 0;    // reads whose base is not a registered region
+  int fail_read_at = -1;               // the Nth cuFileRead (0-based) returns -5011
+  int reads_outside_buffers = 0;       // reads whose base is not a registered region
   int descriptors_without_direct = 0;  // files registered without O_DIRECT
   // The batch API: each batch's finished events, waiting for cuFileBatchIOGetStatus.
   struct Batch {
@@ -189,9 +193,9 @@ struct FakeCufile {
   int batch_setups = 0;
   int batch_destroys = 0;
   int batch_submits = 0;
-  int bad_params = 0;            // a submission with the wrong mode/opcode, or over capacity
-  int fail_setup = 0;            // cuFileBatchIOSetUp's error
-  std::size_t short_cap = 0;     // batch reads return at most this many bytes (0: all)
+  int bad_params = 0;         // a submission with the wrong mode/opcode, or over capacity
+  int fail_setup = 0;         // cuFileBatchIOSetUp's error
+  std::size_t short_cap = 0;  // batch reads return at most this many bytes (0: all)
 };
 FakeCufile g_cufile;
 
@@ -207,7 +211,8 @@ void reset_cufile() {
   g_cufile.fail_read_at = -1;
   g_cufile.reads_outside_buffers = g_cufile.descriptors_without_direct = 0;
   g_cufile.batches.clear();
-  g_cufile.batch_setups = g_cufile.batch_destroys = g_cufile.batch_submits = g_cufile.bad_params = 0;
+  g_cufile.batch_setups = g_cufile.batch_destroys = g_cufile.batch_submits = g_cufile.bad_params =
+      0;
   g_cufile.fail_setup = 0;
   g_cufile.short_cap = 0;
 }
@@ -227,7 +232,8 @@ cf::CufileApi fake_gds(bool batch_api = false) {
   a.HandleRegister = [](cf::Handle* fh, cf::CUfileDescr* d) {
     std::lock_guard lock(g_cufile.mu);
     if ((::fcntl(d->handle.fd, F_GETFL) & O_DIRECT) == 0) ++g_cufile.descriptors_without_direct;
-    const int plain = ::open(fmt::format("/proc/self/fd/{}", d->handle.fd).c_str(), O_RDONLY | O_CLOEXEC);
+    const int plain =
+        ::open(fmt::format("/proc/self/fd/{}", d->handle.fd).c_str(), O_RDONLY | O_CLOEXEC);
     if (plain < 0) return cf::CUfileError{5030, 0};
     *fh = reinterpret_cast<cf::Handle>(static_cast<std::uintptr_t>(g_cufile.next_handle++));
     g_cufile.handles[*fh] = plain;
@@ -293,14 +299,17 @@ cf::CufileApi fake_gds(bool batch_api = false) {
       check_destination(p.batch.devPtr_base, p.batch.size, p.batch.devPtr_offset);
       std::size_t size = p.batch.size;
       if (g_cufile.short_cap) size = std::min(size, g_cufile.short_cap);
-      const ssize_t got = ::pread(g_cufile.handles.at(p.fh),
-                                  static_cast<std::byte*>(p.batch.devPtr_base) + p.batch.devPtr_offset, size,
-                                  p.batch.file_offset);
-      b.done.push_back({p.cookie, got < 0 ? cf::kStatusFailed : cf::kStatusComplete, static_cast<std::size_t>(got)});
+      const ssize_t got =
+          ::pread(g_cufile.handles.at(p.fh),
+                  static_cast<std::byte*>(p.batch.devPtr_base) + p.batch.devPtr_offset, size,
+                  p.batch.file_offset);
+      b.done.push_back({p.cookie, got < 0 ? cf::kStatusFailed : cf::kStatusComplete,
+                        static_cast<std::size_t>(got)});
     }
     return cf::CUfileError{};
   };
-  a.BatchIOGetStatus = [](cf::BatchHandle h, unsigned, unsigned* nr, cf::CUfileIOEvents* ev, timespec*) {
+  a.BatchIOGetStatus = [](cf::BatchHandle h, unsigned, unsigned* nr, cf::CUfileIOEvents* ev,
+                          timespec*) {
     std::lock_guard lock(g_cufile.mu);
     auto& b = *g_cufile.batches.at(h);
     unsigned k = 0;
@@ -385,8 +394,8 @@ void for_each_batch(storage::Backend& backend, const Dataset& dataset, const Loa
       error = b.error();
       break;
     }
-    if (!*b) break;
-    on_batch(**b);
+    if (b->end()) break;
+    on_batch(*b);
   }
   report = (*loader)->report();
 }
@@ -398,7 +407,8 @@ RunResult run_and_check(Files& f, const LoaderConfig& c) {
     // Read straight into (fake) GPU memory: the host batch is empty and the device copy is all.
     const bool device_only = data.empty() && batch.extent() > 0;
     if (device_only) ++out.device_only_batches;
-    const auto* base = device_only ? static_cast<const std::byte*>(batch.device_data()) : data.data();
+    const auto* base =
+        device_only ? static_cast<const std::byte*>(batch.device_data()) : data.data();
     for (const auto& s : batch.samples()) {
       ++out.samples;
       const auto& want = f.bytes_by_key.at(std::string(s.key));
@@ -503,18 +513,19 @@ TEST_CASE("cufile shim: missing, driver refused, compat mode, full GDS", "[gpu][
   CHECK_FALSE(gds->compat_mode());
 }
 
-TEST_CASE("data path plan: host-direct where samples need no decode, bounce otherwise", "[gpu][plan]") {
+TEST_CASE("data path plan: host-direct where samples need no decode, bounce otherwise",
+          "[gpu][plan]") {
   Files f("mem://p/", "p/", 8, 5000);
   LoaderConfig c = config(4, 1);
   c.gpu_direct = GpuDirect::kAuto;
   auto plan = plan_data_path(f.dataset, c, *f.backend).value();
-  CHECK(plan.path == "host-direct");
-  CHECK(plan.direct);
+  CHECK(data_path_name(plan.path) == "host-direct");
+  CHECK(reads_into_slot(plan.path));
 
   c.gpu_direct = GpuDirect::kOff;
   plan = plan_data_path(f.dataset, c, *f.backend).value();
-  CHECK(plan.path == "bounce");
-  CHECK_FALSE(plan.direct);
+  CHECK(data_path_name(plan.path) == "bounce");
+  CHECK_FALSE(reads_into_slot(plan.path));
 
   // Two members per sample (a tar-like layout): auto falls back and says why; on refuses.
   Dataset two = f.dataset;
@@ -523,14 +534,15 @@ TEST_CASE("data path plan: host-direct where samples need no decode, bounce othe
   two.samples.front().first_member = static_cast<std::uint32_t>(two.members.size() - 2);
   c.gpu_direct = GpuDirect::kAuto;
   plan = plan_data_path(two, c, *f.backend).value();
-  CHECK(plan.path == "decode-in-place");  // every decoded size is known: decode writes into the slot
-  CHECK(plan.decode_in_place);
-  CHECK_FALSE(plan.direct);
+  CHECK(data_path_name(plan.path) ==
+        "decode-in-place");  // every decoded size is known: decode writes into the slot
+  CHECK(plan.path == DataPath::kDecodeInPlace);
+  CHECK_FALSE(reads_into_slot(plan.path));
   CHECK(plan.reason.find("several members") != std::string::npos);
   c.gpu_direct = GpuDirect::kOff;
   plan = plan_data_path(two, c, *f.backend).value();
-  CHECK(plan.path == "bounce");
-  CHECK_FALSE(plan.decode_in_place);
+  CHECK(data_path_name(plan.path) == "bounce");
+  CHECK(plan.path != DataPath::kDecodeInPlace);
   c.gpu_direct = GpuDirect::kOn;
   auto refused = plan_data_path(two, c, *f.backend);
   REQUIRE_FALSE(refused);
@@ -542,10 +554,11 @@ TEST_CASE("data path plan: host-direct where samples need no decode, bounce othe
   c.gpu_direct = GpuDirect::kAuto;
   plan = plan_data_path(zst, c, *f.backend).value();
   CHECK(plan.reason.find("zstd") != std::string::npos);
-  CHECK(plan.path == "bounce");  // a zstd member of unknown decoded size (no index): no slot layout
+  CHECK(data_path_name(plan.path) ==
+        "bounce");  // a zstd member of unknown decoded size (no index): no slot layout
   zst.members.front().decoded_size = 12345;
   plan = plan_data_path(zst, c, *f.backend).value();
-  CHECK(plan.path == "decode-in-place");
+  CHECK(data_path_name(plan.path) == "decode-in-place");
 }
 
 namespace {
@@ -561,8 +574,8 @@ Delivered deliver_all(storage::Backend& backend, const Dataset& dataset, const L
     const ConstBytes data = batch.data();
     for (const auto& s : batch.samples()) {
       for (const auto& m : batch.members_of(s)) {
-        out.samples[std::string(s.key)][std::string(m.name)].assign(data.data() + m.offset,
-                                                                   data.data() + m.offset + m.size);
+        out.samples[std::string(s.key)][std::string(m.name)].assign(
+            data.data() + m.offset, data.data() + m.offset + m.size);
       }
     }
   });
@@ -570,7 +583,8 @@ Delivered deliver_all(storage::Backend& backend, const Dataset& dataset, const L
 }
 }  // namespace
 
-TEST_CASE("decode in place: zstd tar samples decoded straight into their batch slot", "[gpu][decode]") {
+TEST_CASE("decode in place: zstd tar samples decoded straight into their batch slot",
+          "[gpu][decode]") {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   auto backend = std::move(registry.open("mem://z/", {})->backend);
@@ -595,14 +609,15 @@ TEST_CASE("decode in place: zstd tar samples decoded straight into their batch s
   const Delivered bounce = deliver_all(*backend, dataset, c);
   REQUIRE_FALSE(in_place.error);
   REQUIRE_FALSE(bounce.error);
-  CHECK(in_place.report.digest == written.digest);  // gen's own digest: independent of the loader
-  CHECK(bounce.report.digest == written.digest);
+  CHECK(in_place.report.delivered.digest ==
+        written.digest);  // gen's own digest: independent of the loader
+  CHECK(bounce.report.delivered.digest == written.digest);
   CHECK(in_place.samples.size() == 300);
   CHECK(in_place.samples == bounce.samples);  // every member's bytes, under every key
-  const auto& p = in_place.report.data_paths.at(0);
-  CHECK(p.path == "decode-in-place");
+  const auto& p = in_place.report.data_path;
+  CHECK(data_path_name(p.path) == "decode-in-place");
   CHECK(p.copied_bytes > 0);
-  CHECK(bounce.report.data_paths.at(0).copy_amplification >= 1.0);
+  CHECK(bounce.report.data_path.copy_amplification >= 1.0);
   if (!zstd_available()) {
     CHECK(p.copy_amplification == 1.0);  // every member stored: decode copies each in once
     return;
@@ -628,11 +643,12 @@ TEST_CASE("decode in place: zstd tar samples decoded straight into their batch s
   c.on_error = OnError::kSkip;
   const Delivered skipped = deliver_all(*backend, stale, c);
   REQUIRE_FALSE(skipped.error);
-  CHECK(skipped.report.skipped == 1);
+  CHECK(skipped.report.delivered.skipped == 1);
   CHECK(skipped.samples.size() == 299);
 }
 
-TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-direct on", "[gpu][plan]") {
+TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-direct on",
+          "[gpu][plan]") {
   Files f("mem://q/", "q/", 8, 5000);
   LoaderConfig c = config(4, 1);
   c.gpu_direct = GpuDirect::kAuto;
@@ -658,9 +674,9 @@ TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-d
   // Memory storage cannot read into GPU memory, whatever cuFile can do.
   c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
   auto plan = plan_data_path(f.dataset, c, *f.backend).value();
-  CHECK(plan.path == "bounce");
-  CHECK(plan.direct);  // staged straight into the pinned batch slot
-  CHECK_FALSE(plan.device_reads);
+  CHECK(data_path_name(plan.path) == "bounce");
+  CHECK(reads_into_slot(plan.path));  // staged straight into the pinned batch slot
+  CHECK_FALSE(reads_into_device(plan.path));
   CHECK(plan.reason.find("mem:// storage cannot read into GPU memory") != std::string::npos);
 
   // Local files: it depends on cuFile.
@@ -668,32 +684,32 @@ TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-d
   Files local(dir.string(), dir.string() + "/", 8, 5000);
   c.device.cufile = cf::CufileRuntime::unavailable("libcufile not found");
   plan = plan_data_path(local.dataset, c, *local.backend).value();
-  CHECK(plan.path == "bounce");
+  CHECK(data_path_name(plan.path) == "bounce");
   CHECK(plan.reason.find("cuFile unavailable") != std::string::npos);
 
   c.device.cufile = cf::CufileRuntime::from_api(fake_cufile(0), "fake", false);
   plan = plan_data_path(local.dataset, c, *local.backend).value();
-  CHECK(plan.path == "bounce");
+  CHECK(data_path_name(plan.path) == "bounce");
   CHECK(plan.reason.find("compatibility mode") != std::string::npos);
 
   // --gpu-direct on with cuFile in compatibility mode: cuFile runs, and says it copies.
   c.gpu_direct = GpuDirect::kOn;
   plan = plan_data_path(local.dataset, c, *local.backend).value();
-  CHECK(plan.path == "cufile-compat");
-  CHECK(plan.device_reads);
+  CHECK(data_path_name(plan.path) == "cufile-compat");
+  CHECK(reads_into_device(plan.path));
 
   c.device.cufile = cf::CufileRuntime::from_api(fake_gds(), "fake", true);
   for (const GpuDirect mode : {GpuDirect::kAuto, GpuDirect::kOn}) {
     c.gpu_direct = mode;
     plan = plan_data_path(local.dataset, c, *local.backend).value();
-    CHECK(plan.path == "gpu-direct");
-    CHECK(plan.direct);
-    CHECK(plan.device_reads);
+    CHECK(data_path_name(plan.path) == "gpu-direct");
+    CHECK(reads_into_slot(plan.path));
+    CHECK(reads_into_device(plan.path));
   }
   c.gpu_direct = GpuDirect::kOff;
   plan = plan_data_path(local.dataset, c, *local.backend).value();
-  CHECK(plan.path == "bounce");
-  CHECK_FALSE(plan.device_reads);
+  CHECK(data_path_name(plan.path) == "bounce");
+  CHECK_FALSE(reads_into_device(plan.path));
 
   // Not possible and asked for: refused, with the reason.
   c.gpu_direct = GpuDirect::kOn;
@@ -705,7 +721,8 @@ TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-d
   CHECK(on.error().message().find("libcufile not found") != std::string::npos);
 }
 
-TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing copied", "[gpu][cufile]") {
+TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing copied",
+          "[gpu][cufile]") {
   const bool batch_api = GENERATE(false, true);
   INFO("cuFile batch API: " << batch_api);
   const auto dir = testing::scratch_dir("gpu-direct");
@@ -722,12 +739,11 @@ TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing c
   REQUIRE_FALSE(r.error);
   CHECK(r.samples == 300);
   CHECK(r.mismatches == 0);  // every sample's bytes, read back from its slot in "GPU memory"
-  CHECK(r.device_only_batches == r.report.batches);
+  CHECK(r.device_only_batches == r.report.consumer.batches);
   CHECK(r.unaligned_slots == 0);
-  REQUIRE(r.report.data_paths.size() == 1);
-  const auto& p = r.report.data_paths[0];
-  CHECK(p.path == "gpu-direct");
-  CHECK(p.bytes == r.report.bytes);
+  const auto& p = r.report.data_path;
+  CHECK(data_path_name(p.path) == "gpu-direct");
+  CHECK(p.bytes == r.report.consumer.bytes);
   CHECK(p.copied_bytes == 0);
   CHECK(p.copy_amplification == 0.0);
   // No host copy of any kind: no H2D copy, no device stage, nothing the host could hash.
@@ -735,21 +751,21 @@ TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing c
   CHECK(r.report.device.enabled);
   CHECK(r.report.device.h2d_bytes == 0);
   CHECK(r.report.device.host_memory.find("not used") == 0);
-  for (const auto& s : r.report.stages) CHECK(s.name != "device");
-  CHECK_FALSE(r.report.digest_computed);
+  for (const auto& s : r.report.stages) CHECK(s.stage != StageId::kDevice);
+  CHECK_FALSE(r.report.delivered.digest_computed);
   // cuFile saw every sample read, into registered buffers, through O_DIRECT descriptors; every
   // registration was undone and every device buffer freed.
   CHECK(g_cufile.reads >= 300);
   CHECK(g_cufile.reads_outside_buffers == 0);
   CHECK(g_cufile.descriptors_without_direct == 0);
-  CHECK(g_cufile.buffers_registered == static_cast<int>(r.report.batch_buffers));
+  CHECK(g_cufile.buffers_registered == static_cast<int>(r.report.io.batch_buffers));
   CHECK(g_cufile.buffers_deregistered == g_cufile.buffers_registered);
   CHECK(g_cufile.handles_registered >= 150);
   CHECK(g_cufile.handles_deregistered == g_cufile.handles_registered);
   CHECK(g_fake.frees == g_fake.mallocs);
   // The batch API where the library has it: reads submitted in batches, every batch destroyed.
   std::string notes;
-  for (const auto& n : r.report.data_path_notes) notes += n + "\n";
+  for (const auto& n : r.report.data_path.notes) notes += n + "\n";
   INFO(notes);
   CHECK((notes.find("batch-api") != std::string::npos) == batch_api);
   CHECK((g_cufile.batch_submits > 0) == batch_api);
@@ -757,7 +773,8 @@ TEST_CASE("gpu-direct: cuFile reads land in their slots in GPU memory, nothing c
   CHECK(g_cufile.batch_destroys == g_cufile.batch_setups);
 }
 
-TEST_CASE("gpu-direct, batch API: short reads are finished, a failed set-up falls back to threads", "[gpu][cufile]") {
+TEST_CASE("gpu-direct, batch API: short reads are finished, a failed set-up falls back to threads",
+          "[gpu][cufile]") {
   const auto dir = testing::scratch_dir("gpu-batch");
   Files f(dir.string(), dir.string() + "/", 50, 9000);
   g_fake = FakeCuda{};
@@ -772,7 +789,7 @@ TEST_CASE("gpu-direct, batch API: short reads are finished, a failed set-up fall
   REQUIRE_FALSE(r.error);
   CHECK(r.samples == 50);
   CHECK(r.mismatches == 0);
-  CHECK(r.report.io.retries > 0);  // the continuations are counted like short-read resubmits
+  CHECK(r.report.io.stats.retries > 0);  // the continuations are counted like short-read resubmits
   CHECK(g_cufile.reads > 100);
 
   reset_cufile();
@@ -783,14 +800,15 @@ TEST_CASE("gpu-direct, batch API: short reads are finished, a failed set-up fall
   CHECK(fb.samples == 50);
   CHECK(fb.mismatches == 0);
   std::string notes;
-  for (const auto& n : fb.report.data_path_notes) notes += n + "\n";
+  for (const auto& n : fb.report.data_path.notes) notes += n + "\n";
   INFO(notes);
   CHECK(notes.find("cuFileBatchIOSetUp") != std::string::npos);
   CHECK(notes.find("threads=") != std::string::npos);
   CHECK(g_cufile.batch_submits == 0);
 }
 
-TEST_CASE("cufile-compat: --gpu-direct on runs cuFile in compatibility mode and counts its copy", "[gpu][cufile]") {
+TEST_CASE("cufile-compat: --gpu-direct on runs cuFile in compatibility mode and counts its copy",
+          "[gpu][cufile]") {
   const auto dir = testing::scratch_dir("cufile-compat");
   Files f(dir.string(), dir.string() + "/", 40, 5000);
   g_fake = FakeCuda{};
@@ -805,13 +823,14 @@ TEST_CASE("cufile-compat: --gpu-direct on runs cuFile in compatibility mode and 
   REQUIRE_FALSE(r.error);
   CHECK(r.samples == 40);
   CHECK(r.mismatches == 0);
-  const auto& p = r.report.data_paths.at(0);
-  CHECK(p.path == "cufile-compat");
+  const auto& p = r.report.data_path;
+  CHECK(data_path_name(p.path) == "cufile-compat");
   CHECK(p.copy_amplification == 1.0);
-  CHECK(r.report.data_path_reason.find("compatibility mode") != std::string::npos);
+  CHECK(r.report.data_path.reason.find("compatibility mode") != std::string::npos);
 }
 
-TEST_CASE("gpu-direct: a cuFile read error mid-run ends the run naming the object, no hang", "[gpu][cufile]") {
+TEST_CASE("gpu-direct: a cuFile read error mid-run ends the run naming the object, no hang",
+          "[gpu][cufile]") {
   const bool batch_api = GENERATE(false, true);
   INFO("cuFile batch API: " << batch_api);
   const auto dir = testing::scratch_dir("cufile-error");
@@ -838,12 +857,14 @@ TEST_CASE("gpu-direct: a cuFile read error mid-run ends the run naming the objec
   RunResult s = run_and_check(f, c);
   std::filesystem::remove_all(dir);
   REQUIRE_FALSE(s.error);
-  CHECK(s.report.skipped == 1);
+  CHECK(s.report.delivered.skipped == 1);
   CHECK(s.samples == 59);
   CHECK(s.mismatches == 0);
 }
 
-TEST_CASE("gpu-direct: batch buffers too large for GPU memory are refused at open, with what to lower", "[gpu][cufile]") {
+TEST_CASE(
+    "gpu-direct: batch buffers too large for GPU memory are refused at open, with what to lower",
+    "[gpu][cufile]") {
   const auto dir = testing::scratch_dir("gpu-oom");
   Files f(dir.string(), dir.string() + "/", 16, 9000);
   g_fake = FakeCuda{};
@@ -865,7 +886,11 @@ TEST_CASE("gpu-direct: batch buffers too large for GPU memory are refused at ope
 TEST_CASE("storage: only local files offer reads into GPU memory", "[gpu][cufile]") {
   Files m("mem://n/", "n/", 1, 100);
   CHECK_FALSE(m.backend->caps().device_reads);
-  auto q = m.backend->make_device_queue({}, cf::CufileRuntime::from_api(fake_gds(), "fake", true));
+  storage::QueueOptions device;
+  device.memory = storage::QueueMemory::kDevice;
+  device.device_reads =
+      storage::make_device_reads(cf::CufileRuntime::from_api(fake_gds(), "fake", true));
+  auto q = m.backend->make_queue(device);
   REQUIRE_FALSE(q);
   CHECK(q.error().code() == Errc::kUnsupported);
   CHECK(q.error().message().find("mem://") != std::string::npos);
@@ -873,13 +898,16 @@ TEST_CASE("storage: only local files offer reads into GPU memory", "[gpu][cufile
   const auto dir = testing::scratch_dir("device-queue");
   Files f(dir.string(), dir.string() + "/", 1, 100);
   CHECK(f.backend->caps().device_reads);
-  auto none = f.backend->make_device_queue({}, cf::CufileRuntime::unavailable("libcufile not found"));
+  device.device_reads =
+      storage::make_device_reads(cf::CufileRuntime::unavailable("libcufile not found"));
+  auto none = f.backend->make_queue(device);
   std::filesystem::remove_all(dir);
   REQUIRE_FALSE(none);
   CHECK(none.error().message().find("libcufile not found") != std::string::npos);
 }
 
-TEST_CASE("direct path: batches hold the exact bytes, nothing copied (memory backend)", "[gpu][direct]") {
+TEST_CASE("direct path: batches hold the exact bytes, nothing copied (memory backend)",
+          "[gpu][direct]") {
   Files f("mem://d/", "d/", 150, 9000);
   LoaderConfig c = config(16, 2);
   c.gpu_direct = GpuDirect::kAuto;
@@ -888,22 +916,20 @@ TEST_CASE("direct path: batches hold the exact bytes, nothing copied (memory bac
   CHECK(r.samples == 300);
   CHECK(r.mismatches == 0);
   CHECK(r.unaligned_slots == 0);
-  CHECK(r.report.digest == 2 * f.digest_sum);
-  REQUIRE(r.report.data_paths.size() == 1);
-  CHECK(r.report.data_paths[0].path == "host-direct");
-  CHECK(r.report.data_paths[0].copied_bytes == 0);
-  CHECK(r.report.data_paths[0].copy_amplification == 0.0);
-  CHECK(r.report.data_paths[0].bytes == r.report.bytes);
+  CHECK(r.report.delivered.digest == 2 * f.digest_sum);
+  CHECK(data_path_name(r.report.data_path.path) == "host-direct");
+  CHECK(r.report.data_path.copied_bytes == 0);
+  CHECK(r.report.data_path.copy_amplification == 0.0);
+  CHECK(r.report.data_path.bytes == r.report.consumer.bytes);
 
   // The bounce path delivers the same bytes and says what it copied.
   c.gpu_direct = GpuDirect::kOff;
   RunResult b = run_and_check(f, c);
   REQUIRE_FALSE(b.error);
   CHECK(b.mismatches == 0);
-  CHECK(b.report.digest == r.report.digest);
-  REQUIRE(b.report.data_paths.size() == 1);
-  CHECK(b.report.data_paths[0].path == "bounce");
-  CHECK(b.report.data_paths[0].copy_amplification >= 1.0);
+  CHECK(b.report.delivered.digest == r.report.delivered.digest);
+  CHECK(data_path_name(b.report.data_path.path) == "bounce");
+  CHECK(b.report.data_path.copy_amplification >= 1.0);
 }
 
 TEST_CASE("direct path: O_DIRECT files land in their slots with no bounce copy", "[gpu][direct]") {
@@ -916,13 +942,14 @@ TEST_CASE("direct path: O_DIRECT files land in their slots with no bounce copy",
   REQUIRE_FALSE(r.error);
   CHECK(r.samples == 60);
   CHECK(r.mismatches == 0);
-  CHECK(r.report.io.bounced_bytes == 0);
-  CHECK(r.report.data_paths.at(0).path == "host-direct");
-  CHECK(r.report.data_paths.at(0).copy_amplification == 0.0);
-  CHECK(r.report.digest == f.digest_sum);
+  CHECK(r.report.io.stats.bounced_bytes == 0);
+  CHECK(data_path_name(r.report.data_path.path) == "host-direct");
+  CHECK(r.report.data_path.copy_amplification == 0.0);
+  CHECK(r.report.delivered.digest == f.digest_sum);
 }
 
-TEST_CASE("direct path: small budget, batches that outgrow their buffers, several epochs", "[gpu][direct]") {
+TEST_CASE("direct path: small budget, batches that outgrow their buffers, several epochs",
+          "[gpu][direct]") {
   Files f("mem://g/", "g/", 97, 30000);
   LoaderConfig c = config(32, 3);
   c.memory_budget = 12 << 20;  // too small to size every buffer for the worst batch
@@ -932,8 +959,8 @@ TEST_CASE("direct path: small budget, batches that outgrow their buffers, severa
   REQUIRE_FALSE(r.error);
   CHECK(r.samples == 3 * 97);
   CHECK(r.mismatches == 0);
-  CHECK(r.report.digest == 3 * f.digest_sum);
-  CHECK(r.report.data_paths.at(0).copy_amplification == 0.0);
+  CHECK(r.report.delivered.digest == 3 * f.digest_sum);
+  CHECK(r.report.data_path.copy_amplification == 0.0);
 }
 
 TEST_CASE("device sink over a fake GPU: every batch copied, pinned, in order", "[gpu][device]") {
@@ -952,11 +979,11 @@ TEST_CASE("device sink over a fake GPU: every batch copied, pinned, in order", "
     CHECK(r.samples == 240);
     CHECK(r.mismatches == 0);
     CHECK(r.device_mismatches == 0);
-    CHECK(r.report.digest == 2 * f.digest_sum);
+    CHECK(r.report.delivered.digest == 2 * f.digest_sum);
     const DeviceReport& d = r.report.device;
     CHECK(d.enabled);
     CHECK(d.name == "Fake GPU 0");
-    CHECK(d.copies == r.report.batches);
+    CHECK(d.copies == r.report.consumer.batches);
     CHECK(d.h2d_bytes == g_fake.async_bytes);
     CHECK(d.h2d_bytes_per_second > 0);
     CHECK(d.host_memory.find("pinned") == 0);
@@ -964,8 +991,8 @@ TEST_CASE("device sink over a fake GPU: every batch copied, pinned, in order", "
     CHECK(g_fake.registered > 0);
     CHECK(g_fake.unregistered == g_fake.registered);  // every pinned buffer unpinned at the end
     CHECK(g_fake.frees == g_fake.mallocs);            // and every device buffer freed
-    const auto& p = r.report.data_paths.at(0);
-    CHECK(p.path == "bounce");
+    const auto& p = r.report.data_path;
+    CHECK(data_path_name(p.path) == "bounce");
     // Direct staging: the H2D copy is the only copy. Collate copies add at least one more.
     if (mode == GpuDirect::kAuto) {
       CHECK(p.copied_bytes == d.h2d_bytes);
@@ -974,12 +1001,14 @@ TEST_CASE("device sink over a fake GPU: every batch copied, pinned, in order", "
       CHECK(p.copied_bytes > d.h2d_bytes);
     }
     bool has_device_stage = false;
-    for (const auto& s : r.report.stages) has_device_stage = has_device_stage || s.name == "device";
+    for (const auto& s : r.report.stages)
+      has_device_stage = has_device_stage || s.stage == StageId::kDevice;
     CHECK(has_device_stage);
   }
 }
 
-TEST_CASE("device sink: an error mid-copy ends the run with the CUDA error, no hang", "[gpu][device]") {
+TEST_CASE("device sink: an error mid-copy ends the run with the CUDA error, no hang",
+          "[gpu][device]") {
   Files f("mem://e/", "e/", 100, 4000);
   g_fake = FakeCuda{};
   g_fake.fail_memcpy_at = 2;
@@ -1038,10 +1067,13 @@ TEST_CASE("device sink: slow copies are named as the bottleneck", "[gpu][device]
   RunResult r = run_and_check(f, c);
   REQUIRE_FALSE(r.error);
   INFO(fmt::format("waited {:.3f} s (first batch {:.3f} s), on copies {:.3f} s; verdict {}: {}",
-                   r.report.consumer_wait_seconds, r.report.first_batch_seconds,
-                   r.report.device.consumer_wait_on_copy_seconds, r.report.bottleneck.stage,
-                   r.report.bottleneck.evidence));
+                   r.report.consumer.wait_seconds, r.report.consumer.first_batch_seconds,
+                   r.report.device.consumer_wait_on_copy_seconds,
+                   r.report.verdict.stage ? stage_name(*r.report.verdict.stage) : "none",
+                   r.report.verdict.evidence));
   CHECK(r.report.device.consumer_wait_on_copy_seconds > 0.1);
-  CHECK(r.report.bottleneck.stage == "device");
-  CHECK(r.report.bottleneck.suggestion.find("--cuda-streams") != std::string::npos);
+  CHECK(r.report.verdict.stage == StageId::kDevice);
+  REQUIRE_FALSE(r.report.verdict.next.empty());
+  CHECK(r.report.verdict.next.front().knob == Knob::kCudaStreams);
+  CHECK(r.report.verdict.next.front().from == "1");
 }

@@ -1,7 +1,7 @@
 // Hostile inputs and stops, below the CLI: objects that shrink under a read, decoders asked to
 // allocate what a frame declares, waits that must end on a stop request.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "feedline/loader/codec.hpp"
+#include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/storage_bench.hpp"
 #include "feedline/storage/decorators.hpp"
@@ -27,8 +28,8 @@ struct Collect final : storage::ReadCompletion {
   void on_read_complete(storage::ReadOp& op) noexcept override { done.push_back(&op); }
 };
 
-storage::ReadOp make_op(const storage::ObjectHandle* h, std::uint64_t offset, std::uint64_t length, MutableBytes dst,
-                        storage::ReadCompletion* done) {
+storage::ReadOp make_op(const storage::ObjectHandle* h, std::uint64_t offset, std::uint64_t length,
+                        MutableBytes dst, storage::ReadCompletion* done) {
   storage::ReadOp op;
   op.object = h;
   op.offset = offset;
@@ -60,15 +61,16 @@ std::vector<std::byte> zstd_bomb(std::uint64_t size) {
     const std::uint64_t n = std::min(left, kBlock);
     left -= n;
     put((left == 0 ? 1u : 0u) | (1u << 1) | (n << 3), 3);  // last?, RLE, size
-    put(0, 1);                                           // the byte repeated
+    put(0, 1);                                             // the byte repeated
   }
   return f;
 }
 
 }  // namespace
 
-TEST_CASE("a read of an object that shrank since it was opened is an error naming object and offset",
-          "[storage][hardening]") {
+TEST_CASE(
+    "a read of an object that shrank since it was opened is an error naming object and offset",
+    "[storage][hardening]") {
   const auto dir = testing::scratch_dir("shrinks");
   storage::Registry registry;
   storage::register_builtin_backends(registry);
@@ -104,7 +106,8 @@ TEST_CASE("a read of an object that shrank since it was opened is an error namin
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("bench storage: a file truncated mid-run fails, it does not count zero-byte reads", "[bench][hardening]") {
+TEST_CASE("bench storage: a file truncated mid-run fails, it does not count zero-byte reads",
+          "[bench][hardening]") {
   const auto dir = testing::scratch_dir("bench-shrinks");
   storage::Registry registry;
   storage::register_builtin_backends(registry);
@@ -129,7 +132,8 @@ TEST_CASE("bench storage: a file truncated mid-run fails, it does not count zero
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("throttle: cancel() ends reads waiting for tokens or for their added latency at once", "[storage][hardening][stop]") {
+TEST_CASE("throttle: cancel() ends reads waiting for tokens or for their added latency at once",
+          "[storage][hardening][stop]") {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   auto r = registry.open("mem://t/x", {}).value();
@@ -172,11 +176,13 @@ TEST_CASE("throttle: cancel() ends reads waiting for tokens or for their added l
   }
 }
 
-TEST_CASE("a stop request ends a run within a second whatever it waits on", "[loader][hardening][stop]") {
+TEST_CASE("a stop request ends a run within a second whatever it waits on",
+          "[loader][hardening][stop]") {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   auto r = registry.open("mem://ds/", {}).value();
-  for (int i = 0; i < 64; ++i) REQUIRE(r.backend->write(fmt::format("ds/{:03}.bin", i), testing::pattern_bytes(4096, i)));
+  for (int i = 0; i < 64; ++i)
+    REQUIRE(r.backend->write(fmt::format("ds/{:03}.bin", i), testing::pattern_bytes(4096, i)));
   DatasetOptions o;
   o.format = DatasetFormat::kFiles;
   auto ds = open_dataset(*r.backend, "ds/", o).value();
@@ -194,8 +200,8 @@ TEST_CASE("a stop request ends a run within a second whatever it waits on", "[lo
     SECTION(k.name) {
       std::stop_source stop;
       LoaderConfig c = base;
-      c.decode_cost = k.decode_cost;
-      c.collate_cost = k.collate_cost;
+      c.diagnostics.decode_cost = k.decode_cost;
+      c.diagnostics.collate_cost = k.collate_cost;
       c.stop = stop.get_token();
       auto loader = Loader::open(*r.backend, ds, c).value();
       std::jthread t([&] {
@@ -203,7 +209,8 @@ TEST_CASE("a stop request ends a run within a second whatever it waits on", "[lo
         stop.request_stop();
       });
       const auto t0 = std::chrono::steady_clock::now();
-      auto report = run_emulated(*loader, ComputeModel{k.compute, {}, 1}, stop.get_token(), nullptr);
+      auto report =
+          run_emulated(*loader, ComputeModel{k.compute, {}, 1}, stop.get_token(), nullptr);
       CHECK(std::chrono::steady_clock::now() - t0 < 1300ms);
       CHECK(report.interrupted);
       CHECK_FALSE(report.error);
@@ -211,8 +218,9 @@ TEST_CASE("a stop request ends a run within a second whatever it waits on", "[lo
   }
 }
 
-TEST_CASE("a zstd frame's declared size is untrusted: a bomb is a data error, nothing allocated for it",
-          "[loader][hardening][decode]") {
+TEST_CASE(
+    "a zstd frame's declared size is untrusted: a bomb is a data error, nothing allocated for it",
+    "[loader][hardening][decode]") {
   if (!zstd_available()) return testing::skip_test("built without zstd: no frames to decode");
   const auto bomb = zstd_bomb(std::uint64_t{2} << 30);
   REQUIRE(bomb.size() < (128u << 10));
@@ -233,16 +241,16 @@ TEST_CASE("a zstd frame's declared size is untrusted: a bomb is a data error, no
     c.on_error = policy;
     auto loader = Loader::open(*r.backend, ds, c).value();
     auto report = run_emulated(*loader, {}, {}, nullptr);
-    CHECK(report.peak_memory <= c.memory_budget);
-    CHECK(report.budget_overshoot == 0);
+    CHECK(report.memory.peak <= c.memory_budget);
+    CHECK(report.memory.overshoot == 0);
     if (policy == OnError::kFail) {
       REQUIRE(report.error);
       CHECK(report.error->what().find("000.bin.zst") != std::string::npos);
       CHECK(report.error->what().find("declares 2147483648") != std::string::npos);
     } else {
       CHECK_FALSE(report.error);
-      CHECK(report.skipped == 1);
-      CHECK(report.samples == 1);
+      CHECK(report.delivered.skipped == 1);
+      CHECK(report.consumer.samples == 1);
     }
   }
   SECTION("max_sample_bytes refuses at the frame's declaration, also within the budget") {
@@ -258,7 +266,8 @@ TEST_CASE("a zstd frame's declared size is untrusted: a bomb is a data error, no
   }
 }
 
-TEST_CASE("counts beyond the loader's limits are refused before anything is allocated", "[loader][hardening]") {
+TEST_CASE("counts beyond the loader's limits are refused before anything is allocated",
+          "[loader][hardening]") {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   auto r = registry.open("mem://ds/", {}).value();

@@ -60,35 +60,42 @@ std::string as_string(const std::vector<std::byte>& v, std::size_t n) {
 
 TEST_CASE("curl's SigV4 matches AWS's published example for a ranged S3 GET", "[http][sigv4]") {
   {
-  // docs.aws.amazon.com, "Signature Calculations for the Authorization Header", example "GET Object".
-  HttpTestServer server([](const HttpTestRequest&) {
-    return HttpTestReply{HttpTestServer::reply(206, "0123456789", {"Content-Range: bytes 0-9/100"})};
-  });
-  HttpClientOptions o = fast_retries();
-  o.sigv4 = transports::SigV4{"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "", "us-east-1", "s3"};
-  o.connect_to.push_back("examplebucket.s3.amazonaws.com:80:127.0.0.1:" + std::to_string(server.port()));
-  auto client = HttpClient::create(o);
-  REQUIRE(client);
-  std::vector<std::byte> dst(10);
-  HttpRequest r;
-  r.url = "http://examplebucket.s3.amazonaws.com/test.txt";
-  r.range_offset = 0;
-  r.range_length = 10;
-  r.dst = dst;
-  r.headers.push_back("x-amz-date: 20130524T000000Z");
-  auto resp = (*client)->perform(r);
-  REQUIRE(resp);
-  CHECK(resp->status == 206);
-  CHECK(as_string(dst, 10) == "0123456789");
-  const auto seen = server.requests();
-  REQUIRE(seen.size() == 1);
-  const std::string auth = seen[0].header("authorization");
-  INFO(auth);
-  CHECK(auth.find("Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request") != std::string::npos);
-  CHECK(auth.find("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date") != std::string::npos);
-  CHECK(auth.find("Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41") != std::string::npos);
-  // The secret is used, never sent.
-  CHECK(auth.find("wJalrXUtnFEMI") == std::string::npos);
+    // docs.aws.amazon.com, "Signature Calculations for the Authorization Header", example "GET
+    // Object".
+    HttpTestServer server([](const HttpTestRequest&) {
+      return HttpTestReply{
+          HttpTestServer::reply(206, "0123456789", {"Content-Range: bytes 0-9/100"})};
+    });
+    HttpClientOptions o = fast_retries();
+    o.sigv4 = transports::SigV4{"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                                "", "us-east-1", "s3"};
+    o.connect_to.push_back("examplebucket.s3.amazonaws.com:80:127.0.0.1:" +
+                           std::to_string(server.port()));
+    auto client = HttpClient::create(o);
+    REQUIRE(client);
+    std::vector<std::byte> dst(10);
+    HttpRequest r;
+    r.url = "http://examplebucket.s3.amazonaws.com/test.txt";
+    r.range_offset = 0;
+    r.range_length = 10;
+    r.dst = dst;
+    r.headers.push_back("x-amz-date: 20130524T000000Z");
+    auto resp = (*client)->perform(r);
+    REQUIRE(resp);
+    CHECK(resp->status == 206);
+    CHECK(as_string(dst, 10) == "0123456789");
+    const auto seen = server.requests();
+    REQUIRE(seen.size() == 1);
+    const std::string auth = seen[0].header("authorization");
+    INFO(auth);
+    CHECK(auth.find("Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request") !=
+          std::string::npos);
+    CHECK(auth.find("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date") !=
+          std::string::npos);
+    CHECK(auth.find("Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41") !=
+          std::string::npos);
+    // The secret is used, never sent.
+    CHECK(auth.find("wJalrXUtnFEMI") == std::string::npos);
   }
 }
 
@@ -115,7 +122,8 @@ TEST_CASE("a burst of 503s is retried with backoff and counted", "[http][retry]"
   const std::string obj = object_bytes(10'000);
   std::atomic<int> calls{0};
   HttpTestServer server([&](const HttpTestRequest& r) {
-    if (calls++ < 3) return HttpTestReply{HttpTestServer::reply(503, "<Error><Code>SlowDown</Code></Error>")};
+    if (calls++ < 3)
+      return HttpTestReply{HttpTestServer::reply(503, "<Error><Code>SlowDown</Code></Error>")};
     return HttpTestReply{partial(obj, r)};
   });
   auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
@@ -129,7 +137,8 @@ TEST_CASE("a burst of 503s is retried with backoff and counted", "[http][retry]"
   CHECK(as_string(dst, 1000) == obj.substr(100, 1000));
 }
 
-TEST_CASE("a connection reset mid-body resumes with a range for the missing bytes", "[http][retry]") {
+TEST_CASE("a connection reset mid-body resumes with a range for the missing bytes",
+          "[http][retry]") {
   const std::string obj = object_bytes(200'000);
   std::atomic<int> calls{0};
   HttpTestServer server([&](const HttpTestRequest& r) {
@@ -156,8 +165,9 @@ TEST_CASE("a connection reset mid-body resumes with a range for the missing byte
   CHECK(range_of(seen[1]).second == 10'000 + 150'000 - 1);
 }
 
-TEST_CASE("a scattered GET puts each segment's bytes in its own buffer, also across a resumed transfer",
-          "[http][retry]") {
+TEST_CASE(
+    "a scattered GET puts each segment's bytes in its own buffer, also across a resumed transfer",
+    "[http][retry]") {
   const std::string obj = object_bytes(300'000);
   std::atomic<int> calls{0};
   const bool reset = GENERATE(false, true);
@@ -183,7 +193,8 @@ TEST_CASE("a scattered GET puts each segment's bytes in its own buffer, also acr
   CHECK(as_string(b, b.size()) == obj.substr(46'000, b.size()));
   CHECK(as_string(c, c.size()) == obj.substr(151'000, c.size()));
   CHECK(resp->attempts == (reset ? 2u : 1u));
-  if (reset) CHECK(range_of(server.requests().at(1)).first == 1000 + 70'000);  // only what is missing
+  if (reset)
+    CHECK(range_of(server.requests().at(1)).first == 1000 + 70'000);  // only what is missing
 
   SECTION("segments out of order or past the range are refused before anything is sent") {
     const auto before = server.requests().size();
@@ -203,8 +214,10 @@ TEST_CASE("a scattered GET puts each segment's bytes in its own buffer, also acr
   }
 }
 
-TEST_CASE("a whole-object read is a plain GET; a broken one resumes with a range; a grown object is an error",
-          "[http][retry]") {
+TEST_CASE(
+    "a whole-object read is a plain GET; a broken one resumes with a range; a grown object is an "
+    "error",
+    "[http][retry]") {
   const std::string obj = object_bytes(120'000);
   std::atomic<int> calls{0};
   HttpTestServer server([&](const HttpTestRequest& r) {
@@ -229,7 +242,7 @@ TEST_CASE("a whole-object read is a plain GET; a broken one resumes with a range
   CHECK(as_string(dst, obj.size()) == obj);
   auto seen = server.requests();
   REQUIRE(seen.size() == 2);
-  CHECK(seen[0].header("range").empty());  // no Range on the first attempt
+  CHECK(seen[0].header("range").empty());    // no Range on the first attempt
   CHECK(range_of(seen[1]).first == 60'000);  // the rest only
   CHECK(range_of(seen[1]).second == obj.size() - 1);
 
@@ -262,7 +275,8 @@ TEST_CASE("a truncated body (connection closed early) is resumed", "[http][retry
 }
 
 TEST_CASE("retries stop at max_attempts with an error naming the object", "[http][retry]") {
-  HttpTestServer server([](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(503, "busy")}; });
+  HttpTestServer server(
+      [](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(503, "busy")}; });
   HttpClientOptions o = fast_retries(GENERATE(false, true));
   o.max_attempts = 3;
   auto client = HttpClient::create(o);
@@ -280,7 +294,8 @@ TEST_CASE("retries stop at max_attempts with an error naming the object", "[http
 
 TEST_CASE("a server that ignores Range is a clear error, not wrong bytes", "[http]") {
   const std::string obj = object_bytes(10'000);
-  HttpTestServer server([&](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(200, obj)}; });
+  HttpTestServer server(
+      [&](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(200, obj)}; });
   auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
   std::vector<std::byte> dst(100);
@@ -290,9 +305,11 @@ TEST_CASE("a server that ignores Range is a clear error, not wrong bytes", "[htt
   CHECK(std::string(resp.error().what()).find("Range") != std::string::npos);
 }
 
-TEST_CASE("HTTP errors that are not retryable come back at once with their status and body", "[http]") {
+TEST_CASE("HTTP errors that are not retryable come back at once with their status and body",
+          "[http]") {
   HttpTestServer server([](const HttpTestRequest&) {
-    return HttpTestReply{HttpTestServer::reply(403, "<Error><Code>SignatureDoesNotMatch</Code><Message>no</Message></Error>")};
+    return HttpTestReply{HttpTestServer::reply(
+        403, "<Error><Code>SignatureDoesNotMatch</Code><Message>no</Message></Error>")};
   });
   auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
   REQUIRE(client);
@@ -309,7 +326,10 @@ TEST_CASE("HTTP errors that are not retryable come back at once with their statu
 
 TEST_CASE("an unreachable endpoint fails within the bounded attempts", "[http]") {
   int port;
-  { HttpTestServer probe([](const HttpTestRequest&) { return HttpTestReply{}; }); port = probe.port(); }
+  {
+    HttpTestServer probe([](const HttpTestRequest&) { return HttpTestReply{}; });
+    port = probe.port();
+  }
   HttpClientOptions o = fast_retries(GENERATE(false, true));
   o.max_attempts = 2;
   auto client = HttpClient::create(o);
@@ -333,19 +353,22 @@ TEST_CASE("many concurrent ranged GETs share a few keep-alive connections", "[ht
   std::vector<std::vector<std::byte>> bufs(kN, std::vector<std::byte>(4096));
   std::atomic<int> ok{0}, done{0};
   for (int i = 0; i < kN; ++i) {
-    (*client)->start(ranged(server.port(), static_cast<std::uint64_t>(i) * 4096, bufs[i]),
-                     [&, i](Result<transports::HttpResponse> r) {
-                       if (r && r->bytes == 4096 && as_string(bufs[i], 4096) == obj.substr(i * 4096, 4096)) ++ok;
-                       ++done;
-                     });
+    (*client)->start(
+        ranged(server.port(), static_cast<std::uint64_t>(i) * 4096, bufs[i]),
+        [&, i](Result<transports::HttpResponse> r) {
+          if (r && r->bytes == 4096 && as_string(bufs[i], 4096) == obj.substr(i * 4096, 4096)) ++ok;
+          ++done;
+        });
   }
   while (done < kN) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(ok == kN);
   CHECK((*client)->stats().connections_opened <= 4);
 }
 
-TEST_CASE("a driven client runs on its owner's thread: completions inside run_for only; cancel_all ends them",
-          "[http]") {
+TEST_CASE(
+    "a driven client runs on its owner's thread: completions inside run_for only; cancel_all ends "
+    "them",
+    "[http]") {
   const std::string obj = object_bytes(1 << 20);
   std::atomic<bool> hold{false};
   HttpTestServer server([&](const HttpTestRequest& r) {
@@ -364,12 +387,13 @@ TEST_CASE("a driven client runs on its owner's thread: completions inside run_fo
   bool elsewhere = false;
   std::vector<std::pair<HttpRequest, transports::HttpCallback>> batch;
   for (int i = 0; i < kN; ++i) {
-    batch.emplace_back(ranged(server.port(), static_cast<std::uint64_t>(i) * 4096, bufs[i]),
-                       [&, i](Result<transports::HttpResponse> r) {
-                         elsewhere |= std::this_thread::get_id() != me;
-                         if (r && r->bytes == 4096 && as_string(bufs[i], 4096) == obj.substr(i * 4096, 4096)) ++ok;
-                         ++done;
-                       });
+    batch.emplace_back(
+        ranged(server.port(), static_cast<std::uint64_t>(i) * 4096, bufs[i]),
+        [&, i](Result<transports::HttpResponse> r) {
+          elsewhere |= std::this_thread::get_id() != me;
+          if (r && r->bytes == 4096 && as_string(bufs[i], 4096) == obj.substr(i * 4096, 4096)) ++ok;
+          ++done;
+        });
   }
   (*client)->start_many(std::move(batch));
   // Nothing completes while the owner does not run the loop.
@@ -388,7 +412,8 @@ TEST_CASE("a driven client runs on its owner's thread: completions inside run_fo
   hold = true;
   std::vector<std::byte> dst(4096);
   std::optional<Result<transports::HttpResponse>> held;
-  (*client)->start(ranged(server.port(), 0, dst), [&](Result<transports::HttpResponse> r) { held.emplace(std::move(r)); });
+  (*client)->start(ranged(server.port(), 0, dst),
+                   [&](Result<transports::HttpResponse> r) { held.emplace(std::move(r)); });
   (*client)->run_for(std::chrono::milliseconds(20));
   CHECK_FALSE(held.has_value());
   (*client)->cancel_all();
@@ -401,7 +426,8 @@ TEST_CASE("a driven client runs on its owner's thread: completions inside run_fo
 TEST_CASE("S3 XML: listing pages, errors, upload ids, and non-S3 answers", "[s3]") {
   auto page = storage::s3::parse_list_page(
       "<?xml version=\"1.0\"?><ListBucketResult><Name>b</Name><IsTruncated>true</IsTruncated>"
-      "<Contents><Key>a/1.bin</Key><Size>10</Size></Contents><Contents><Key>a/2 &amp; 3.bin</Key><Size>0</Size>"
+      "<Contents><Key>a/1.bin</Key><Size>10</Size></Contents><Contents><Key>a/2 &amp; "
+      "3.bin</Key><Size>0</Size>"
       "</Contents><NextContinuationToken>tok+/=</NextContinuationToken></ListBucketResult>");
   REQUIRE(page);
   REQUIRE(page->objects.size() == 2);
@@ -412,13 +438,17 @@ TEST_CASE("S3 XML: listing pages, errors, upload ids, and non-S3 answers", "[s3]
   auto html = storage::s3::parse_list_page("<html><body>404 Not Found</body></html>");
   REQUIRE_FALSE(html);
   CHECK(html.error().code() == Errc::kCorrupt);
-  CHECK_FALSE(storage::s3::parse_list_page("<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></ListBucketResult>"));
-  CHECK_FALSE(storage::s3::parse_list_page("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"));
-  auto err = storage::s3::parse_error("<Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>");
+  CHECK_FALSE(storage::s3::parse_list_page(
+      "<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></ListBucketResult>"));
+  CHECK_FALSE(storage::s3::parse_list_page(
+      "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"));
+  auto err =
+      storage::s3::parse_error("<Error><Code>NoSuchBucket</Code><Message>gone</Message></Error>");
   REQUIRE(err);
   CHECK(err->code == "NoSuchBucket");
   CHECK_FALSE(storage::s3::parse_error("not xml"));
-  auto id = storage::s3::parse_upload_id("<InitiateMultipartUploadResult><UploadId>xyz</UploadId></InitiateMultipartUploadResult>");
+  auto id = storage::s3::parse_upload_id(
+      "<InitiateMultipartUploadResult><UploadId>xyz</UploadId></InitiateMultipartUploadResult>");
   REQUIRE(id);
   CHECK(*id == "xyz");
   CHECK_FALSE(storage::s3::parse_upload_id("<InitiateMultipartUploadResult/>"));
@@ -444,8 +474,10 @@ std::vector<std::string> signed_headers(const std::string& auth) {
 
 }  // namespace
 
-TEST_CASE("signed uploads send every header they sign (curl 7.88 signs a removed Expect:)", "[http][sigv4]") {
-  HttpTestServer server([](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(200, "")}; });
+TEST_CASE("signed uploads send every header they sign (curl 7.88 signs a removed Expect:)",
+          "[http][sigv4]") {
+  HttpTestServer server(
+      [](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(200, "")}; });
   HttpClientOptions o = fast_retries();
   o.sigv4 = transports::SigV4{"AKID", "SECRET", "", "us-east-1", "s3"};
   auto client = HttpClient::create(o);
@@ -486,7 +518,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // Requests stop `after` from now, from another thread (as the CLI's signal thread does), and
 // notes when it did: the time a call takes to end is measured from there (a loaded machine may
@@ -511,8 +545,10 @@ struct StopLater {
 
 }  // namespace
 
-TEST_CASE("stop ends perform() within a second: no answer, a trickle, a backoff; later requests fail at once",
-          "[http][stop]") {
+TEST_CASE(
+    "stop ends perform() within a second: no answer, a trickle, a backoff; later requests fail at "
+    "once",
+    "[http][stop]") {
   const bool driven = GENERATE(false, true);
   const auto mode = GENERATE(StallServer::Mode::kSilent, StallServer::Mode::kTrickle);
   StallServer server(mode, 1 << 20, std::chrono::milliseconds(100));  // 10 bytes/s
@@ -522,7 +558,8 @@ TEST_CASE("stop ends perform() within a second: no answer, a trickle, a backoff;
   o.stop = stop.token();
   auto client = HttpClient::create(o);
   REQUIRE(client);
-  DYNAMIC_SECTION((driven ? "driven" : "threaded") << (mode == StallServer::Mode::kSilent ? ", silent" : ", trickle")) {
+  DYNAMIC_SECTION((driven ? "driven" : "threaded")
+                  << (mode == StallServer::Mode::kSilent ? ", silent" : ", trickle")) {
     HttpRequest r;
     r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/obj";
     r.shown = "http://127.0.0.1/obj";
@@ -544,8 +581,10 @@ TEST_CASE("stop ends perform() within a second: no answer, a trickle, a backoff;
   }
 }
 
-TEST_CASE("stop ends a request waiting out a retry's backoff, and a stop requested before start", "[http][stop]") {
-  HttpTestServer server([](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(503, "busy")}; });
+TEST_CASE("stop ends a request waiting out a retry's backoff, and a stop requested before start",
+          "[http][stop]") {
+  HttpTestServer server(
+      [](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(503, "busy")}; });
   const bool driven = GENERATE(false, true);
   StopLater stop(std::chrono::milliseconds(200));
   HttpClientOptions o = fast_retries(driven);
@@ -576,12 +615,15 @@ TEST_CASE("stop ends a request waiting out a retry's backoff, and a stop request
   CHECK(server.requests().size() == before);
 }
 
-TEST_CASE("Basic credentials go in an Authorization header, never in the request line; SigV4 and Basic exclude each other",
-          "[http][auth]") {
+TEST_CASE(
+    "Basic credentials go in an Authorization header, never in the request line; SigV4 and Basic "
+    "exclude each other",
+    "[http][auth]") {
   HttpTestServer server([](const HttpTestRequest& r) {
     // "user" / "p@ss:w" (a ':' and an '@' in the password).
     if (r.header("authorization") != "Basic dXNlcjpwQHNzOnc=") {
-      return HttpTestReply{HttpTestServer::reply(401, "no", {"WWW-Authenticate: Basic realm=\"x\""})};
+      return HttpTestReply{
+          HttpTestServer::reply(401, "no", {"WWW-Authenticate: Basic realm=\"x\""})};
     }
     return HttpTestReply{HttpTestServer::reply(200, "hello")};
   });
@@ -613,13 +655,17 @@ TEST_CASE("Basic credentials go in an Authorization header, never in the request
 
 TEST_CASE("an error about a URL with credentials in it never shows them", "[http][auth]") {
   int port;
-  { HttpTestServer probe([](const HttpTestRequest&) { return HttpTestReply{}; }); port = probe.port(); }
+  {
+    HttpTestServer probe([](const HttpTestRequest&) { return HttpTestReply{}; });
+    port = probe.port();
+  }
   HttpClientOptions o = fast_retries(GENERATE(false, true));
   o.max_attempts = 1;
   auto client = HttpClient::create(o);
   REQUIRE(client);
   HttpRequest r;  // no shown name: the client names the URL itself
-  r.url = "http://127.0.0.1:" + std::to_string(port) + "/x?X-Amz-Signature=feedfacecafe&token=tok123";
+  r.url =
+      "http://127.0.0.1:" + std::to_string(port) + "/x?X-Amz-Signature=feedfacecafe&token=tok123";
   auto resp = (*client)->perform(r);
   REQUIRE_FALSE(resp);
   const std::string what = resp.error().what();
@@ -628,4 +674,40 @@ TEST_CASE("an error about a URL with credentials in it never shows them", "[http
   CHECK(what.find("feedfacecafe") == std::string::npos);
   CHECK(what.find("tok123") == std::string::npos);
   CHECK(what.find("X-Amz-Signature=***") != std::string::npos);
+}
+
+TEST_CASE(
+    "HttpLibrary: libcurl set up explicitly, held by handles that count; create() works without "
+    "one",
+    "[http][library]") {
+  using transports::HttpLibrary;
+  HttpTestServer server(
+      [](const HttpTestRequest&) { return HttpTestReply{HttpTestServer::reply(200, "hello")}; });
+  HttpRequest r;
+  r.url = "http://127.0.0.1:" + std::to_string(server.port()) + "/obj";
+  REQUIRE_FALSE(HttpLibrary::held());  // nothing in this test binary holds one
+  {
+    auto lib = HttpLibrary::init();
+    REQUIRE(lib);
+    CHECK(HttpLibrary::held());
+    auto second = HttpLibrary::init();
+    REQUIRE(second);
+    {
+      const HttpLibrary moved = std::move(*lib);  // the handle moves; the count stays
+      CHECK(HttpLibrary::held());
+      auto client = HttpClient::create(fast_retries(GENERATE(false, true)));
+      REQUIRE(client);
+      auto resp = (*client)->perform(r);
+      REQUIRE(resp);
+      CHECK(resp->body == "hello");
+    }
+    CHECK(HttpLibrary::held());  // `second` still holds libcurl
+  }
+  CHECK_FALSE(HttpLibrary::held());
+  // No handle (a test, a tool that never called init()): create() sets libcurl up itself.
+  auto client = HttpClient::create(fast_retries());
+  REQUIRE(client);
+  auto resp = (*client)->perform(r);
+  REQUIRE(resp);
+  CHECK(resp->body == "hello");
 }

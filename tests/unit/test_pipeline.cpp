@@ -1,8 +1,8 @@
 // The pipeline: exactly-once delivery, order, bounds, stall accounting and the verdict.
-#include <algorithm>
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <xxhash.h>
+#include <algorithm>
+#include <catch2/catch.hpp>
 
 #include <sys/resource.h>
 
@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "feedline/loader/bounded_queue.hpp"
+#include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/storage/decorators.hpp"
 #include "feedline/storage/registry.hpp"
@@ -66,7 +67,8 @@ LoaderConfig small_config(std::uint32_t batch, std::uint32_t epochs) {
 
 }  // namespace
 
-TEST_CASE("sampler: every sample once per epoch, seeded order, disjoint shards", "[loader][sampler]") {
+TEST_CASE("sampler: every sample once per epoch, seeded order, disjoint shards",
+          "[loader][sampler]") {
   SamplerConfig c;
   c.num_samples = 103;
   c.batch_size = 10;
@@ -114,7 +116,8 @@ TEST_CASE("sampler: every sample once per epoch, seeded order, disjoint shards",
   CHECK_FALSE(Sampler::create(SamplerConfig{}));  // no samples
 }
 
-TEST_CASE("sampler: shard shuffle keeps runs of a shard together, every sample once", "[loader][sampler]") {
+TEST_CASE("sampler: shard shuffle keeps runs of a shard together, every sample once",
+          "[loader][sampler]") {
   // 20 shards of 7..26 samples (storage order, shard by shard).
   SamplerConfig c;
   std::vector<std::uint32_t> shard_of;
@@ -157,9 +160,10 @@ TEST_CASE("sampler: shard shuffle keeps runs of a shard together, every sample o
       }
       if (i == 0 || shard_of[e[i - 1]] != sh) ++runs;
     }
-    CHECK(runs < c.num_samples / 3);  // stretches of one shard, mostly of 4 or more: reads side by side
+    CHECK(runs <
+          c.num_samples / 3);  // stretches of one shard, mostly of 4 or more: reads side by side
   }
-  CHECK(epochs[0] != epochs[1]);  // a new shard order per epoch
+  CHECK(epochs[0] != epochs[1]);     // a new shard order per epoch
   CHECK(epoch_orders(c) == epochs);  // seeded
   SamplerConfig other = c;
   other.seed = 6;
@@ -217,7 +221,8 @@ TEST_CASE("bounded queue accounts producer-blocked and consumer-starved time", "
   CHECK(r.mean_occupancy > 0.5);
 }
 
-TEST_CASE("bounded queue hands runs of items over in order, fairly, and stops at close", "[loader][queue]") {
+TEST_CASE("bounded queue hands runs of items over in order, fairly, and stops at close",
+          "[loader][queue]") {
   // push_all of more than the capacity blocks until consumers make room; pop_some takes no more
   // than its share, so two consumers split a run instead of one taking it all.
   BoundedQueue<int> q("q", 4, true, 1, 2);
@@ -283,7 +288,8 @@ TEST_CASE("bounded queue hands runs of items over in order, fairly, and stops at
   CHECK(drained == std::vector<int>{1, 2});  // what was in is still delivered after close
 }
 
-TEST_CASE("exactly once: the digest of delivered samples matches what was written", "[loader][pipeline]") {
+TEST_CASE("exactly once: the digest of delivered samples matches what was written",
+          "[loader][pipeline]") {
   MemDataset ds(200, 3000);
   auto config = small_config(16, 2);
   auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
@@ -293,8 +299,8 @@ TEST_CASE("exactly once: the digest of delivered samples matches what was writte
   for (;;) {
     auto b = loader->next();
     REQUIRE(b);
-    if (!*b) break;
-    const Batch& batch = **b;
+    if (b->end()) break;
+    const Batch& batch = *b;
     std::uint64_t batch_digest = 0;
     for (const auto& s : batch.samples()) {
       ++seen[std::string(s.key)];
@@ -312,10 +318,10 @@ TEST_CASE("exactly once: the digest of delivered samples matches what was writte
   auto report = loader->report();
   REQUIRE(seen.size() == 200);
   for (const auto& [k, n] : seen) REQUIRE(n == 2);  // once per epoch
-  CHECK(report.samples == 400);
-  CHECK(report.epochs == 2);
-  CHECK(report.digest == digest);
-  CHECK(report.digest == 2 * ds.digest_sum);  // sum mod 2^64 over both epochs
+  CHECK(report.consumer.samples == 400);
+  CHECK(report.consumer.epochs == 2);
+  CHECK(report.delivered.digest == digest);
+  CHECK(report.delivered.digest == 2 * ds.digest_sum);  // sum mod 2^64 over both epochs
 
   // Order follows the seed: the sampler alone gives the same sequence.
   SamplerConfig sc = config.sampler;
@@ -324,7 +330,8 @@ TEST_CASE("exactly once: the digest of delivered samples matches what was writte
   for (std::uint32_t got : order) REQUIRE(sampler.next()->sample == got);
 }
 
-TEST_CASE("the memory budget bounds the pipeline and rejects a sample that cannot fit", "[loader][pipeline]") {
+TEST_CASE("the memory budget bounds the pipeline and rejects a sample that cannot fit",
+          "[loader][pipeline]") {
   MemDataset ds(64, 64 << 10);
   auto config = small_config(4, 1);
   config.memory_budget = 2 << 20;
@@ -332,12 +339,12 @@ TEST_CASE("the memory budget bounds the pipeline and rejects a sample that canno
   while (true) {
     auto b = loader->next();
     REQUIRE(b);
-    if (!*b) break;
+    if (b->end()) break;
   }
   auto r = loader->report();
-  CHECK(r.samples == 64);
-  CHECK(r.peak_memory <= config.memory_budget);
-  CHECK(r.budget_overshoot == 0);
+  CHECK(r.consumer.samples == 64);
+  CHECK(r.memory.peak <= config.memory_budget);
+  CHECK(r.memory.overshoot == 0);
 
   MemDataset big(2, 8 << 20);
   auto tight = small_config(1, 1);
@@ -348,7 +355,8 @@ TEST_CASE("the memory budget bounds the pipeline and rejects a sample that canno
   CHECK(refused.error().what().find("memory budget") != std::string::npos);
 }
 
-TEST_CASE("a read error fails the run naming the object; skip counts it instead", "[loader][pipeline]") {
+TEST_CASE("a read error fails the run naming the object; skip counts it instead",
+          "[loader][pipeline]") {
   const auto dir = testing::scratch_dir("pipeline-errors");
   storage::Registry registry;
   storage::register_builtin_backends(registry);
@@ -371,7 +379,7 @@ TEST_CASE("a read error fails the run naming the object; skip counts it instead"
         err = b.error();
         break;
       }
-      if (!*b) break;
+      if (b->end()) break;
     }
     REQUIRE(err);
     CHECK(err->what().find("007.bin") != std::string::npos);
@@ -382,14 +390,14 @@ TEST_CASE("a read error fails the run naming the object; skip counts it instead"
   for (;;) {
     auto b = loader->next();
     REQUIRE(b);
-    if (!*b) break;
-    n += (*b)->samples().size();
+    if (b->end()) break;
+    n += b->samples().size();
   }
   auto report = loader->report();
   CHECK(n == 19);
-  CHECK(report.skipped == 1);
-  REQUIRE_FALSE(report.skipped_examples.empty());
-  CHECK(report.skipped_examples[0].find("007.bin") != std::string::npos);
+  CHECK(report.delivered.skipped == 1);
+  REQUIRE_FALSE(report.delivered.skipped_examples.empty());
+  CHECK(report.delivered.skipped_examples[0].find("007.bin") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
@@ -406,20 +414,21 @@ TEST_CASE("stop() ends a run promptly with a partial report", "[loader][pipeline
   auto report = run_emulated(*loader, ComputeModel{1ms, {}, 1}, stop.get_token(), nullptr);
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   CHECK(report.interrupted);
-  CHECK(report.samples > 0);
-  CHECK(report.samples < 50000);
+  CHECK(report.consumer.samples > 0);
+  CHECK(report.consumer.samples < 50000);
 }
 
 // Planted bottlenecks: each run makes one stage clearly the slowest and checks the verdict.
 namespace {
-PipelineReport run_planted(MemDataset& ds, const LoaderConfig& config, std::chrono::nanoseconds compute) {
+PipelineReport run_planted(MemDataset& ds, const LoaderConfig& config,
+                           std::chrono::nanoseconds compute) {
   auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
   auto report = run_emulated(*loader, ComputeModel{compute, {}, 1}, {}, nullptr);
-  INFO("verdict " << report.bottleneck.stage << ": " << report.bottleneck.evidence << " -> "
-                  << report.bottleneck.suggestion);
+  const std::string_view stage = report.verdict.stage ? stage_name(*report.verdict.stage) : "none";
+  INFO("verdict " << stage << ": " << report.verdict.evidence << " -> " << report.verdict.advice);
   REQUIRE_FALSE(report.error);
-  REQUIRE(report.samples == ds.dataset.samples.size() * config.sampler.epochs);
-  UNSCOPED_INFO("verdict " << report.bottleneck.stage << ": " << report.bottleneck.evidence);
+  REQUIRE(report.consumer.samples == ds.dataset.samples.size() * config.sampler.epochs);
+  UNSCOPED_INFO("verdict " << stage << ": " << report.verdict.evidence);
   return report;
 }
 }  // namespace
@@ -431,9 +440,9 @@ TEST_CASE("the verdict blames the planted bottleneck", "[loader][verdict]") {
     auto inner = std::move(registry.open("mem://ds/", {})->backend);
     MemDataset ds(40, 64 << 10, storage::make_throttle(std::move(inner), {8.0 * (1 << 20), 0ns}));
     auto r = run_planted(ds, small_config(4, 1), 0ns);
-    CHECK(r.bottleneck.stage == "storage");
-    CHECK(r.input_bound == "high");
-    CHECK_FALSE(r.bottleneck.suggestion.empty());
+    CHECK(r.verdict.stage == StageId::kStorage);
+    CHECK(r.consumer.input_bound == InputBound::kHigh);
+    CHECK_FALSE(r.verdict.advice.empty());
   }
   SECTION("storage: added latency with a shallow queue points at the IO depth") {
     auto inner = std::move(registry.open("mem://ds/", {})->backend);
@@ -441,34 +450,38 @@ TEST_CASE("the verdict blames the planted bottleneck", "[loader][verdict]") {
     auto config = small_config(4, 1);
     config.io_depth = 2;
     auto r = run_planted(ds, config, 0ns);
-    CHECK(r.bottleneck.stage == "storage");
-    CHECK(r.bottleneck.suggestion.find("--io-depth") != std::string::npos);
+    CHECK(r.verdict.stage == StageId::kStorage);
+    REQUIRE_FALSE(r.verdict.next.empty());
+    CHECK(r.verdict.next.front().knob == Knob::kIoDepth);
+    CHECK(r.verdict.next.front().from == "2");
+    CHECK(r.verdict.next.front().to == "4");
   }
   SECTION("decode: expensive per-sample work") {
     MemDataset ds(100, 4096);
     auto config = small_config(4, 1);
-    config.decode_cost = 5ms;
+    config.diagnostics.decode_cost = 5ms;
     auto r = run_planted(ds, config, 0ns);
-    CHECK(r.bottleneck.stage == "decode");
-    CHECK(r.bottleneck.suggestion.find("decode") != std::string::npos);
+    CHECK(r.verdict.stage == StageId::kDecode);
+    CHECK(r.verdict.advice.find("decode") != std::string::npos);
   }
   SECTION("collate: expensive per-batch work") {
     MemDataset ds(100, 4096);
     auto config = small_config(4, 1);
-    config.collate_cost = 20ms;
+    config.diagnostics.collate_cost = 20ms;
     auto r = run_planted(ds, config, 0ns);
-    CHECK(r.bottleneck.stage == "collate");
+    CHECK(r.verdict.stage == StageId::kCollate);
   }
   SECTION("consumer: the accelerator is slower than the pipeline") {
     MemDataset ds(100, 4096);
     auto r = run_planted(ds, small_config(4, 1), 20ms);
-    CHECK(r.bottleneck.stage == "consumer");
-    CHECK(r.input_bound == "no");
-    CHECK(r.au > 0.8);
+    CHECK(r.verdict.stage == StageId::kConsumer);
+    CHECK(r.consumer.input_bound == InputBound::kNo);
+    CHECK(r.consumer.au > 0.8);
   }
 }
 
-TEST_CASE("decode threads run at the configured nice increment, the other stages do not", "[loader][pipeline]") {
+TEST_CASE("decode threads run at the configured nice increment, the other stages do not",
+          "[loader][pipeline]") {
   MemDataset ds(400, 3000);
   auto config = small_config(8, 1);  // a small window: the threads stay alive while we look
   config.decode_nice = 7;
@@ -478,7 +491,7 @@ TEST_CASE("decode threads run at the configured nice increment, the other stages
   auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
   auto first = loader->next();
   REQUIRE(first);
-  REQUIRE(*first);
+  REQUIRE_FALSE(first->end());
   std::map<std::string, int> nice_of;  // thread name -> nice
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(task.path() / "comm");
@@ -486,7 +499,8 @@ TEST_CASE("decode threads run at the configured nice increment, the other stages
     std::getline(comm, name);
     if (!name.starts_with("fl-")) continue;
     errno = 0;
-    const int n = ::getpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(task.path().filename().string())));
+    const int n =
+        ::getpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(task.path().filename().string())));
     if (errno == 0) nice_of[name] = n;
   }
   CHECK(nice_of.count("fl-decode-0") == 1);
@@ -495,6 +509,6 @@ TEST_CASE("decode threads run at the configured nice increment, the other stages
     INFO(name);
     CHECK(n == (name.starts_with("fl-decode-") ? std::min(19, base + 7) : base));
   }
-  first->reset();
+  *first = Batch();  // hands the buffer back
   loader->stop();
 }

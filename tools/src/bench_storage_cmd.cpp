@@ -16,6 +16,7 @@
 #include "feedline/storage/device_stats.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/storage/url_pattern.hpp"
+#include "json_render.hpp"
 #include "net_options.hpp"
 #include "output.hpp"
 #include "progress.hpp"
@@ -68,17 +69,20 @@ Plan make_plan(const Options& o) {
   p.bench.block_size = size_opt(o.bs, "--bs");
   if (p.bench.block_size == 0) throw UsageError("--bs: block size must be positive");
   if (o.direct && p.bench.block_size % 4096 != 0) {
-    throw UsageError(fmt::format("--bs {} is not a multiple of 4 KiB, which --direct needs (try 4k, 64k or 1M)", o.bs));
+    throw UsageError(fmt::format(
+        "--bs {} is not a multiple of 4 KiB, which --direct needs (try 4k, 64k or 1M)", o.bs));
   }
   p.bench.iodepth = o.iodepth;
   p.bench.numjobs = o.numjobs;
   if (o.iodepth_batch == 0 || o.iodepth_batch > o.iodepth) {
-    throw UsageError(fmt::format("--iodepth_batch must be between 1 and --iodepth ({})", o.iodepth));
+    throw UsageError(
+        fmt::format("--iodepth_batch must be between 1 and --iodepth ({})", o.iodepth));
   }
   p.bench.iodepth_batch = o.iodepth_batch;
   if (!o.size.empty()) {
     p.bench.size = size_opt(o.size, "--size");
-    if (p.bench.size == 0) throw UsageError("--size must be positive (leave it out to cover the whole file)");
+    if (p.bench.size == 0)
+      throw UsageError("--size must be positive (leave it out to cover the whole file)");
   }
   if (!o.runtime.empty()) {
     auto r = parse_duration(o.runtime);
@@ -87,7 +91,8 @@ Plan make_plan(const Options& o) {
     p.bench.runtime = *r;
   }
   p.bench.time_based = o.time_based;
-  if (o.time_based && o.runtime.empty()) throw UsageError("--time-based needs --runtime (for example --runtime 10s)");
+  if (o.time_based && o.runtime.empty())
+    throw UsageError("--time-based needs --runtime (for example --runtime 10s)");
   p.bench.register_buffers = o.fixedbufs;
   p.bench.register_files = o.registerfiles;
   p.bench.seed = o.seed;
@@ -98,7 +103,9 @@ Plan make_plan(const Options& o) {
   auto engine = transports::parse_engine(o.engine);
   if (!engine) throw UsageError(fmt::format("--engine: {}", engine.error().message()));
   if (*engine == transports::EngineKind::kUring && !transports::uring_compiled_in()) {
-    throw UsageError("--engine uring: this feedline was built without io_uring (liburing); use --engine posix or auto");
+    throw UsageError(
+        "--engine uring: this feedline was built without io_uring (liburing); use --engine posix "
+        "or auto");
   }
   p.backend.file.engine = *engine;
   if (o.sqpoll && *engine == transports::EngineKind::kPosix) {
@@ -118,18 +125,6 @@ Plan make_plan(const Options& o) {
   return p;
 }
 
-nlohmann::json latency_json(const Histogram& h) {
-  return {{"min", h.min()},
-          {"mean", h.mean()},
-          {"p50", h.percentile(0.50)},
-          {"p90", h.percentile(0.90)},
-          {"p99", h.percentile(0.99)},
-          {"p999", h.percentile(0.999)},
-          {"p9999", h.percentile(0.9999)},
-          {"max", h.max()},
-          {"count", h.count()}};
-}
-
 struct Report {
   const Options& options;
   const Plan& plan;
@@ -139,12 +134,20 @@ struct Report {
   std::string disk_note;
   std::string created;
 
-  double bandwidth() const { return result.seconds > 0 ? static_cast<double>(result.stats.bytes) / result.seconds : 0; }
-  double iops() const { return result.seconds > 0 ? static_cast<double>(result.stats.ops) / result.seconds : 0; }
-  double cpu_per_gib() const {
-    return result.stats.bytes ? result.cpu.total() / (static_cast<double>(result.stats.bytes) / (1u << 30)) : 0;
+  double bandwidth() const {
+    return result.seconds > 0 ? static_cast<double>(result.stats.bytes) / result.seconds : 0;
   }
-  double cpu_per_io() const { return result.stats.ops ? result.cpu.total() / static_cast<double>(result.stats.ops) : 0; }
+  double iops() const {
+    return result.seconds > 0 ? static_cast<double>(result.stats.ops) / result.seconds : 0;
+  }
+  double cpu_per_gib() const {
+    return result.stats.bytes
+               ? result.cpu.total() / (static_cast<double>(result.stats.bytes) / (1u << 30))
+               : 0;
+  }
+  double cpu_per_io() const {
+    return result.stats.ops ? result.cpu.total() / static_cast<double>(result.stats.ops) : 0;
+  }
 
   nlohmann::json json() const {
     const auto& s = result.stats;
@@ -165,9 +168,9 @@ struct Report {
         {"seconds", result.seconds},
         {"bandwidth_bytes_per_second", bandwidth()},
         {"iops", iops()},
-        {"latency_ns", latency_json(s.lat)},
-        {"slat_ns", latency_json(s.slat)},
-        {"clat_ns", latency_json(s.clat)},
+        {"latency_ns", histogram_json(s.lat)},
+        {"slat_ns", histogram_json(s.slat)},
+        {"clat_ns", histogram_json(s.clat)},
         {"mean_in_flight", s.mean_depth()},
         {"cpu", {{"user_seconds", result.cpu.user_s}, {"system_seconds", result.cpu.system_s}}},
         {"cpu_seconds_per_gib", cpu_per_gib()},
@@ -179,9 +182,10 @@ struct Report {
         {"interrupted", result.interrupted},
         {"backend_counters", s.counters},
     };
-    nlohmann::json hist = nlohmann::json::object();
-    for (const auto& [name, h] : s.histograms) hist[name] = latency_json(h);
-    j["backend_histograms"] = hist;
+    // The queue's stats as every command renders them (run --json's "io" has the same keys); the
+    // top-level keys above are bench storage's documented, fio-like summary of them.
+    j["io"] = io_stats_json(s);
+    j["backend_histograms"] = j["io"]["histograms"];
     if (disk) {
       j["device"] = {{"name", disk->device},
                      {"utilisation", disk->utilisation},
@@ -209,13 +213,16 @@ struct Report {
                      format_bytes(static_cast<double>(b.size ? b.size : object.size())),
                      b.time_based ? fmt::format(" runtime={}", options.runtime) : ""));
     line(fmt::format("  engine: {}{}", result.info.engine,
-                     result.info.features.empty() ? "" : fmt::format(" ({})", fmt::join(result.info.features, ", "))));
+                     result.info.features.empty()
+                         ? ""
+                         : fmt::format(" ({})", fmt::join(result.info.features, ", "))));
     for (const auto& n : result.info.notes) line(fmt::format("  note: {}", n));
-    line(fmt::format("  read: {}  {} IOPS  {} in {:.2f} s{}", format_rate(bandwidth()), format_count(iops()),
-                     format_bytes(static_cast<double>(s.bytes)), result.seconds,
-                     result.interrupted ? "  [interrupted: partial result]" : ""));
+    line(fmt::format("  read: {}  {} IOPS  {} in {:.2f} s{}", format_rate(bandwidth()),
+                     format_count(iops()), format_bytes(static_cast<double>(s.bytes)),
+                     result.seconds, result.interrupted ? "  [interrupted: partial result]" : ""));
     auto lat = [](const Histogram& h) {
-      return fmt::format("p50 {}  p90 {}  p99 {}  p99.9 {}  max {}", format_duration_ns(static_cast<double>(h.percentile(0.5))),
+      return fmt::format("p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+                         format_duration_ns(static_cast<double>(h.percentile(0.5))),
                          format_duration_ns(static_cast<double>(h.percentile(0.9))),
                          format_duration_ns(static_cast<double>(h.percentile(0.99))),
                          format_duration_ns(static_cast<double>(h.percentile(0.999))),
@@ -224,13 +231,18 @@ struct Report {
     line(fmt::format("  lat:  {}", lat(s.lat)));
     line(fmt::format("  slat: {}", lat(s.slat)));
     line(fmt::format("  clat: {}", lat(s.clat)));
-    line(fmt::format("  in flight: {:.1f} on average (iodepth {} x {} jobs)", s.mean_depth(), b.iodepth, b.numjobs));
-    line(fmt::format("  cpu: {:.2f} s user + {:.2f} s sys = {:.3f} s/GiB, {} per IO", result.cpu.user_s,
-                     result.cpu.system_s, cpu_per_gib(), format_duration_ns(cpu_per_io() * 1e9)));
+    line(fmt::format("  in flight: {:.1f} on average (iodepth {} x {} jobs)", s.mean_depth(),
+                     b.iodepth, b.numjobs));
+    line(fmt::format("  cpu: {:.2f} s user + {:.2f} s sys = {:.3f} s/GiB, {} per IO",
+                     result.cpu.user_s, result.cpu.system_s, cpu_per_gib(),
+                     format_duration_ns(cpu_per_io() * 1e9)));
     if (disk) {
-      line(fmt::format("  device {}: {:.1f}% busy, {} read from the device ({:.0f}% of the bytes delivered)",
-                       disk->device, disk->utilisation * 100, format_bytes(static_cast<double>(disk->read_bytes)),
-                       s.bytes ? 100.0 * static_cast<double>(disk->read_bytes) / static_cast<double>(s.bytes) : 0.0));
+      line(fmt::format(
+          "  device {}: {:.1f}% busy, {} read from the device ({:.0f}% of the bytes delivered)",
+          disk->device, disk->utilisation * 100,
+          format_bytes(static_cast<double>(disk->read_bytes)),
+          s.bytes ? 100.0 * static_cast<double>(disk->read_bytes) / static_cast<double>(s.bytes)
+                  : 0.0));
     } else {
       line(fmt::format("  device: unknown ({})", disk_note));
     }
@@ -253,14 +265,16 @@ struct Report {
 // disk for minutes (a full disk is a runtime failure, exit 1).
 void check_room(const std::string& path, std::uint64_t more) {
   const std::filesystem::path p(path);
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+  const std::filesystem::path dir =
+      p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) return;  // the write itself will say what is wrong
   const std::uint64_t avail = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (more > avail) {
     throw CommandError(Error(Errc::kResourceExhausted,
                              fmt::format("--create needs {} more, the filesystem has {} free",
-                                         format_bytes(static_cast<double>(more)), format_bytes(static_cast<double>(avail))))
+                                         format_bytes(static_cast<double>(more)),
+                                         format_bytes(static_cast<double>(avail))))
                            .with_object(path)
                            .with_hint("use a smaller --create SIZE, or a filesystem with room"));
   }
@@ -270,13 +284,15 @@ int run_checked(const Options& o, const Plan& plan) {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   if (storage::has_brace_pattern(o.url)) {
-    throw UsageError("bench storage reads one object; brace patterns name datasets (use `feedline run`)");
+    throw UsageError(
+        "bench storage reads one object; brace patterns name datasets (use `feedline run`)");
   }
   storage::Resolved resolved = value_or_exit(registry.open(o.url, plan.backend));
   if (resolved.key.ends_with('/')) {  // s3://bucket/prefix/, http://host/dir/: no object to stat
-    throw UsageError(fmt::format("{} names a directory: bench storage reads one object (name a file in it; "
-                                 "`feedline run` reads directories)",
-                                 redact_url(o.url)));
+    throw UsageError(
+        fmt::format("{} names a directory: bench storage reads one object (name a file in it; "
+                    "`feedline run` reads directories)",
+                    redact_url(o.url)));
   }
   storage::Backend& backend = *resolved.backend;
 
@@ -287,17 +303,20 @@ int run_checked(const Options& o, const Plan& plan) {
     if (!st || st->size < *plan.create) {
       if (backend.scheme() == "file") check_room(resolved.key, *plan.create - (st ? st->size : 0));
       if (o.output == "text") {
-        out::eprint("laying out {} of random data in {} ...\n", format_bytes(static_cast<double>(*plan.create)),
-                    redact_url(o.url));
+        out::eprint("laying out {} of random data in {} ...\n",
+                    format_bytes(static_cast<double>(*plan.create)), redact_url(o.url));
       }
-      value_or_exit(loader::create_random_object(backend, resolved.key, *plan.create, o.seed, stop_token()));
-      created = fmt::format("created {} of random data", format_bytes(static_cast<double>(*plan.create)));
+      value_or_exit(
+          loader::create_random_object(backend, resolved.key, *plan.create, o.seed, stop_token()));
+      created =
+          fmt::format("created {} of random data", format_bytes(static_cast<double>(*plan.create)));
     }
   }
   auto object = backend.open(resolved.key);
   if (!object) {
     Error e = std::move(object).error();
-    if (e.code() == Errc::kNotFound) e.with_hint("check the path, or lay out a test file with --create SIZE");
+    if (e.code() == Errc::kNotFound)
+      e.with_hint("check the path, or lay out a test file with --create SIZE");
     throw CommandError(std::move(e));
   }
   value_or_exit(loader::validate(plan.bench, **object, backend.caps()));
@@ -306,14 +325,20 @@ int run_checked(const Options& o, const Plan& plan) {
   std::string disk_note;
   if (backend.scheme() == "file") {
     auto m = storage::DeviceMonitor::for_path(resolved.key);
-    if (m) monitor = std::move(*m); else disk_note = m.error().message();
+    if (m)
+      monitor = std::move(*m);
+    else
+      disk_note = m.error().message();
   } else {
     disk_note = fmt::format("{}:// has no local block device", backend.scheme());
   }
   std::optional<storage::DiskCounters> before;
   if (monitor) {
     auto c = monitor->sample();
-    if (c) before = *c; else disk_note = c.error().message();
+    if (c)
+      before = *c;
+    else
+      disk_note = c.error().message();
   }
 
   loader::BenchProgress progress;
@@ -332,7 +357,9 @@ int run_checked(const Options& o, const Plan& plan) {
     auto after = monitor->sample();
     if (after) report.disk = storage::DeviceMonitor::delta(monitor->device(), *before, *after);
   }
-  int code = result->error ? exit_code_for(*result->error) : result->interrupted ? exit_code_for_stop() : kExitOk;
+  int code = result->error         ? exit_code_for(*result->error)
+             : result->interrupted ? exit_code_for_stop()
+                                   : kExitOk;
   if (o.output == "json") {
     nlohmann::json j = report.json();
     if (code != kExitOk) j["exit_code"] = code;
@@ -354,7 +381,8 @@ int run(const Options& o) {
   } catch (const CommandError& e) {
     // --output json: a failure is a JSON document too (the error line still goes to stderr).
     if (o.output == "json") {
-      nlohmann::json j = {{"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
+      nlohmann::json j = {
+          {"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
       out::print("{}\n", j.dump(2));
     }
     throw;
@@ -365,25 +393,41 @@ int run(const Options& o) {
 
 void add_bench_storage(CLI::App& bench, int& exit_code) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = bench.add_subcommand("storage", "Measure how fast a storage URL serves reads (fio-style)");
-  cmd->add_option("url", o->url, "File path, file:///path or mem://key")->required();
-  cmd->add_option("--rw", o->rw, "Access pattern: read (sequential) or randread")->capture_default_str();
+  CLI::App* cmd =
+      bench.add_subcommand("storage", "Measure how fast a storage URL serves reads (fio-style)");
+  cmd->add_option("url", o->url,
+                  "What to read: a file path, file:///path, s3://bucket/key, http(s)://host/path, "
+                  "nfs://server/export/path or mem://key")
+      ->required();
+  cmd->add_option("--rw", o->rw, "Access pattern: read (sequential) or randread")
+      ->capture_default_str();
   cmd->add_option("--bs", o->bs, "Block size per read (4k, 128KiB, 1M)")->capture_default_str();
-  cmd->add_option("--iodepth", o->iodepth, "Reads in flight per job")->capture_default_str()->check(whole_number(1, 65536));
-  cmd->add_option("--numjobs", o->numjobs, "Parallel jobs, each with its own queue")->capture_default_str()->check(whole_number(1, 1024));
-  cmd->add_option("--iodepth_batch,--iodepth-batch", o->iodepth_batch, "Reads re-issued per submission (fio's iodepth_batch_submit)")->capture_default_str();
+  cmd->add_option("--iodepth", o->iodepth, "Reads in flight per job")
+      ->capture_default_str()
+      ->check(whole_number(1, 65536));
+  cmd->add_option("--numjobs", o->numjobs, "Parallel jobs, each with its own queue")
+      ->capture_default_str()
+      ->check(whole_number(1, 1024));
+  cmd->add_option("--iodepth_batch,--iodepth-batch", o->iodepth_batch,
+                  "Reads re-issued per submission (fio's iodepth_batch_submit)")
+      ->capture_default_str();
   cmd->add_flag("--direct", o->direct, "O_DIRECT: bypass the page cache");
   add_net_options(*cmd, o->net);
   cmd->add_option("--engine", o->engine, "I/O engine: uring, posix or auto")->capture_default_str();
   cmd->add_option("--size", o->size, "Bytes of the file to cover (default: all of it)");
-  cmd->add_option("--runtime", o->runtime, "Stop after this long (10s, 2m); with --time-based, loop until then");
-  cmd->add_flag("--time-based,--time_based", o->time_based, "Loop over the file until --runtime ends");
-  cmd->add_option("--create", o->create, "Lay out the file with SIZE bytes of random data if it is missing or smaller");
+  cmd->add_option("--runtime", o->runtime,
+                  "Stop after this long (10s, 2m); with --time-based, loop until then");
+  cmd->add_flag("--time-based,--time_based", o->time_based,
+                "Loop over the file until --runtime ends");
+  cmd->add_option("--create", o->create,
+                  "Lay out the file with SIZE bytes of random data if it is missing or smaller");
   cmd->add_option("--output", o->output, "Report format: text or json")->capture_default_str();
   cmd->add_flag("--sqpoll", o->sqpoll, "io_uring: kernel submission-queue polling thread");
-  cmd->add_flag("--fixedbufs,!--no-fixedbufs", o->fixedbufs, "io_uring: registered buffers (on by default; falls back when refused)");
+  cmd->add_flag("--fixedbufs,!--no-fixedbufs", o->fixedbufs,
+                "io_uring: registered buffers (on by default; falls back when refused)");
   cmd->add_flag("--registerfiles", o->registerfiles, "io_uring: registered file descriptors");
-  cmd->add_option("--seed", o->seed, "Seed for random offsets and --create data")->check(whole_number(0, ~std::uint64_t{0}));
+  cmd->add_option("--seed", o->seed, "Seed for random offsets and --create data")
+      ->check(whole_number(0, ~std::uint64_t{0}));
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "cli_error.hpp"
+#include "feedline/core/unique_fd.hpp"
 
 namespace feedline::tools {
 namespace {
@@ -54,12 +55,9 @@ std::string read_config(const std::string& path) {
   check_stat(path, st);
   // O_NONBLOCK: should the path become a FIFO after the stat, open() must not wait for a writer
   // (fstat below then refuses it). Regular files ignore the flag.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) cannot_read(path, errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  const UniqueFd owner(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!owner) cannot_read(path, errno);
+  const int fd = owner.get();
   if (::fstat(fd, &st) != 0) cannot_read(path, errno);
   check_stat(path, st);
   std::string text(kMaxConfigFileBytes + 1, '\0');  // one byte more: to see a file that grew

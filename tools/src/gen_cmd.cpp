@@ -36,7 +36,9 @@ struct Options {
 
 // A sample is built whole in memory before it is written (twice with compression): larger than
 // this it could not be, whatever --max-sample-size says.
-std::uint64_t largest_buildable_sample() { return std::min<std::uint64_t>(physical_memory_bytes() / 4, 4ull << 30); }
+std::uint64_t largest_buildable_sample() {
+  return std::min<std::uint64_t>(physical_memory_bytes() / 4, 4ull << 30);
+}
 
 loader::GenConfig make_config(const Options& o) {
   loader::GenConfig c;
@@ -53,21 +55,25 @@ loader::GenConfig make_config(const Options& o) {
     if (*m == 0) throw UsageError("--max-sample-size must be positive");
     const std::uint64_t limit = largest_buildable_sample();
     if (*m > limit) {
-      throw UsageError(fmt::format("--max-sample-size {} is more than feedline gen can build in this machine's "
-                                   "memory (at most {}: a sample is built whole before it is written)",
-                                   format_bytes(static_cast<double>(*m)), format_bytes(static_cast<double>(limit))));
+      throw UsageError(fmt::format(
+          "--max-sample-size {} is more than feedline gen can build in this machine's "
+          "memory (at most {}: a sample is built whole before it is written)",
+          format_bytes(static_cast<double>(*m)), format_bytes(static_cast<double>(limit))));
     }
     c.max_sample_size = *m;
   }
   // Clamping draws to --max-sample-size is for the tails of a distribution; a size (or a mean)
   // above it would silently write other samples than asked for.
-  const double asked = c.sample_size.kind == loader::SizeDistribution::Kind::kUniform ? c.sample_size.b : c.sample_size.a;
+  const double asked = c.sample_size.kind == loader::SizeDistribution::Kind::kUniform
+                           ? c.sample_size.b
+                           : c.sample_size.a;
   if (asked > static_cast<double>(c.max_sample_size)) {
-    throw UsageError(fmt::format("--sample-size {}: {} {} is larger than --max-sample-size {}", o.sample_size,
-                                 c.sample_size.kind == loader::SizeDistribution::Kind::kFixed     ? "the size"
-                                 : c.sample_size.kind == loader::SizeDistribution::Kind::kUniform ? "the maximum"
-                                                                                                  : "the mean",
-                                 format_bytes(asked), format_bytes(static_cast<double>(c.max_sample_size))));
+    throw UsageError(
+        fmt::format("--sample-size {}: {} {} is larger than --max-sample-size {}", o.sample_size,
+                    c.sample_size.kind == loader::SizeDistribution::Kind::kFixed     ? "the size"
+                    : c.sample_size.kind == loader::SizeDistribution::Kind::kUniform ? "the maximum"
+                                                                                     : "the mean",
+                    format_bytes(asked), format_bytes(static_cast<double>(c.max_sample_size))));
   }
   c.samples_per_shard = o.samples_per_shard;
   {
@@ -125,14 +131,20 @@ int run_checked(const Options& o, const loader::GenConfig& c) {
     out::print("{}\n", j.dump(2));
   } else {
     out::print("feedline gen: {} ({}, {} samples, sizes {}, compress {}, seed {})\n", url,
-               loader::format_name(c.format), s.samples, c.sample_size.to_string(), c.compress.to_string(), c.seed);
+               loader::format_name(c.format), s.samples, c.sample_size.to_string(),
+               c.compress.to_string(), c.seed);
     out::print("  wrote {} object(s){}, {} stored, {} decoded\n", s.objects,
                s.index_objects ? fmt::format(" + {} index(es)", s.index_objects) : "",
-               format_bytes(static_cast<double>(s.bytes_stored)), format_bytes(static_cast<double>(s.bytes_decoded)));
-    out::print("  digest {} (sum of XXH3-64 over decoded members; `feedline run` reports the same per epoch)\n",
-               s.digest);
-    out::print("  manifest {} (written last: `feedline run` refuses a dataset whose generation did not finish)\n",
-               s.manifest);
+               format_bytes(static_cast<double>(s.bytes_stored)),
+               format_bytes(static_cast<double>(s.bytes_decoded)));
+    out::print(
+        "  digest {} (sum of XXH3-64 over decoded members; `feedline run` reports the same per "
+        "epoch)\n",
+        s.digest);
+    out::print(
+        "  manifest {} (written last: `feedline run` refuses a dataset whose generation did not "
+        "finish)\n",
+        s.manifest);
   }
   return kExitOk;
 }
@@ -147,7 +159,8 @@ int run(const Options& o) {
   } catch (const CommandError& e) {
     // --output json: a failure is a JSON document too (the error line still goes to stderr).
     if (o.output == "json") {
-      nlohmann::json j = {{"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
+      nlohmann::json j = {
+          {"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
       out::print("{}\n", j.dump(2));
     }
     throw;
@@ -159,18 +172,28 @@ int run(const Options& o) {
 void add_gen(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("gen", "Write a synthetic dataset (deterministic for a seed)");
-  cmd->add_option("url", o->url, "Where: a directory, file:///path or mem://prefix")->required();
+  cmd->add_option("url", o->url,
+                  "Where: a directory, file:///path, s3://bucket/prefix/, nfs://server/export/dir "
+                  "or mem://prefix")
+      ->required();
   add_net_options(*cmd, o->net);
-  cmd->add_option("--format", o->format, "files (one sample per file) or tar (WebDataset shards)")->capture_default_str();
-  cmd->add_option("--samples", o->samples, "Number of samples")->capture_default_str()->check(whole_number(1, 1ull << 32));
-  cmd->add_option("--sample-size", o->sample_size, "Size: 128KiB, normal:MEAN:STDEV, lognormal:MEAN:STDEV, uniform:MIN:MAX")
+  cmd->add_option("--format", o->format, "files (one sample per file) or tar (WebDataset shards)")
       ->capture_default_str();
-  cmd->add_option("--max-sample-size", o->max_sample_size, "Clamp drawn sizes to this")->capture_default_str();
+  cmd->add_option("--samples", o->samples, "Number of samples")
+      ->capture_default_str()
+      ->check(whole_number(1, 1ull << 32));
+  cmd->add_option("--sample-size", o->sample_size,
+                  "Size: 128KiB, normal:MEAN:STDEV, lognormal:MEAN:STDEV, uniform:MIN:MAX")
+      ->capture_default_str();
+  cmd->add_option("--max-sample-size", o->max_sample_size, "Clamp drawn sizes to this")
+      ->capture_default_str();
   cmd->add_option("--samples-per-shard", o->samples_per_shard, "Samples per tar shard")
       ->capture_default_str()
       ->check(whole_number(1, 1ull << 32));
-  cmd->add_option("--compress", o->compress, "none or zstd[:LEVEL] (per sample)")->capture_default_str();
-  cmd->add_option("--compressibility", o->compressibility, "Fraction of each sample that compresses, 0..1")
+  cmd->add_option("--compress", o->compress, "none or zstd[:LEVEL] (per sample)")
+      ->capture_default_str();
+  cmd->add_option("--compressibility", o->compressibility,
+                  "Fraction of each sample that compresses, 0..1")
       ->capture_default_str()
       ->check(number_in(0, 1, true));
   cmd->add_flag("--no-label", o->no_label, "tar: no .cls member per sample");

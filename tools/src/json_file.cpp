@@ -19,35 +19,38 @@ Result<JsonFile> JsonFile::prepare(std::string path, std::string_view flag) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return fail(Error(Errc::kInvalidArgument,
-                      fmt::format("{} {}: {}", flag, path, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file"))
+                      fmt::format("{} {}: {}", flag, path,
+                                  S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file"))
                     .with_hint("name a file to write the report to"));
   }
   JsonFile f;
   f.path_ = std::move(path);
   f.tmp_ = f.path_ + ".feedline-tmp-XXXXXX";
-  f.fd_ = ::mkostemp(f.tmp_.data(), O_CLOEXEC);
-  if (f.fd_ < 0) {
+  f.fd_.reset(::mkostemp(f.tmp_.data(), O_CLOEXEC));
+  if (!f.fd_) {
     const int err = errno;
     f.tmp_.clear();
-    return fail(Error::from_errno(err, fmt::format("{} {}: cannot create a file there", flag, f.path_))
-                    .with_hint("check that the directory exists and is writable"));
+    return fail(
+        Error::from_errno(err, fmt::format("{} {}: cannot create a file there", flag, f.path_))
+            .with_hint("check that the directory exists and is writable"));
   }
-  ::fchmod(f.fd_, 0644);
+  ::fchmod(f.fd_.get(), 0644);
   return f;
 }
 
 JsonFile::JsonFile(JsonFile&& o) noexcept
-    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(std::exchange(o.fd_, -1)) {
+    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(std::move(o.fd_)) {
   o.path_.clear();
   o.tmp_.clear();
 }
 
 JsonFile& JsonFile::operator=(JsonFile&& o) noexcept {
   if (this != &o) {
-    this->~JsonFile();
+    fd_.reset();
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
     path_ = std::move(o.path_);
     tmp_ = std::move(o.tmp_);
-    fd_ = std::exchange(o.fd_, -1);
+    fd_ = std::move(o.fd_);
     o.path_.clear();
     o.tmp_.clear();
   }
@@ -55,31 +58,30 @@ JsonFile& JsonFile::operator=(JsonFile&& o) noexcept {
 }
 
 JsonFile::~JsonFile() {
-  if (fd_ >= 0) ::close(fd_);
+  fd_.reset();
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 Result<void> JsonFile::commit(const nlohmann::json& doc) {
-  if (!enabled() || fd_ < 0) return {};
+  if (!enabled() || !fd_) return {};
   const std::string text = out::scrub(doc.dump(2)) + "\n";
   const char* p = text.data();
   std::size_t left = text.size();
   auto failed = [&](std::string_view what) {
     const int err = errno;
-    ::close(std::exchange(fd_, -1));
+    fd_.reset();
     ::unlink(tmp_.c_str());
     tmp_.clear();
     return fail(Error::from_errno(err, fmt::format("{} the JSON report", what)).with_object(path_));
   };
   while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
+    const ssize_t n = ::write(fd_.get(), p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return failed("writing");
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  if (::close(std::exchange(fd_, -1)) != 0) {
-    const int err = errno;
+  if (const int err = fd_.close(); err != 0) {
     ::unlink(tmp_.c_str());
     tmp_.clear();
     return fail(Error::from_errno(err, "writing the JSON report").with_object(path_));

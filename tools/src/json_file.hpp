@@ -13,6 +13,7 @@
 #include <string>
 
 #include "feedline/core/error.hpp"
+#include "feedline/core/unique_fd.hpp"
 
 namespace feedline::tools {
 
@@ -34,7 +35,7 @@ class JsonFile {
  private:
   std::string path_;
   std::string tmp_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 }  // namespace feedline::tools

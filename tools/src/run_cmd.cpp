@@ -13,6 +13,7 @@
 #include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/dataset.hpp"
+#include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/stage_bench.hpp"
 #include "feedline/storage/decorators.hpp"
@@ -38,7 +39,8 @@ std::uint64_t peak_rss_bytes() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
   }
   return 0;
 }
@@ -74,7 +76,7 @@ struct Options {
   bool no_index = false;
   std::optional<double> au_target;
   bool stages_alone = false;
-  std::string device;                 // "cuda:N" copies batches to that GPU
+  std::string device;  // "cuda:N" copies batches to that GPU
   std::string gpu_direct = "auto";
   unsigned cuda_streams = 4;
   std::uint64_t stages_alone_samples = 20000;
@@ -100,9 +102,11 @@ Sharding sharding(const Options& o) {
     const char* rank;
     const char* world;
   };
-  constexpr Launcher kLaunchers[] = {
-      {"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"SLURM_PROCID", "SLURM_NTASKS"}};
-  auto env_number = [](const char* name, std::uint64_t min, std::uint64_t max) -> std::optional<unsigned> {
+  constexpr Launcher kLaunchers[] = {{"RANK", "WORLD_SIZE"},
+                                     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                     {"SLURM_PROCID", "SLURM_NTASKS"}};
+  auto env_number = [](const char* name, std::uint64_t min,
+                       std::uint64_t max) -> std::optional<unsigned> {
     const char* v = std::getenv(name);
     if (!v) return std::nullopt;
     std::string why;
@@ -114,18 +118,21 @@ Sharding sharding(const Options& o) {
   if (o.rank) s.rank = *o.rank;
   if (o.world_size) s.world = *o.world_size;
   for (const Launcher& l : kLaunchers) {
-    const bool has_rank = std::getenv(l.rank) != nullptr, has_world = std::getenv(l.world) != nullptr;
+    const bool has_rank = std::getenv(l.rank) != nullptr,
+               has_world = std::getenv(l.world) != nullptr;
     if (!has_rank && !has_world) continue;
     if (!o.rank) {
       if (!has_rank) {
-        throw UsageError(fmt::format("{} is set but {} is not: set both, or give --rank", l.world, l.rank));
+        throw UsageError(
+            fmt::format("{} is set but {} is not: set both, or give --rank", l.world, l.rank));
       }
       s.rank = *env_number(l.rank, 0, kMaxRanks - 1);
       s.rank_from = l.rank;
     }
     if (!o.world_size) {
       if (!has_world) {
-        throw UsageError(fmt::format("{} is set but {} is not: set both, or give --world-size", l.rank, l.world));
+        throw UsageError(fmt::format("{} is set but {} is not: set both, or give --world-size",
+                                     l.rank, l.world));
       }
       s.world = *env_number(l.world, 1, kMaxRanks);
       s.world_from = l.world;
@@ -133,7 +140,8 @@ Sharding sharding(const Options& o) {
     break;
   }
   if (s.rank >= s.world) {
-    throw UsageError(fmt::format("{} {} must be below {} {}", s.rank_from, s.rank, s.world_from, s.world));
+    throw UsageError(
+        fmt::format("{} {} must be below {} {}", s.rank_from, s.rank, s.world_from, s.world));
   }
   return s;
 }
@@ -158,7 +166,8 @@ Setup make_setup(const Options& o) {
   c.sampler.seed = o.seed;
   c.sampler.shuffle = !o.no_shuffle;
   c.sampler.shard_shuffle = o.shard_shuffle;
-  if (o.shard_shuffle > 0 && o.no_shuffle) throw UsageError("--shard-shuffle shuffles: it cannot go with --no-shuffle");
+  if (o.shard_shuffle > 0 && o.no_shuffle)
+    throw UsageError("--shard-shuffle shuffles: it cannot go with --no-shuffle");
   const Sharding sh = sharding(o);
   c.sampler.rank = sh.rank;
   c.sampler.world_size = sh.world;
@@ -174,7 +183,8 @@ Setup make_setup(const Options& o) {
     if (*budget < (1u << 20)) throw UsageError("--memory-budget must be at least 1 MiB");
     if (*budget > ram) {
       throw UsageError(fmt::format("--memory-budget {} is more than this machine's memory ({})",
-                                   format_bytes(static_cast<double>(*budget)), format_bytes(static_cast<double>(ram))));
+                                   format_bytes(static_cast<double>(*budget)),
+                                   format_bytes(static_cast<double>(ram))));
     }
     c.memory_budget = *budget;
   }
@@ -183,32 +193,37 @@ Setup make_setup(const Options& o) {
     if (!m) throw UsageError(fmt::format("--max-sample-size: {}", m.error().message()));
     if (*m == 0) throw UsageError("--max-sample-size must be positive");
     if (*m > c.memory_budget) {
-      throw UsageError(fmt::format("--max-sample-size {} is more than --memory-budget {}: no sample that large fits",
-                                   format_bytes(static_cast<double>(*m)),
-                                   format_bytes(static_cast<double>(c.memory_budget))));
+      throw UsageError(fmt::format(
+          "--max-sample-size {} is more than --memory-budget {}: no sample that large fits",
+          format_bytes(static_cast<double>(*m)),
+          format_bytes(static_cast<double>(c.memory_budget))));
     }
     c.max_sample_bytes = *m;
   }
-  c.decode_cost = duration_opt(o.decode_cost, "--decode-cost");
-  c.collate_cost = duration_opt(o.collate_cost, "--collate-cost");
+  c.diagnostics.decode_cost = duration_opt(o.decode_cost, "--decode-cost");
+  c.diagnostics.collate_cost = duration_opt(o.collate_cost, "--collate-cost");
   if (o.on_error == "fail") {
     c.on_error = loader::OnError::kFail;
   } else if (o.on_error == "skip") {
     c.on_error = loader::OnError::kSkip;
   } else {
-    throw UsageError(fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
+    throw UsageError(
+        fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
   }
-  c.accounting = !o.no_accounting;
+  c.diagnostics.accounting = !o.no_accounting;
   c.stop = stop_token();
   {
     auto mode = loader::parse_gpu_direct(o.gpu_direct);
     if (!mode) throw UsageError(fmt::format("--gpu-direct: {}", mode.error().message()));
     c.gpu_direct = *mode;
     auto dev = transports::cuda::parse_device(o.device);
-    if (!dev) throw UsageError(fmt::format("--device: {} ({})", dev.error().message(), dev.error().hint()));
+    if (!dev)
+      throw UsageError(fmt::format("--device: {} ({})", dev.error().message(), dev.error().hint()));
     c.device.device = *dev;
     c.device.streams = o.cuda_streams;
-    if (*dev >= 0) c.device.cuda = transports::cuda::CudaRuntime::load();  // loaded once, for the plan and the run
+    if (*dev >= 0)
+      c.device.cuda =
+          transports::cuda::CudaRuntime::load();  // loaded once, for the plan and the run
   }
   if (!o.compute_time.empty()) {
     auto m = loader::parse_compute_time(o.compute_time);
@@ -223,7 +238,9 @@ Setup make_setup(const Options& o) {
     auto engine = transports::parse_engine(o.engine);
     if (!engine) throw UsageError(fmt::format("--engine: {}", engine.error().message()));
     if (*engine == transports::EngineKind::kUring && !transports::uring_compiled_in()) {
-      throw UsageError("--engine uring: this feedline was built without io_uring (liburing); use --engine posix or auto");
+      throw UsageError(
+          "--engine uring: this feedline was built without io_uring (liburing); use --engine posix "
+          "or auto");
     }
     bc.file.engine = *engine;
   }
@@ -239,42 +256,60 @@ Setup make_setup(const Options& o) {
     if (!o.throttle_bw.empty()) {
       auto bw = parse_size(o.throttle_bw);
       if (!bw || *bw == 0) {
-        throw UsageError(fmt::format("--throttle-bw: {}", bw ? "must be positive" : bw.error().message()));
+        throw UsageError(
+            fmt::format("--throttle-bw: {}", bw ? "must be positive" : bw.error().message()));
       }
       tc.bytes_per_second = static_cast<double>(*bw);
     }
-    tc.latency = duration_opt(o.throttle_latency, "--throttle-latency");
+    if (!o.throttle_latency.empty()) {  // 2ms, normal:MEAN:SD or lognormal:MEAN:SD
+      auto latency = storage::LatencyDistribution::parse(o.throttle_latency);
+      if (!latency)
+        throw UsageError(fmt::format("--throttle-latency: {}", latency.error().message()));
+      tc.latency = *latency;
+    }
     st.throttle = tc;
   }
   return st;
 }
 
-nlohmann::json stages_alone_json(const loader::StagesAlone& alone, const loader::PipelineReport& report) {
+nlohmann::json stages_alone_json(const loader::StagesAlone& alone,
+                                 const loader::PipelineReport& report) {
   nlohmann::json stages = nlohmann::json::array();
   out::print("  stages alone ({} samples):\n", alone.stages.front().samples);
   for (const auto& st : alone.stages) {
-    out::print("    {:<8} {:>10.0f} samples/s  {}\n", st.stage, st.samples_per_second,
+    out::print("    {:<8} {:>10.0f} samples/s  {}\n", loader::stage_name(st.stage),
+               st.samples_per_second,
                format_rate(st.seconds > 0 ? static_cast<double>(st.bytes) / st.seconds : 0));
-    stages.push_back({{"stage", st.stage}, {"samples", st.samples}, {"bytes", st.bytes},
-                      {"seconds", st.seconds}, {"samples_per_second", st.samples_per_second},
+    stages.push_back({{"stage", loader::stage_name(st.stage)},
+                      {"samples", st.samples},
+                      {"bytes", st.bytes},
+                      {"seconds", st.seconds},
+                      {"samples_per_second", st.samples_per_second},
                       {"cpu_seconds", st.cpu_seconds}});
   }
+  const std::string slowest(alone.slowest ? loader::stage_name(*alone.slowest) : "none");
   const double efficiency =
-      alone.slowest_samples_per_second > 0 ? report.samples_per_second / alone.slowest_samples_per_second : 0;
-  out::print("    pipeline efficiency: {:.0f}% of the slowest stage alone ({}, {:.0f} samples/s)\n", efficiency * 100,
-             alone.slowest, alone.slowest_samples_per_second);
+      alone.slowest_samples_per_second > 0
+          ? report.consumer.samples_per_second / alone.slowest_samples_per_second
+          : 0;
+  out::print("    pipeline efficiency: {:.0f}% of the slowest stage alone ({}, {:.0f} samples/s)\n",
+             efficiency * 100, slowest, alone.slowest_samples_per_second);
   nlohmann::json doc = {{"stages", stages},
-                        {"slowest", alone.slowest},
+                        {"slowest", slowest},
                         {"slowest_samples_per_second", alone.slowest_samples_per_second},
                         {"efficiency", efficiency}};
   if (alone.cpu_ceiling_samples_per_second > 0) {
-    const double of_ceiling = report.samples_per_second / alone.cpu_ceiling_samples_per_second;
-    out::print("    CPU: the stages need {:.1f} CPU-us per sample together: at most {:.0f} samples/s on {} "
-               "core(s); the run reached {:.0f}% of that{}\n",
-               alone.cpu_per_sample_us, alone.cpu_ceiling_samples_per_second, alone.cores, of_ceiling * 100,
-               alone.cpu_ceiling_samples_per_second < alone.slowest_samples_per_second
-                   ? " (the cores, not one stage, bound this run)"
-                   : "");
+    const double of_ceiling =
+        report.consumer.samples_per_second / alone.cpu_ceiling_samples_per_second;
+    out::print(
+        "    CPU: the stages need {:.1f} CPU-us per sample together: at most {:.0f} samples/s on "
+        "{} "
+        "core(s); the run reached {:.0f}% of that{}\n",
+        alone.cpu_per_sample_us, alone.cpu_ceiling_samples_per_second, alone.cores,
+        of_ceiling * 100,
+        alone.cpu_ceiling_samples_per_second < alone.slowest_samples_per_second
+            ? " (the cores, not one stage, bound this run)"
+            : "");
     doc["cpu_per_sample_us"] = alone.cpu_per_sample_us;
     doc["cores"] = alone.cores;
     doc["cpu_ceiling_samples_per_second"] = alone.cpu_ceiling_samples_per_second;
@@ -300,35 +335,36 @@ int run_checked(const Options& o, Setup& st, JsonFile& json) {
   loader::Dataset dataset = value_or_exit(loader::open_dataset(*backend, resolved.key, dopt));
   ctx.format = std::string(loader::format_name(dataset.format));
   if (o.shard_shuffle > 0 && dataset.format == loader::DatasetFormat::kFiles) {
-    out::note("--shard-shuffle shuffles the shards of a tar dataset; in this files dataset every file is a shard of "
-              "one sample, so the order is as shuffled as without it (reads of neighbouring files do not coalesce)");
+    out::note(
+        "--shard-shuffle shuffles the shards of a tar dataset; in this files dataset every file is "
+        "a shard of "
+        "one sample, so the order is as shuffled as without it (reads of neighbouring files do not "
+        "coalesce)");
   }
   for (const auto& n : dataset.notes) out::eprint("note: {}\n", n);
   for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);
   ctx.dataset_samples = dataset.samples.size();
   ctx.dataset_bytes = dataset.total_bytes;
-  {
-    auto q = backend->make_queue({});
-    ctx.engine = q ? (*q)->info().engine : "?";
-  }
-  // The data path: "impossible" (--gpu-direct on, a GPU that is not there) is a usage error.
-  (void)value_or_usage(loader::plan_data_path(dataset, c, *backend));
+  // The data path is planned by open(): an impossible one (--gpu-direct on, a GPU that is not
+  // there) is kInvalidArgument / kUnsupported, a usage error by the exit-code rule.
   auto loader = value_or_exit(loader::Loader::open(*backend, dataset, c));
 
   std::atomic<std::uint64_t> delivered{0};
   loader::PipelineReport report;
   {
-    const auto total = static_cast<double>(dataset.samples.size()) * o.epochs / c.sampler.world_size;
+    const auto total =
+        static_cast<double>(dataset.samples.size()) * o.epochs / c.sampler.world_size;
     ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
       const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
-      return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s, s > 0 ? n / s : 0, n,
-                         total, total > 0 ? 100 * n / total : 0);
+      return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s,
+                         s > 0 ? n / s : 0, n, total, total > 0 ? 100 * n / total : 0);
     });
     report = loader::run_emulated(*loader, st.compute, stop_token(), &delivered);
   }
   out::write_stdout(run_text(report, ctx));
   // Objects left out of the dataset itself (unreadable shards) are skipped work too.
-  report.skipped_examples.insert(report.skipped_examples.begin(), dataset.skipped.begin(), dataset.skipped.end());
+  report.delivered.skipped_examples.insert(report.delivered.skipped_examples.begin(),
+                                           dataset.skipped.begin(), dataset.skipped.end());
   nlohmann::json doc = run_json(report, ctx);
   doc["skipped"]["objects"] = dataset.skipped.size();
   doc["memory"]["peak_rss_bytes"] = peak_rss_bytes();
@@ -336,25 +372,34 @@ int run_checked(const Options& o, Setup& st, JsonFile& json) {
   std::optional<Error> failure = report.error;
   // A dataset exactly as `feedline gen` wrote it carries its digest: a run that delivered every
   // sample of every epoch once must add up to it, or the bytes delivered are not those written.
-  doc["dataset"]["manifest"] = dataset.manifest.empty() ? nlohmann::json(nullptr) : nlohmann::json(dataset.manifest);
+  doc["dataset"]["manifest"] =
+      dataset.manifest.empty() ? nlohmann::json(nullptr) : nlohmann::json(dataset.manifest);
   doc["dataset"]["open_reads"] = dataset.open_reads;
   doc["dataset"]["open_bytes"] = dataset.open_bytes;
   doc["delivered"]["verified"] = nullptr;
-  const bool whole_epochs = c.sampler.world_size == 1 && !c.sampler.drop_last && report.skipped == 0 &&
-                            dataset.skipped.empty() && !report.interrupted && !report.error &&
-                            report.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
-  if (dataset.manifest_digest && whole_epochs && report.digest_computed) {
-    const std::uint64_t want = *dataset.manifest_digest * std::uint64_t{c.sampler.epochs};  // mod 2^64, as the digest
-    doc["delivered"]["verified"] = report.digest == want;
-    if (report.digest == want) {
-      out::print("  verified: the delivered digest is {} x the digest feedline gen recorded\n", c.sampler.epochs);
+  const bool whole_epochs =
+      c.sampler.world_size == 1 && !c.sampler.drop_last && report.delivered.skipped == 0 &&
+      dataset.skipped.empty() && !report.interrupted && !report.error &&
+      report.consumer.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
+  if (dataset.manifest_digest && whole_epochs && report.delivered.digest_computed) {
+    const std::uint64_t want =
+        *dataset.manifest_digest * std::uint64_t{c.sampler.epochs};  // mod 2^64, as the digest
+    doc["delivered"]["verified"] = report.delivered.digest == want;
+    if (report.delivered.digest == want) {
+      out::print("  verified: the delivered digest is {} x the digest feedline gen recorded\n",
+                 c.sampler.epochs);
     } else {
-      failure = Error(Errc::kCorrupt, fmt::format("the bytes delivered are not those feedline gen wrote: digest {}, "
-                                                  "expected {} ({} epoch(s) x {} from its manifest)",
-                                                  report.digest, want, c.sampler.epochs, *dataset.manifest_digest))
-                    .with_object(dataset.manifest)
-                    .with_hint("a sample was changed after gen wrote it, or was read wrong: rerun with --no-index, "
-                               "and check the storage");
+      failure =
+          Error(Errc::kCorrupt,
+                fmt::format("the bytes delivered are not those feedline gen wrote: digest {}, "
+                            "expected {} ({} epoch(s) x {} from its manifest)",
+                            report.delivered.digest, want, c.sampler.epochs,
+                            *dataset.manifest_digest))
+              .with_object(dataset.manifest)
+              .with_hint(
+                  "a sample was changed after gen wrote it, or was read wrong: rerun with "
+                  "--no-index, "
+                  "and check the storage");
       code = kExitRuntime;
       doc["error"] = failure->what();
     }
@@ -365,7 +410,8 @@ int run_checked(const Options& o, Setup& st, JsonFile& json) {
     if (alone) {
       doc["stages_alone"] = stages_alone_json(*alone, report);
     } else {
-      failure = Error(alone.error().code(), fmt::format("measuring the stages alone: {}", alone.error().what()));
+      failure = Error(alone.error().code(),
+                      fmt::format("measuring the stages alone: {}", alone.error().what()));
       code = exit_code_for(*failure);
       doc["error"] = failure->what();
       doc["interrupted"] = alone.error().code() == Errc::kCancelled;
@@ -378,13 +424,16 @@ int run_checked(const Options& o, Setup& st, JsonFile& json) {
   }
   if (failure) out::error(failure->what());
   if (ctx.au_target > 0 && !report.interrupted && !report.error) {
-    if (report.au_steps == 0) {
-      out::print("  AU target {:.0f}%: not measured: the run had {} step(s), and AU leaves the first one out (as "
-                 "MLPerf Storage does); run more batches (--epochs, a smaller --batch-size)\n",
-                 ctx.au_target * 100, report.batches);
+    if (report.consumer.au_steps == 0) {
+      out::print(
+          "  AU target {:.0f}%: not measured: the run had {} step(s), and AU leaves the first one "
+          "out (as "
+          "MLPerf Storage does); run more batches (--epochs, a smaller --batch-size)\n",
+          ctx.au_target * 100, report.consumer.batches);
     } else {
-      const bool ok = report.au >= ctx.au_target;
-      out::print("  AU {:.1f}% {} the {:.0f}% target: {}\n", report.au * 100, ok ? ">=" : "<", ctx.au_target * 100,
+      const bool ok = report.consumer.au >= ctx.au_target;
+      out::print("  AU {:.1f}% {} the {:.0f}% target: {}\n", report.consumer.au * 100,
+                 ok ? ">=" : "<", ctx.au_target * 100,
                  ok ? "PASS" : "FAIL (the storage cannot feed this accelerator at this rate)");
     }
   }
@@ -413,61 +462,96 @@ int run(const Options& o) {
 
 void add_run(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("run", "Run the data-loading pipeline on a dataset and report where it stalls");
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run the data-loading pipeline on a dataset and report where it stalls");
   auto config_path = std::make_shared<std::string>();
-  cmd->add_option("--config", *config_path, "TOML workload file (see configs/workloads); flags override it");
-  cmd->add_option("url", o->url, "Dataset root: a directory, file:///path or mem://prefix")->required();
+  cmd->add_option("--config", *config_path,
+                  "TOML workload file (see configs/workloads); flags override it");
+  cmd->add_option("url", o->url,
+                  "Dataset root: a directory, file:///path, s3://bucket/prefix/, "
+                  "http(s)://host/dir/, nfs://server/export/dir or mem://prefix")
+      ->required();
   cmd->add_option("--format", o->format, "files, tar or auto")->capture_default_str();
-  cmd->add_option("--batch-size", o->batch_size, "Samples per batch")->capture_default_str()->check(whole_number(1, loader::kMaxBatchSize));
-  cmd->add_option("--epochs", o->epochs, "Passes over the dataset")->capture_default_str()->check(whole_number(1, kMaxEpochs));
-  cmd->add_option("--seed", o->seed, "Shuffle seed")->capture_default_str()->check(whole_number(0, ~std::uint64_t{0}));
+  cmd->add_option("--batch-size", o->batch_size, "Samples per batch")
+      ->capture_default_str()
+      ->check(whole_number(1, loader::kMaxBatchSize));
+  cmd->add_option("--epochs", o->epochs, "Passes over the dataset")
+      ->capture_default_str()
+      ->check(whole_number(1, kMaxEpochs));
+  cmd->add_option("--seed", o->seed, "Shuffle seed")
+      ->capture_default_str()
+      ->check(whole_number(0, ~std::uint64_t{0}));
   cmd->add_flag("--no-shuffle", o->no_shuffle, "Read in storage order");
   cmd->add_option("--shard-shuffle", o->shard_shuffle,
-                  "Shuffle shards, not samples: K shards open at a time, runs of batch-size/K consecutive samples "
+                  "Shuffle shards, not samples: K shards open at a time, runs of batch-size/K "
+                  "consecutive samples "
                   "from a random one (reads of a run coalesce over HTTP; 0 = shuffle samples)")
       ->capture_default_str()
       ->check(whole_number(0, 65536));
-  cmd->add_option("--rank", o->rank, "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)")
+  cmd->add_option("--rank", o->rank,
+                  "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)")
       ->check(whole_number(0, kMaxRanks - 1));
-  cmd->add_option("--world-size", o->world_size, "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)")
+  cmd->add_option("--world-size", o->world_size,
+                  "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)")
       ->check(whole_number(1, kMaxRanks));
   cmd->add_flag("--drop-last", o->drop_last, "Drop each epoch's last partial batch");
-  cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")->capture_default_str()->check(whole_number(1, loader::kMaxIoDepth));
-  cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")->capture_default_str()->check(whole_number(1, loader::kMaxDecodeThreads));
-  cmd->add_option("--decode-nice", o->decode_nice,
-                  "Nice increment for the decode threads (0-19): CPU-bound decode yields to the short "
-                  "storage/collate/consumer hand-offs on busy cores; 0 keeps them at the process's priority")
+  cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")
+      ->capture_default_str()
+      ->check(whole_number(1, loader::kMaxIoDepth));
+  cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")
+      ->capture_default_str()
+      ->check(whole_number(1, loader::kMaxDecodeThreads));
+  cmd->add_option(
+         "--decode-nice", o->decode_nice,
+         "Nice increment for the decode threads (0-19): CPU-bound decode yields to the short "
+         "storage/collate/consumer hand-offs on busy cores; 0 keeps them at the process's priority")
       ->capture_default_str()
       ->check(whole_number(0, 19));
-  cmd->add_option("--prefetch", o->prefetch, "Finished batches queued ahead of the consumer (over a network the batch pool also grows, "
-                  "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")
+  cmd->add_option(
+         "--prefetch", o->prefetch,
+         "Finished batches queued ahead of the consumer (over a network the batch pool also grows, "
+         "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")
       ->capture_default_str()
       ->check(whole_number(0, loader::kMaxPrefetchBatches));
-  cmd->add_option("--memory-budget", o->memory_budget, "Bytes the pipeline may hold in buffers")->capture_default_str();
-  cmd->add_option("--max-sample-size", o->max_sample_size,
-                  "Largest sample accepted, stored or decoded (default: what the memory budget holds); larger ones, "
-                  "and zstd frames declaring more, are data errors");
-  cmd->add_option("--compute-time", o->compute_time, "Emulated accelerator time per batch: 50ms or normal:50ms:5ms");
-  cmd->add_option("--decode-cost", o->decode_cost, "Extra CPU time per sample in decode (plants a decode bottleneck)");
-  cmd->add_option("--collate-cost", o->collate_cost, "Extra CPU time per batch in collate");
-  cmd->add_option("--on-error", o->on_error, "fail, or skip bad samples and count them")->capture_default_str();
-  cmd->add_flag("--no-accounting", o->no_accounting, "Turn stall accounting off (to measure its overhead)");
-  cmd->add_option("--json", o->json_path, "Write the report as one JSON document to FILE (also when the run fails)");
-  cmd->add_option("--engine", o->engine, "Local I/O engine: uring, posix or auto")->capture_default_str();
-  cmd->add_flag("--direct", o->direct, "O_DIRECT reads of local files");
-  cmd->add_option("--device", o->device, "Copy each batch to this GPU (cuda:N) with overlapped async copies");
-  cmd->add_option("--gpu-direct", o->gpu_direct,
-                  "Direct path for samples that need no decode: auto, on (an error when impossible) or off")
+  cmd->add_option("--memory-budget", o->memory_budget, "Bytes the pipeline may hold in buffers")
       ->capture_default_str();
-  cmd->add_option("--cuda-streams", o->cuda_streams, "Host-to-device copies in flight (one per stream)")
+  cmd->add_option("--max-sample-size", o->max_sample_size,
+                  "Largest sample accepted, stored or decoded (default: what the memory budget "
+                  "holds); larger ones, "
+                  "and zstd frames declaring more, are data errors");
+  cmd->add_option("--compute-time", o->compute_time,
+                  "Emulated accelerator time per batch: 50ms or normal:50ms:5ms");
+  cmd->add_option("--decode-cost", o->decode_cost,
+                  "Extra CPU time per sample in decode (plants a decode bottleneck)");
+  cmd->add_option("--collate-cost", o->collate_cost, "Extra CPU time per batch in collate");
+  cmd->add_option("--on-error", o->on_error, "fail, or skip bad samples and count them")
+      ->capture_default_str();
+  cmd->add_flag("--no-accounting", o->no_accounting,
+                "Turn stall accounting off (to measure its overhead)");
+  cmd->add_option("--json", o->json_path,
+                  "Write the report as one JSON document to FILE (also when the run fails)");
+  cmd->add_option("--engine", o->engine, "Local I/O engine: uring, posix or auto")
+      ->capture_default_str();
+  cmd->add_flag("--direct", o->direct, "O_DIRECT reads of local files");
+  cmd->add_option("--device", o->device,
+                  "Copy each batch to this GPU (cuda:N) with overlapped async copies");
+  cmd->add_option(
+         "--gpu-direct", o->gpu_direct,
+         "Direct path for samples that need no decode: auto, on (an error when impossible) or off")
+      ->capture_default_str();
+  cmd->add_option("--cuda-streams", o->cuda_streams,
+                  "Host-to-device copies in flight (one per stream)")
       ->capture_default_str()
       ->check(whole_number(1, 64));
   add_net_options(*cmd, o->net);
-  cmd->add_option("--throttle-bw", o->throttle_bw, "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
-  cmd->add_option("--throttle-latency", o->throttle_latency, "Add latency to every read (e.g. 2ms)");
+  cmd->add_option("--throttle-bw", o->throttle_bw,
+                  "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
+  cmd->add_option("--throttle-latency", o->throttle_latency,
+                  "Add latency to every read: 2ms, normal:2ms:500us or lognormal:2ms:1ms");
   cmd->add_flag("--no-index", o->no_index, "Ignore tar indexes and scan the shards' headers");
   cmd->add_flag("--stages-alone", o->stages_alone,
-                "After the run, measure storage, decode and collate each alone and report the pipeline's efficiency");
+                "After the run, measure storage, decode and collate each alone and report the "
+                "pipeline's efficiency");
   cmd->add_option("--stages-alone-samples", o->stages_alone_samples, "Samples for --stages-alone")
       ->capture_default_str()
       ->check(whole_number(1, 1u << 26));

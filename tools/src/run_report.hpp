@@ -15,7 +15,6 @@ struct RunContext {
   std::string compute_time;
   std::uint64_t dataset_samples = 0;
   std::uint64_t dataset_bytes = 0;
-  std::string engine;
   double au_target = 0;  // 0 = none
 };
 

@@ -5,36 +5,32 @@
 #include <algorithm>
 #include <chrono>
 #include <utility>
+#include <vector>
 
 namespace feedline::loader::detail {
 namespace {
 
 constexpr auto kPollSlice = std::chrono::milliseconds(100);
 
-struct Flag final : storage::ReadCompletion {
-  bool done = false;
-  void on_read_complete(storage::ReadOp&) noexcept override { done = true; }
-};
-
 }  // namespace
 
 Result<std::uint64_t> read_sync(storage::IoQueue& queue, const storage::ObjectHandle& object,
                                 std::uint64_t offset, MutableBytes dst, std::stop_token stop) {
-  Flag flag;
   storage::ReadOp op;
   op.object = &object;
   op.offset = offset;
   op.length = dst.size();
   op.dst = dst;
-  op.done = &flag;
   queue.submit(op);
   bool cancelled = false;
-  while (!flag.done) {
+  // Other ops of the queue may complete here too (their completions run): wait for this one.
+  for (std::vector<storage::ReadOp*> done;
+       std::find(done.begin(), done.end(), &op) == done.end();) {
     if (!cancelled && stop.stop_requested()) {
       queue.cancel();  // the op still completes (kCancelled, or with what it got)
       cancelled = true;
     }
-    queue.poll(1, kPollSlice);
+    queue.poll(1, kPollSlice, done);
   }
   return op.result;
 }

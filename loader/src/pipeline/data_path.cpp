@@ -2,6 +2,8 @@
 // the dataset's layout, the device and what cuFile can do; the reason is kept for the report.
 #include <fmt/format.h>
 
+#include "feedline/loader/data_path.hpp"
+
 #include "feedline/loader/loader.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "feedline/transports/cufile.hpp"
@@ -10,9 +12,12 @@ namespace feedline::loader {
 
 std::string_view gpu_direct_name(GpuDirect g) noexcept {
   switch (g) {
-    case GpuDirect::kAuto: return "auto";
-    case GpuDirect::kOn: return "on";
-    case GpuDirect::kOff: return "off";
+    case GpuDirect::kAuto:
+      return "auto";
+    case GpuDirect::kOn:
+      return "on";
+    case GpuDirect::kOff:
+      return "off";
   }
   return "?";
 }
@@ -21,7 +26,8 @@ Result<GpuDirect> parse_gpu_direct(std::string_view text) {
   if (text == "auto") return GpuDirect::kAuto;
   if (text == "on") return GpuDirect::kOn;
   if (text == "off") return GpuDirect::kOff;
-  return fail(Error(Errc::kInvalidArgument, fmt::format("unknown mode '{}'", text)).with_hint("choose auto, on or off"));
+  return fail(Error(Errc::kInvalidArgument, fmt::format("unknown mode '{}'", text))
+                  .with_hint("choose auto, on or off"));
 }
 
 namespace {
@@ -32,11 +38,12 @@ std::string why_not_direct(const Dataset& d) {
   for (const Sample& s : d.samples) {
     const auto members = d.members_of(s);
     if (members.size() != 1) {
-      return fmt::format("samples have several members (e.g. '{}' has {}): collate must pack them", s.key,
-                         members.size());
+      return fmt::format("samples have several members (e.g. '{}' has {}): collate must pack them",
+                         s.key, members.size());
     }
     const Member& m = members.front();
-    if (m.zstd) return fmt::format("samples are zstd-compressed (e.g. '{}'): they need decoding", m.name);
+    if (m.zstd)
+      return fmt::format("samples are zstd-compressed (e.g. '{}'): they need decoding", m.name);
     if (m.offset != 0 || m.size != s.length) {
       return fmt::format("sample '{}' does not cover its byte range exactly", s.key);
     }
@@ -56,9 +63,10 @@ bool decoded_sizes_known(const Dataset& d) {
 // The fallback when reads cannot land in their slot: decode in place where sizes are known.
 void plan_decode(DataPathPlan& plan, const Dataset& d, GpuDirect mode) {
   if (mode == GpuDirect::kOff || !decoded_sizes_known(d)) return;
-  plan.path = "decode-in-place";
-  plan.decode_in_place = true;
-  plan.reason += "; decode threads write each sample straight into its batch slot (decoded sizes from the index)";
+  plan.path = DataPath::kDecodeInPlace;
+  plan.reason +=
+      "; decode threads write each sample straight into its batch slot (decoded sizes from the "
+      "index)";
 }
 
 }  // namespace
@@ -71,39 +79,41 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
   if (config.device.device >= 0) {
     auto cuda = config.device.cuda ? config.device.cuda : transports::cuda::CudaRuntime::load();
     if (!cuda->available()) {
-      return fail(Error(Errc::kUnsupported, fmt::format("--device cuda:{}: no usable GPU: {}", config.device.device,
-                                                        cuda->reason()))
+      return fail(Error(Errc::kUnsupported, fmt::format("--device cuda:{}: no usable GPU: {}",
+                                                        config.device.device, cuda->reason()))
                       .with_hint("drop --device to keep batches in host memory"));
     }
     if (static_cast<std::size_t>(config.device.device) >= cuda->devices().size()) {
-      return fail(Error(Errc::kInvalidArgument, fmt::format("--device cuda:{}: this machine has {} CUDA device(s)",
-                                                            config.device.device, cuda->devices().size()))
+      return fail(Error(Errc::kInvalidArgument,
+                        fmt::format("--device cuda:{}: this machine has {} CUDA device(s)",
+                                    config.device.device, cuda->devices().size()))
                       .with_hint(fmt::format("use cuda:0 .. cuda:{}", cuda->devices().size() - 1)));
     }
-    auto cufile = config.device.cufile ? config.device.cufile : transports::cufile::CufileRuntime::load();
+    auto cufile =
+        config.device.cufile ? config.device.cufile : transports::cufile::CufileRuntime::load();
     std::string gpu_why;
     if (!why_not.empty()) {
       gpu_why = why_not;
     } else if (!backend.caps().device_reads) {
-      gpu_why = fmt::format("{}:// storage cannot read into GPU memory (cuFile reads local files)", backend.scheme());
+      gpu_why = fmt::format("{}:// storage cannot read into GPU memory (cuFile reads local files)",
+                            backend.scheme());
     } else if (!cufile->available()) {
       gpu_why = "cuFile unavailable: " + cufile->reason();
     } else if (cufile->compat_mode()) {
       gpu_why = "cuFile is in compatibility mode (" + cufile->reason() + ")";
       if (mode == GpuDirect::kOn) {
         // Asked for cuFile: it runs, and the report says libcufile copies through host memory.
-        plan.path = "cufile-compat";
-        plan.direct = plan.device_reads = true;
+        plan.path = DataPath::kCufileCompat;
         plan.reason = "--gpu-direct on: cuFile reads into GPU memory, but in " + gpu_why +
                       ": libcufile stages each byte through its own host buffers";
         return plan;
       }
     } else if (mode != GpuDirect::kOff) {
-      plan.path = "gpu-direct";
-      plan.direct = plan.device_reads = true;
-      plan.reason = fmt::format("samples need no decode and cuFile has the nvidia-fs driver ({}): reads go from "
-                                "storage straight into their slot in GPU memory",
-                                cufile->library());
+      plan.path = DataPath::kGpuDirect;
+      plan.reason = fmt::format(
+          "samples need no decode and cuFile has the nvidia-fs driver ({}): reads go from "
+          "storage straight into their slot in GPU memory",
+          cufile->library());
       return plan;
     }
     if (mode == GpuDirect::kOn) {
@@ -111,31 +121,35 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
                         "--gpu-direct on: reads cannot go straight to GPU memory: " + gpu_why)
                       .with_hint("use --gpu-direct auto to stage through pinned host buffers"));
     }
-    plan.path = "bounce";
-    plan.direct = mode == GpuDirect::kAuto && why_not.empty();
-    plan.reason = mode == GpuDirect::kOff
-                      ? "--gpu-direct off: pinned host batches, then H2D copies"
-                      : fmt::format("bounce through pinned host batches, then H2D: {}{}", gpu_why,
-                                    plan.direct ? " (reads still land in their pinned batch slot)" : "");
-    if (!plan.direct) plan_decode(plan, dataset, mode);
+    const bool into_slot = mode == GpuDirect::kAuto && why_not.empty();
+    plan.path = into_slot ? DataPath::kPinnedDirect : DataPath::kBounce;
+    plan.reason =
+        mode == GpuDirect::kOff
+            ? "--gpu-direct off: pinned host batches, then H2D copies"
+            : fmt::format("bounce through pinned host batches, then H2D: {}{}", gpu_why,
+                          into_slot ? " (reads still land in their pinned batch slot)" : "");
+    if (!into_slot) plan_decode(plan, dataset, mode);
     return plan;
   }
   if (mode == GpuDirect::kOff) {
-    plan.path = "bounce";
-    plan.reason = "--gpu-direct off: reads go to sample buffers, collate copies them into the batch";
+    plan.path = DataPath::kBounce;
+    plan.reason =
+        "--gpu-direct off: reads go to sample buffers, collate copies them into the batch";
     return plan;
   }
   if (why_not.empty()) {
-    plan.path = "host-direct";
-    plan.direct = true;
-    plan.reason = "samples need no decode: reads land straight in their pinned batch slot (no GPU asked for)";
+    plan.path = DataPath::kHostDirect;
+    plan.reason =
+        "samples need no decode: reads land straight in their pinned batch slot (no GPU asked for)";
     return plan;
   }
   if (mode == GpuDirect::kOn) {
-    return fail(Error(Errc::kInvalidArgument, "--gpu-direct on: the direct path is not possible: " + why_not)
-                    .with_hint("use --gpu-direct auto (falls back to the bounce path) or an uncompressed files dataset"));
+    return fail(Error(Errc::kInvalidArgument,
+                      "--gpu-direct on: the direct path is not possible: " + why_not)
+                    .with_hint("use --gpu-direct auto (falls back to the bounce path) or an "
+                               "uncompressed files dataset"));
   }
-  plan.path = "bounce";
+  plan.path = DataPath::kBounce;
   plan.reason = "direct path not possible: " + why_not;
   plan_decode(plan, dataset, mode);
   return plan;

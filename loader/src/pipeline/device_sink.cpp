@@ -5,24 +5,25 @@
 #include <algorithm>
 #include <chrono>
 
-#include "pipeline.hpp"
+#include "batch_pool.hpp"
 
 namespace feedline::loader::detail {
 
 namespace cu = transports::cuda;
 
-Result<std::unique_ptr<DeviceSink>> DeviceSink::open(std::shared_ptr<const cu::CudaRuntime> cuda, int device,
-                                                     unsigned streams, bool calibrate) {
+Result<std::unique_ptr<DeviceSink>> DeviceSink::open(std::shared_ptr<const cu::CudaRuntime> cuda,
+                                                     int device, unsigned streams, bool calibrate) {
   if (!cuda || !cuda->available()) {
-    return fail(Error(Errc::kUnsupported,
-                      fmt::format("cuda:{} asked for, but there is no usable GPU: {}", device,
-                                  cuda ? cuda->reason() : "CUDA not loaded"))
-                    .with_hint("drop --device (batches stay in host memory), or run on a machine with a GPU"));
+    return fail(
+        Error(Errc::kUnsupported, fmt::format("cuda:{} asked for, but there is no usable GPU: {}",
+                                              device, cuda ? cuda->reason() : "CUDA not loaded"))
+            .with_hint(
+                "drop --device (batches stay in host memory), or run on a machine with a GPU"));
   }
   if (device < 0 || static_cast<std::size_t>(device) >= cuda->devices().size()) {
     return fail(Error(Errc::kInvalidArgument,
-                      fmt::format("cuda:{} does not exist: this machine has {} CUDA device(s)", device,
-                                  cuda->devices().size()))
+                      fmt::format("cuda:{} does not exist: this machine has {} CUDA device(s)",
+                                  device, cuda->devices().size()))
                     .with_hint(fmt::format("use cuda:0 .. cuda:{}", cuda->devices().size() - 1)));
   }
   std::unique_ptr<DeviceSink> sink(new DeviceSink());
@@ -35,19 +36,23 @@ Result<std::unique_ptr<DeviceSink>> DeviceSink::open(std::shared_ptr<const cu::C
     FEEDLINE_TRY(sink->cuda_->check(a.StreamCreateWithFlags(&s.stream, cu::kStreamNonBlocking),
                                     "cudaStreamCreateWithFlags"));
     sink->streams_.push_back(s);  // destroyed by ~DeviceSink from here on
-    FEEDLINE_TRY(sink->cuda_->check(a.EventCreateWithFlags(&sink->streams_.back().start, 0), "cudaEventCreate"));
-    FEEDLINE_TRY(sink->cuda_->check(a.EventCreateWithFlags(&sink->streams_.back().end, 0), "cudaEventCreate"));
+    FEEDLINE_TRY(sink->cuda_->check(a.EventCreateWithFlags(&sink->streams_.back().start, 0),
+                                    "cudaEventCreate"));
+    FEEDLINE_TRY(sink->cuda_->check(a.EventCreateWithFlags(&sink->streams_.back().end, 0),
+                                    "cudaEventCreate"));
   }
   if (calibrate) FEEDLINE_TRY(sink->calibrate());
   FEEDLINE_TRY(sink->cuda_->check(a.EventCreateWithFlags(&sink->origin_, 0), "cudaEventCreate"));
-  FEEDLINE_TRY(sink->cuda_->check(a.EventRecord(sink->origin_, sink->streams_.front().stream), "cudaEventRecord"));
+  FEEDLINE_TRY(sink->cuda_->check(a.EventRecord(sink->origin_, sink->streams_.front().stream),
+                                  "cudaEventRecord"));
   FEEDLINE_TRY(sink->cuda_->check(a.EventSynchronize(sink->origin_), "cudaEventSynchronize"));
   return sink;
 }
 
 Result<void> DeviceSink::calibrate() {
   // 64 MiB pinned, best of 3: long enough for PCIe to reach its plateau.
-  FEEDLINE_ASSIGN_OR_RETURN(peak_bytes_per_second, cu::h2d_bandwidth(*cuda_, device_, 64ull << 20, 3, true));
+  FEEDLINE_ASSIGN_OR_RETURN(peak_bytes_per_second,
+                            cu::h2d_bandwidth(*cuda_, device_, 64ull << 20, 3, true));
   return {};
 }
 
@@ -63,10 +68,11 @@ DeviceSink::~DeviceSink() {
 }
 
 void DeviceSink::pin(BatchBuffer& b) {
-  if (b.buffer.empty()) return;
-  const auto rc = cuda_->api().HostRegister(b.buffer.data(), b.buffer.size(), cu::kHostRegisterPortable);
+  if (b.host_.empty()) return;
+  const auto rc =
+      cuda_->api().HostRegister(b.host_.data(), b.host_.size(), cu::kHostRegisterPortable);
   if (rc == cu::kSuccess) {
-    b.pinned = true;
+    b.pinned_ = true;
     ++pinned_buffers;
   } else {
     std::lock_guard lock(pin_mu_);
@@ -80,36 +86,37 @@ void DeviceSink::unpin(const std::byte* host) {
 
 Result<void> DeviceSink::allocate(BatchBuffer& b, std::uint64_t n) {
   const cu::CudaApi& a = cuda_->api();
-  if (b.device) a.Free(b.device);
-  b.device = nullptr;
-  b.device_size = 0;
-  const auto rc = a.Malloc(&b.device, n);
+  if (b.device_) a.Free(b.device_);
+  b.device_ = nullptr;
+  b.device_size_ = 0;
+  const auto rc = a.Malloc(&b.device_, n);
   if (rc != cu::kSuccess) {
-    b.device = nullptr;
-    return fail(cuda_->error(rc, fmt::format("cudaMalloc of a {}-byte batch buffer", n))
-                    .with_hint("each prefetched batch holds its largest possible size in GPU memory: lower "
-                               "--batch-size or --prefetch, or use --gpu-direct off"));
+    b.device_ = nullptr;
+    return fail(
+        cuda_->error(rc, fmt::format("cudaMalloc of a {}-byte batch buffer", n))
+            .with_hint("each prefetched batch holds its largest possible size in GPU memory: lower "
+                       "--batch-size or --prefetch, or use --gpu-direct off"));
   }
-  b.device_size = n;
+  b.device_size_ = n;
   return {};
 }
 
 void DeviceSink::release(BatchBuffer& b) {
-  if (b.pinned) unpin(b.buffer.data());
-  b.pinned = false;
-  if (b.device) cuda_->api().Free(b.device);
-  b.device = nullptr;
-  b.device_size = 0;
+  if (b.pinned_) unpin(b.host_.data());
+  b.pinned_ = false;
+  if (b.device_) cuda_->api().Free(b.device_);
+  b.device_ = nullptr;
+  b.device_size_ = 0;
 }
 
 Result<DeviceSink::Ticket> DeviceSink::copy(BatchBuffer& b, std::uint64_t n) {
   const cu::CudaApi& a = cuda_->api();
-  if (b.device_size < b.buffer.size()) {
-    if (b.device) a.Free(b.device);
-    b.device = nullptr;
-    b.device_size = 0;
-    FEEDLINE_TRY(cuda_->check(a.Malloc(&b.device, b.buffer.size()), "cudaMalloc"));
-    b.device_size = b.buffer.size();
+  if (b.device_size_ < b.host_.size()) {
+    if (b.device_) a.Free(b.device_);
+    b.device_ = nullptr;
+    b.device_size_ = 0;
+    FEEDLINE_TRY(cuda_->check(a.Malloc(&b.device_, b.host_.size()), "cudaMalloc"));
+    b.device_size_ = b.host_.size();
   }
   Ticket t;
   t.stream = next_;
@@ -117,8 +124,9 @@ Result<DeviceSink::Ticket> DeviceSink::copy(BatchBuffer& b, std::uint64_t n) {
   next_ = (next_ + 1) % static_cast<unsigned>(streams_.size());
   StreamSlot& s = streams_[t.stream];
   FEEDLINE_TRY(cuda_->check(a.EventRecord(s.start, s.stream), "cudaEventRecord"));
-  FEEDLINE_TRY(cuda_->check(a.MemcpyAsync(b.device, b.buffer.data(), n, cu::kMemcpyHostToDevice, s.stream),
-                            "cudaMemcpyAsync"));
+  FEEDLINE_TRY(
+      cuda_->check(a.MemcpyAsync(b.device_, b.host_.data(), n, cu::kMemcpyHostToDevice, s.stream),
+                   "cudaMemcpyAsync"));
   FEEDLINE_TRY(cuda_->check(a.EventRecord(s.end, s.stream), "cudaEventRecord"));
   return t;
 }

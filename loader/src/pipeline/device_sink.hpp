@@ -5,13 +5,14 @@
 // (AlignedBuffer memory stays 4 KiB-aligned and mlock'd as before; registering it avoids a second
 // pool type). copy() issues cudaMemcpyAsync on the next of `streams` non-blocking streams,
 // bracketed by two timing events; wait() synchronises the end event and adds the GPU-side copy
-// time (the union of copy intervals, measured from an origin event). The pipeline's device thread keeps up to `streams` copies in flight, so copies overlap
-// each other, IO and decode.
+// time (the union of copy intervals, measured from an origin event). The pipeline's device thread
+// keeps up to `streams` copies in flight, so copies overlap each other, IO and decode.
 //
 // All CUDA calls go through the CudaRuntime's table (a fake one in tests). Thread-safety: pin(),
 // copy() and wait() are called from the pipeline's threads one at a time per buffer; stats are
 // read after the threads are joined. Lifetime: destroy the sink after every BatchBuffer it pinned
-// was released with release() (the pipeline does this in its destructor).
+// was released with release() (the batch pool does this in its destructor, and keeps the sink
+// alive until then).
 #pragma once
 
 #include <atomic>
@@ -24,16 +25,15 @@
 #include "feedline/core/error.hpp"
 #include "feedline/transports/cuda.hpp"
 
-namespace feedline::loader {
-class BatchBuffer;
-}
-
 namespace feedline::loader::detail {
+
+class BatchBuffer;
 
 class DeviceSink {
  public:
-  static Result<std::unique_ptr<DeviceSink>> open(std::shared_ptr<const transports::cuda::CudaRuntime> cuda,
-                                                  int device, unsigned streams, bool calibrate);
+  static Result<std::unique_ptr<DeviceSink>> open(
+      std::shared_ptr<const transports::cuda::CudaRuntime> cuda, int device, unsigned streams,
+      bool calibrate);
   ~DeviceSink();
   DeviceSink(const DeviceSink&) = delete;
   DeviceSink& operator=(const DeviceSink&) = delete;
@@ -67,7 +67,7 @@ class DeviceSink {
   // (copies on different streams queue for the same copy engine, so summing their durations
   // would count the queueing too).
   double gpu_seconds = 0;
-  double wait_seconds = 0;       // host time blocked in wait()
+  double wait_seconds = 0;  // host time blocked in wait()
   double peak_bytes_per_second = 0;
   // pin() may run on the storage thread (direct path) or collate's (bounce path).
   std::atomic<std::uint64_t> pinned_buffers{0};

@@ -7,7 +7,7 @@
 #include <stop_token>
 
 #include "feedline/core/units.hpp"
-#include "feedline/loader/loader.hpp"
+#include "feedline/loader/emulate.hpp"
 
 namespace feedline::loader {
 
@@ -17,8 +17,10 @@ Result<ComputeModel> parse_compute_time(std::string_view text) {
     const auto rest = text.substr(7);
     const auto colon = rest.find(':');
     if (colon == std::string_view::npos) {
-      return fail(Errc::kInvalidArgument,
-                  fmt::format("compute time '{}': expected normal:MEAN:STDEV (e.g. normal:50ms:5ms)", text));
+      return fail(
+          Errc::kInvalidArgument,
+          fmt::format("compute time '{}': expected normal:MEAN:STDEV (e.g. normal:50ms:5ms)",
+                      text));
     }
     FEEDLINE_ASSIGN_OR_RETURN(m.mean, parse_duration(rest.substr(0, colon)));
     FEEDLINE_ASSIGN_OR_RETURN(m.stdev, parse_duration(rest.substr(colon + 1)));
@@ -40,15 +42,16 @@ PipelineReport run_emulated(Loader& loader, const ComputeModel& compute, std::st
   std::condition_variable_any cv;
   while (!stop.stop_requested()) {
     auto batch = loader.next();
-    if (!batch || !*batch) break;
-    if (progress) progress->fetch_add((*batch)->samples().size(), std::memory_order_relaxed);
+    if (!batch || batch->end()) break;  // an error stays in the report
+    if (progress) progress->fetch_add(batch->samples().size(), std::memory_order_relaxed);
     if (compute.mean.count() > 0) {
       const double ns = compute.stdev.count() > 0 ? std::max(0.0, dist(rng))
                                                   : static_cast<double>(compute.mean.count());
       const auto t0 = std::chrono::steady_clock::now();
       // The accelerator is busy; the host thread idles, as it would waiting on a CUDA stream.
       std::unique_lock lock(mu);
-      cv.wait_for(lock, stop, std::chrono::nanoseconds(static_cast<std::int64_t>(ns)), [] { return false; });
+      cv.wait_for(lock, stop, std::chrono::nanoseconds(static_cast<std::int64_t>(ns)),
+                  [] { return false; });
       loader.record_compute(std::chrono::steady_clock::now() - t0);
     } else {
       loader.record_compute(std::chrono::nanoseconds(0));

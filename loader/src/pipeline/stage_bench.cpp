@@ -12,20 +12,16 @@
 
 namespace feedline::loader {
 
+using detail::BatchBuffer;
 using detail::InFlightSample;
 
 namespace {
 
-class Collect final : public storage::ReadCompletion {
- public:
-  std::vector<storage::ReadOp*> done;
-  void on_read_complete(storage::ReadOp& op) noexcept override { done.push_back(&op); }
-};
-
-StageAlone finish(std::string name, std::uint64_t samples, std::uint64_t bytes, std::uint64_t t0, double cpu0) {
+StageAlone finish(StageId stage, std::uint64_t samples, std::uint64_t bytes, std::uint64_t t0,
+                  double cpu0) {
   StageAlone s;
   s.cpu_seconds = process_cpu_times().total() - cpu0;
-  s.stage = std::move(name);
+  s.stage = stage;
   s.samples = samples;
   s.bytes = bytes;
   s.seconds = static_cast<double>(now_ns() - t0) / 1e9;
@@ -36,9 +32,10 @@ StageAlone finish(std::string name, std::uint64_t samples, std::uint64_t bytes, 
 // Reads every sample of order at the pipeline's IO depth. With keep, each sample gets a buffer
 // of its own and is appended to *keep; without, reads go into io_depth reused buffers of
 // `longest` bytes, touched before the clock starts.
-Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& config,
-                             std::span<const SampleSlot> order, std::uint64_t longest,
-                             std::vector<InFlightSample>* keep, const std::atomic<bool>& stop) {
+Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
+                             const LoaderConfig& config, std::span<const SampleSlot> order,
+                             std::uint64_t longest, std::vector<InFlightSample>* keep,
+                             const std::atomic<bool>& stop) {
   // Handles and buffers are declared before the queue: an early return destroys the queue
   // first, which waits for the reads still writing into them.
   detail::HandleCache handles(backend, dataset);
@@ -57,12 +54,13 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
   std::vector<Slot*> free_slots;
   for (auto& s : slots) {
     if (!keep) {
-      FEEDLINE_ASSIGN_OR_RETURN(s.sample.raw, AlignedBuffer::allocate(align_up(longest, kPageAlign)));
+      FEEDLINE_ASSIGN_OR_RETURN(s.sample.raw,
+                                AlignedBuffer::allocate(align_up(longest, kPageAlign)));
       s.sample.raw.prefault(s.sample.raw.size());
     }
     free_slots.push_back(&s);
   }
-  Collect done;
+  std::vector<storage::ReadOp*> done;  // what each poll() completed
   std::size_t next = 0;
   std::uint64_t bytes = 0;
   const double cpu0 = process_cpu_times().total();
@@ -77,9 +75,12 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
       const Sample& smp = dataset.samples[order[next].sample];
       Slot* slot = free_slots.back();
       free_slots.pop_back();
-      FEEDLINE_ASSIGN_OR_RETURN(const storage::ObjectHandle* h, handles.get(smp.object, slot->hold));
+      FEEDLINE_ASSIGN_OR_RETURN(const storage::ObjectHandle* h,
+                                handles.get(smp.object, slot->hold));
       if (keep) {
-        FEEDLINE_ASSIGN_OR_RETURN(slot->sample.raw, AlignedBuffer::allocate(align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign)));
+        FEEDLINE_ASSIGN_OR_RETURN(
+            slot->sample.raw,
+            AlignedBuffer::allocate(align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign)));
       }
       slot->sample.slot = order[next];
       slot->op = storage::ReadOp{};
@@ -87,15 +88,14 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
       slot->op.offset = smp.offset;
       slot->op.length = smp.length;
       slot->op.dst = slot->sample.raw.span();
-      slot->op.done = &done;
       slot->op.user = slot;
       batch.push_back(&slot->op);
       ++next;
     }
     queue->submit(batch);
-    done.done.clear();
-    queue->poll(1, std::chrono::milliseconds(100));
-    for (storage::ReadOp* op : done.done) {
+    done.clear();
+    queue->poll(1, std::chrono::milliseconds(100), done);
+    for (storage::ReadOp* op : done) {
       auto* slot = static_cast<Slot*>(op->user);
       if (!op->result) return fail(op->result.error());
       bytes += *op->result;
@@ -108,7 +108,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset, 
       free_slots.push_back(slot);
     }
   }
-  return finish("storage", order.size(), bytes, t0, cpu0);
+  return finish(StageId::kStorage, order.size(), bytes, t0, cpu0);
 }
 
 }  // namespace
@@ -134,7 +134,8 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   StagesAlone out;
   std::uint64_t longest = 1;
   for (const auto& slot : order) longest = std::max(longest, dataset.samples[slot.sample].length);
-  FEEDLINE_ASSIGN_OR_RETURN(StageAlone storage_alone, read_pass(backend, dataset, config, order, longest, nullptr, stop));
+  FEEDLINE_ASSIGN_OR_RETURN(StageAlone storage_alone,
+                            read_pass(backend, dataset, config, order, longest, nullptr, stop));
   out.stages.push_back(storage_alone);
 
   // The cache for decode and collate alone: the first samples that fit in half the budget,
@@ -144,25 +145,32 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     const std::uint64_t cache_limit = config.memory_budget / 2;
     std::uint64_t bytes = 0;
     std::size_t n = 0;
-    while (n < order.size() && bytes + align_up(dataset.samples[order[n].sample].length, kPageAlign) <= cache_limit) {
+    while (n < order.size() &&
+           bytes + align_up(dataset.samples[order[n].sample].length, kPageAlign) <= cache_limit) {
       bytes += align_up(dataset.samples[order[n].sample].length, kPageAlign);
       ++n;
     }
-    if (n == 0) return fail(Errc::kResourceExhausted, "no sample fits half the memory budget for decode alone");
-    FEEDLINE_TRY(read_pass(backend, dataset, config, std::span<const SampleSlot>(order).first(n), longest, &cache, stop));
+    if (n == 0)
+      return fail(Errc::kResourceExhausted,
+                  "no sample fits half the memory budget for decode alone");
+    FEEDLINE_TRY(read_pass(backend, dataset, config, std::span<const SampleSlot>(order).first(n),
+                           longest, &cache, stop));
   }
 
   // Declared sizes are untrusted here as in the run: a frame may not declare more than the budget.
-  const std::uint64_t decode_limit = config.max_sample_bytes ? std::min(config.max_sample_bytes, config.memory_budget / 2)
-                                                             : config.memory_budget / 2;
+  const std::uint64_t decode_limit =
+      config.max_sample_bytes ? std::min(config.max_sample_bytes, config.memory_budget / 2)
+                              : config.memory_budget / 2;
   // Decode in place (the run's data path) writes each sample into its batch slot: decode alone
   // does the same, into one reused slot per thread.
   DataPathPlan plan;
   if (auto p = plan_data_path(dataset, config, backend)) plan = *p;
   std::uint64_t widest_slot = kPageAlign;
-  if (plan.decode_in_place) {
+  const bool in_place = plan.path == DataPath::kDecodeInPlace;
+  if (in_place) {
     for (const InFlightSample& s : cache) {
-      widest_slot = std::max(widest_slot, detail::decoded_slot_bytes(dataset, dataset.samples[s.slot.sample]));
+      widest_slot = std::max(widest_slot,
+                             detail::decoded_slot_bytes(dataset, dataset.samples[s.slot.sample]));
     }
   }
 
@@ -182,23 +190,24 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
         threads.emplace_back([&] {
           Decompressor zstd;
           AlignedBuffer scratch;
-          BatchBuffer slot;
-          if (plan.decode_in_place) {
-            auto b = AlignedBuffer::allocate(align_up(widest_slot, kPageAlign));
+          std::unique_ptr<BatchBuffer> slot;
+          if (in_place) {
+            auto b =
+                BatchBuffer::allocate(align_up(widest_slot, kPageAlign), /*lock_memory=*/false);
             if (!b) {
               std::lock_guard lock(error_mu);
               error = b.error();
               failed = true;
               return;
             }
-            slot.buffer = std::move(*b);
-            slot.buffer.prefault(slot.buffer.size());
+            slot = std::move(*b);
+            slot->prefault();
           }
           for (std::size_t i = next++; i < cache.size() && !failed && !stop; i = next++) {
             InFlightSample& s = cache[i];
             s.decoded = std::move(scratch);
-            if (plan.decode_in_place) {
-              s.direct_buffer = &slot;
+            if (in_place) {
+              s.direct_buffer = slot.get();
               s.direct_offset = 0;
               s.decode_in_place = true;
             }
@@ -212,7 +221,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
               failed = true;
               return;
             }
-            detail::spin_for(config.decode_cost, stop);
+            detail::spin_for(config.diagnostics.decode_cost, stop);
             bytes += s.decoded_bytes;
           }
         });
@@ -220,7 +229,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     }
     if (error) return fail(*error);
     if (stop) return fail(Errc::kCancelled, "interrupted while measuring decode alone");
-    out.stages.push_back(finish("decode", cache.size(), bytes.load(), t0, cpu0));
+    out.stages.push_back(finish(StageId::kDecode, cache.size(), bytes.load(), t0, cpu0));
   }
   // Decoded outputs for collate alone (untimed).
   {
@@ -231,14 +240,16 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   // Collate alone: the batch copy, one thread, one reused buffer. (On the direct path and with
   // decode in place the run's collate copies nothing: this overstates its cost there.)
   {
-    BatchBuffer buffer;
+    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<BatchBuffer> grown,
+                              BatchBuffer::allocate(kPageAlign, config.lock_memory));
+    BatchBuffer& buffer = *grown;
     std::vector<BatchMember> members;
     std::uint64_t used = 0;
     std::uint64_t bytes = 0;
     std::uint32_t in_batch = 0;
     // One untimed pass over a batch's worth grows (and touches) the batch buffer first.
     for (std::size_t i = 0; i < cache.size() && i < config.sampler.batch_size; ++i) {
-      FEEDLINE_TRY(detail::ensure_room(buffer, used, cache[i], config.lock_memory));
+      FEEDLINE_TRY(detail::ensure_room(buffer, used, cache[i]));
       (void)detail::copy_into_batch(dataset, cache[i], buffer, used, members);
     }
     used = 0;
@@ -247,21 +258,21 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     const std::uint64_t t0 = now_ns();
     for (const InFlightSample& s : cache) {
       if (stop) return fail(Errc::kCancelled, "interrupted while measuring collate alone");
-      FEEDLINE_TRY(detail::ensure_room(buffer, used, s, config.lock_memory));
+      FEEDLINE_TRY(detail::ensure_room(buffer, used, s));
       (void)detail::copy_into_batch(dataset, s, buffer, used, members);
       bytes += s.decoded_bytes;
       if (++in_batch == config.sampler.batch_size) {
-        detail::spin_for(config.collate_cost, stop);
+        detail::spin_for(config.diagnostics.collate_cost, stop);
         in_batch = 0;
         used = 0;
         members.clear();
       }
     }
-    out.stages.push_back(finish("collate", cache.size(), bytes, t0, cpu0));
+    out.stages.push_back(finish(StageId::kCollate, cache.size(), bytes, t0, cpu0));
   }
   double cpu_per_sample = 0;
   for (const auto& s : out.stages) {
-    if (out.slowest.empty() || s.samples_per_second < out.slowest_samples_per_second) {
+    if (!out.slowest || s.samples_per_second < out.slowest_samples_per_second) {
       out.slowest = s.stage;
       out.slowest_samples_per_second = s.samples_per_second;
     }

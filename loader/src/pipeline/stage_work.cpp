@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -24,8 +23,8 @@ HandleCache::HandleCache(storage::Backend& backend, const Dataset& dataset)
       dataset_(dataset),
       cached_(dataset.objects.size() <= kMaxCachedHandles ? dataset.objects.size() : 0) {}
 
-Result<const storage::ObjectHandle*> HandleCache::get(std::uint32_t i,
-                                                     std::unique_ptr<storage::ObjectHandle>& hold) {
+Result<const storage::ObjectHandle*> HandleCache::get(
+    std::uint32_t i, std::unique_ptr<storage::ObjectHandle>& hold) {
   if (!cached_.empty() && cached_[i]) return cached_[i].get();
   FEEDLINE_ASSIGN_OR_RETURN(auto h, backend_.open_known(dataset_.objects[i]));
   if (cached_.empty()) {
@@ -48,7 +47,8 @@ bool make_this_thread_nicer(int increment) noexcept {
 unsigned usable_cores() noexcept {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+    return static_cast<unsigned>(CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -61,7 +61,8 @@ void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop) {
 
 std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s) {
   std::uint64_t pos = 0;
-  for (const Member& m : dataset.members_of(s)) pos = align_up(pos, kMemberAlign) + (m.zstd ? m.decoded_size : m.size);
+  for (const Member& m : dataset.members_of(s))
+    pos = align_up(pos, kMemberAlign) + (m.zstd ? m.decoded_size : m.size);
   return pos;
 }
 
@@ -102,11 +103,14 @@ void decode_into_slot(const Dataset& dataset, InFlightSample& s, Decompressor& z
     // slot either (zstd stops at the destination's end and reports it).
     auto declared = Decompressor::content_size(stored);
     if (declared && *declared != m.decoded_size) {
-      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' decodes to {} bytes, the shard's index says {}",
-                                                  m.name, *declared, m.decoded_size))
-                    .with_object(object)
-                    .with_offset(smp.offset + m.offset)
-                    .with_hint("the index is stale: delete the shard's .idx file (it is rebuilt by scanning)");
+      s.error =
+          Error(Errc::kCorrupt,
+                fmt::format("member '{}' decodes to {} bytes, the shard's index says {}", m.name,
+                            *declared, m.decoded_size))
+              .with_object(object)
+              .with_offset(smp.offset + m.offset)
+              .with_hint(
+                  "the index is stale: delete the shard's .idx file (it is rebuilt by scanning)");
       return;
     }
     auto n = zstd.decompress(stored, MutableBytes(slot + pos, m.decoded_size));
@@ -130,9 +134,10 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
   s.members.reserve(members.size());
   for (const Member& m : members) {
     if (m.offset + m.size > s.raw_len) {
-      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
-                    .with_object(object)
-                    .with_offset(smp.offset + m.offset);
+      s.error =
+          Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
+              .with_object(object)
+              .with_offset(smp.offset + m.offset);
       return 0;
     }
   }
@@ -153,14 +158,18 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
       zstd_total += align_up(std::min<std::uint64_t>(*size, ~std::uint64_t{0} / 2), kMemberAlign);
       estimated += decoded_estimate(m);
       if (max_decoded && zstd_total > max_decoded) {
-        s.error = Error(Errc::kResourceExhausted,
-                        fmt::format("sample '{}': member '{}' declares {} decoded bytes, more than the {} bytes a "
-                                    "sample may take",
-                                    smp.key, m.name, *size, max_decoded))
-                      .with_object(object)
-                      .with_offset(smp.offset + m.offset)
-                      .with_hint("a corrupt or hostile frame (a zstd bomb?); --on-error skip leaves it out, "
-                                 "--max-sample-size or --memory-budget raise the limit if the data is right");
+        s.error =
+            Error(
+                Errc::kResourceExhausted,
+                fmt::format(
+                    "sample '{}': member '{}' declares {} decoded bytes, more than the {} bytes a "
+                    "sample may take",
+                    smp.key, m.name, *size, max_decoded))
+                .with_object(object)
+                .with_offset(smp.offset + m.offset)
+                .with_hint(
+                    "a corrupt or hostile frame (a zstd bomb?); --on-error skip leaves it out, "
+                    "--max-sample-size or --memory-budget raise the limit if the data is right");
         return 0;
       }
     }
@@ -199,9 +208,10 @@ void describe_on_device(const Dataset& dataset, InFlightSample& s) {
   std::uint64_t bytes = 0;
   for (const Member& m : dataset.members_of(smp)) {
     if (m.offset + m.size > s.raw_len) {
-      s.error = Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
-                    .with_object(dataset.objects[smp.object].key)
-                    .with_offset(smp.offset + m.offset);
+      s.error =
+          Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
+              .with_object(dataset.objects[smp.object].key)
+              .with_offset(smp.offset + m.offset);
       return;
     }
     s.members.push_back({s.bytes() + m.offset, m.size});
@@ -212,43 +222,17 @@ void describe_on_device(const Dataset& dataset, InFlightSample& s) {
 }
 
 Result<std::uint64_t> fits_device_twin(const BatchBuffer& buffer, std::uint64_t size) {
-  if (size <= buffer.device_size) return std::uint64_t{0};
-  return fail(Errc::kInternal, fmt::format("a batch needs {} bytes of GPU memory, its buffer has {}", size,
-                                           buffer.device_size));
+  if (size <= buffer.device_size()) return std::uint64_t{0};
+  return fail(Errc::kInternal,
+              fmt::format("a batch needs {} bytes of GPU memory, its buffer has {}", size,
+                          buffer.device_size()));
 }
 
 Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const InFlightSample& s,
-                                  bool lock_memory, DeviceSink* sink, std::uint64_t* copied) {
+                                  DeviceSink* sink, std::uint64_t* copied) {
   std::uint64_t need = used;
   for (const auto& m : s.members) need = align_up(need, kMemberAlign) + m.size;
-  if (need <= buffer.buffer.size()) return std::uint64_t{0};
-  // Grow: a larger buffer with the batch so far copied over. Rare after the first batches.
-  const std::uint64_t old = buffer.buffer.size();
-  const std::uint64_t cap = align_up(std::max(need, old * 3 / 2), kPageAlign);
-  FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer bigger, AlignedBuffer::allocate(cap));
-  if (used > 0) std::memcpy(bigger.data(), buffer.buffer.data(), used);  // an empty buffer has no data()
-  if (copied) *copied += used;
-  if (buffer.locked) ::munlock(buffer.buffer.data(), buffer.buffer.size());
-  if (buffer.pinned && sink) sink->unpin(buffer.buffer.data());
-  buffer.pinned = false;
-  buffer.buffer = std::move(bigger);
-  buffer.locked = lock_memory && ::mlock(buffer.buffer.data(), buffer.buffer.size()) == 0;
-  if (sink) sink->pin(buffer);
-  return cap - old;
-}
-
-Result<std::uint64_t> regrow_empty(BatchBuffer& buffer, std::uint64_t size, bool lock_memory, DeviceSink* sink) {
-  const std::uint64_t old = buffer.buffer.size();
-  if (size <= old) return std::uint64_t{0};
-  const std::uint64_t cap = align_up(std::max(size, old * 5 / 4), kPageAlign);
-  FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer bigger, AlignedBuffer::allocate(cap));
-  if (buffer.locked) ::munlock(buffer.buffer.data(), buffer.buffer.size());
-  if (buffer.pinned && sink) sink->unpin(buffer.buffer.data());
-  buffer.pinned = false;
-  buffer.buffer = std::move(bigger);
-  buffer.locked = lock_memory && ::mlock(buffer.buffer.data(), buffer.buffer.size()) == 0;
-  if (sink) sink->pin(buffer);
-  return cap - old;
+  return buffer.grow_keeping(need, used, sink, copied);
 }
 
 BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, BatchBuffer& buffer,
@@ -263,7 +247,7 @@ BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, Bat
   bs.offset = align_up(used, kMemberAlign);
   for (std::size_t i = 0; i < s.members.size(); ++i) {
     used = align_up(used, kMemberAlign);
-    if (s.members[i].size) std::memcpy(buffer.buffer.data() + used, s.members[i].data, s.members[i].size);
+    if (s.members[i].size) std::memcpy(buffer.data() + used, s.members[i].data, s.members[i].size);
     members.push_back({dm[i].name, used, s.members[i].size});
     used += s.members[i].size;
   }
@@ -275,7 +259,8 @@ BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, Bat
 
 namespace feedline::loader::detail {
 
-BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s, std::vector<BatchMember>& members) {
+BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s,
+                           std::vector<BatchMember>& members) {
   const Sample& smp = dataset.samples[s.slot.sample];
   const auto dm = dataset.members_of(smp);
   BatchSample bs;

@@ -2,9 +2,12 @@
 // measurements (stage_bench.cpp), so "decode alone" measures exactly the pipeline's decode.
 #pragma once
 
-#include "feedline/loader/codec.hpp"
+#include <atomic>
+#include <chrono>
+
 #include "buffer_pool.hpp"
-#include "pipeline.hpp"
+#include "feedline/loader/codec.hpp"
+#include "run_state.hpp"
 
 namespace feedline::loader::detail {
 
@@ -24,7 +27,8 @@ class HandleCache {
  public:
   HandleCache(storage::Backend& backend, const Dataset& dataset);
   // The handle for object i; `hold` keeps a per-read handle alive until the read is done.
-  Result<const storage::ObjectHandle*> get(std::uint32_t i, std::unique_ptr<storage::ObjectHandle>& hold);
+  Result<const storage::ObjectHandle*> get(std::uint32_t i,
+                                           std::unique_ptr<storage::ObjectHandle>& hold);
 
  private:
   storage::Backend& backend_;
@@ -40,7 +44,8 @@ void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop);
 // the kernel refused.
 bool make_this_thread_nicer(int increment) noexcept;
 
-// CPUs this process may run on: its affinity mask, which containers and taskset narrow (at least 1).
+// CPUs this process may run on: its affinity mask, which containers and taskset narrow (at least
+// 1).
 unsigned usable_cores() noexcept;
 
 // Bytes a sample takes in a batch after decoding: its members' decoded sizes, each started on a
@@ -50,9 +55,10 @@ std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s);
 
 // Cuts s's members out of its raw bytes, decompresses zstd members into s.decoded (or, with
 // s.decode_in_place, writes every member into s's batch slot as decoded_slot_bytes lays it out:
-// a frame whose size differs from the index's is an error) and computes the digest. On failure sets s.error (naming object and offset). Returns the bytes by which the
-// decoded size exceeded the reservation's estimate (0 normally). The output buffer comes from
-// pool when given (s.decoded is reused when already large enough).
+// a frame whose size differs from the index's is an error) and computes the digest. On failure sets
+// s.error (naming object and offset). Returns the bytes by which the decoded size exceeded the
+// reservation's estimate (0 normally). The output buffer comes from pool when given (s.decoded is
+// reused when already large enough).
 //
 // Declared sizes are untrusted: a sample whose zstd frames declare more than `max_decoded` bytes
 // in all (0: no limit) fails with kResourceExhausted naming the sample, the member and the
@@ -65,15 +71,10 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
 // could hash them).
 void describe_on_device(const Dataset& dataset, InFlightSample& s);
 
-// Makes room in buffer for s's members after `used` bytes, growing (and re-locking, and with a
-// device sink re-pinning) it when needed. Returns the bytes the buffer grew by; the `used` bytes
-// copied into the bigger buffer are added to *copied when given.
+// Makes room in buffer for s's members after `used` bytes (BatchBuffer::grow_keeping). Returns the
+// bytes the buffer grew by; the `used` bytes copied into the bigger buffer are added to *copied.
 Result<std::uint64_t> ensure_room(BatchBuffer& buffer, std::uint64_t used, const InFlightSample& s,
-                                  bool lock_memory, DeviceSink* sink = nullptr, std::uint64_t* copied = nullptr);
-
-// Replaces buffer's memory with a fresh (unfilled) allocation of at least `size` bytes, keeping
-// its lock and pin state. Returns the bytes it grew by. For the direct path, before any read lands.
-Result<std::uint64_t> regrow_empty(BatchBuffer& buffer, std::uint64_t size, bool lock_memory, DeviceSink* sink);
+                                  DeviceSink* sink = nullptr, std::uint64_t* copied = nullptr);
 
 // The GPU twin of buffer is never regrown (it is registered with cuFile): 0 when `size` bytes
 // fit, kInternal otherwise (start() sizes it for the largest batch).
@@ -86,6 +87,7 @@ BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, Bat
 
 // The direct path's collate: s was read straight into its slot of s.direct_buffer; appends its
 // BatchMembers (pointing at that slot) and returns its BatchSample. Copies nothing.
-BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s, std::vector<BatchMember>& members);
+BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s,
+                           std::vector<BatchMember>& members);
 
 }  // namespace feedline::loader::detail

@@ -21,6 +21,9 @@
 
 #include "feedline/core/clock.hpp"
 #include "feedline/core/redact.hpp"
+#include "feedline/core/unique_fd.hpp"
+#include "feedline/storage/device_reads.hpp"
+#include "feedline/storage/queue_parts.hpp"
 #include "feedline/transports/cufile.hpp"
 
 namespace feedline::storage::detail {
@@ -32,29 +35,34 @@ constexpr std::uint64_t kMaxRequest = 1ull << 30;
 
 class FileHandle final : public ObjectHandle {
  public:
-  FileHandle(std::string key, std::uint64_t size, int fd, bool direct)
-      : ObjectHandle(std::move(key), size), fd_(fd), direct_(direct) {}
-  ~FileHandle() override { ::close(fd_); }
-  int fd() const noexcept { return fd_; }
+  FileHandle(std::string key, std::uint64_t size, UniqueFd fd, bool direct)
+      : ObjectHandle(std::move(key), size), fd_(std::move(fd)), direct_(direct) {}
+  int fd() const noexcept { return fd_.get(); }
   bool direct() const noexcept { return direct_; }
 
  private:
-  int fd_;
+  UniqueFd fd_;
   bool direct_;
 };
 
 // A FIFO, socket or character device named where a file is expected.
 Error not_regular(const std::string& path, mode_t mode) {
-  const char* what = S_ISFIFO(mode) ? "a named pipe (FIFO)" : S_ISSOCK(mode) ? "a socket" : S_ISCHR(mode) ? "a character device" : "not a regular file";
+  const char* what = S_ISFIFO(mode)   ? "a named pipe (FIFO)"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISCHR(mode)  ? "a character device"
+                                      : "not a regular file";
   return Error(Errc::kInvalidArgument, fmt::format("not a regular file or block device: {}", what))
       .with_object(path)
-      .with_hint("name a regular file (pipes, sockets and character devices have no size and cannot be read as data)");
+      .with_hint(
+          "name a regular file (pipes, sockets and character devices have no size and cannot be "
+          "read as data)");
 }
 
 Error read_error(int err, const ReadOp& op, int engine_error = 0) {
-  Error e = err == ECANCELED     ? Error(Errc::kCancelled, "read cancelled")
-            : engine_error != 0 ? Error(Errc::kIo, fmt::format("read: cuFile error {}", engine_error))
-                                : Error::from_errno(err, "read");
+  Error e = err == ECANCELED ? Error(Errc::kCancelled, "read cancelled")
+            : engine_error != 0
+                ? Error(Errc::kIo, fmt::format("read: cuFile error {}", engine_error))
+                : Error::from_errno(err, "read");
   return std::move(e).with_object(op.object ? op.object->key() : "?").with_offset(op.offset);
 }
 
@@ -62,8 +70,13 @@ class FileQueue final : public IoQueue {
  public:
   // `device`: destinations are GPU memory (the cuFile engine), which handles alignment itself;
   // the host never bounces or touches them.
-  FileQueue(unsigned depth, bool direct, std::unique_ptr<transports::FileEngine> engine, bool device = false)
-      : IoQueue(depth), engine_(std::move(engine)), reaped_(std::max(depth, 16u)), direct_(direct), device_(device) {}
+  FileQueue(unsigned depth, bool direct, std::unique_ptr<transports::FileEngine> engine,
+            bool device = false)
+      : IoQueue(depth, kMaxRequest),
+        engine_(std::move(engine)),
+        reaped_(std::max(depth, 16u)),
+        direct_(direct),
+        device_(device) {}
 
   ~FileQueue() override {
     // The kernel may still be writing into callers' buffers: cancel, then wait for every read to
@@ -74,9 +87,7 @@ class FileQueue final : public IoQueue {
     }
   }
 
-  void cancel() override {
-    engine_->cancel_all();
-  }
+  void cancel() override { engine_->cancel_all(); }
 
   // Registered buffers pay off for O_DIRECT only: for page-cache reads the kernel copies into a
   // registered (bvec) buffer about 20% slower than into a plain user buffer (measured with
@@ -105,24 +116,13 @@ class FileQueue final : public IoQueue {
   void do_submit(std::span<ReadOp* const> ops) override {
     batch_.clear();
     for (ReadOp* op : ops) {
-      Slot* s = acquire(*op);
-      if (s->error != 0) {
-        failed_.push_back(s);
-      } else {
-        batch_.push_back(&s->read);
-      }
+      if (Slot* s = prepare(*op)) batch_.push_back(&s->read);
     }
     engine_->submit(batch_);
   }
 
   std::size_t do_poll(std::size_t min_complete, std::chrono::nanoseconds timeout) override {
     std::size_t n = 0;
-    while (!failed_.empty()) {
-      Slot* s = failed_.back();
-      failed_.pop_back();
-      finish(*s);
-      ++n;
-    }
     const std::uint64_t deadline = now_ns() + static_cast<std::uint64_t>(timeout.count());
     do {
       const std::size_t want = min_complete > n ? min_complete - n : 0;
@@ -140,42 +140,27 @@ class FileQueue final : public IoQueue {
   struct Slot {
     transports::FileRead read;
     ReadOp* op = nullptr;
-    AlignedBuffer bounce;  // empty unless the read goes through a bounce buffer
+    AlignedBuffer bounce;    // empty unless the read goes through a bounce buffer
     std::uint64_t skip = 0;  // bytes of the bounce buffer before op->offset
-    int error = 0;           // set before submission: the op never reached the engine
-    std::string problem;
   };
 
-  Slot* acquire(ReadOp& op) {
-    Slot* s;
-    if (free_.empty()) {
-      slots_.push_back(std::make_unique<Slot>());
-      s = slots_.back().get();
-    } else {
-      s = free_.back();
-      free_.pop_back();
+  // The engine's read for op, or null when op completes without one (at the next poll()).
+  // submit() checked the destination and the request limit.
+  Slot* prepare(ReadOp& op) {
+    const auto* h = dynamic_cast<const FileHandle*>(op.object);
+    if (!h) {
+      complete_at_next_poll(op, fail(Error(Errc::kInvalidArgument, "the op names no file:// object")
+                                         .with_object(op.object->display_name())
+                                         .with_offset(op.offset)));
+      return nullptr;
     }
+    Slot* s = slots_.acquire();
     s->op = &op;
-    s->error = 0;
-    s->problem.clear();
     s->skip = 0;
     s->bounce = AlignedBuffer();
     transports::FileRead& r = s->read;
     r = transports::FileRead{};
     r.user = s;
-    const auto* h = dynamic_cast<const FileHandle*>(op.object);
-    if (!h) {
-      s->error = EINVAL;
-      s->problem = "the op names no file:// object";
-      return s;
-    }
-    if (op.length > kMaxRequest || op.dst.size() < op.length) {
-      s->error = EINVAL;
-      s->problem = op.length > kMaxRequest
-                       ? fmt::format("read of {} bytes exceeds the 1 GiB per-request limit", op.length)
-                       : fmt::format("destination holds {} bytes, read wants {}", op.dst.size(), op.length);
-      return s;
-    }
     r.fd = h->fd();
     for (const auto& [handle, index] : fixed_) {
       if (handle == h) r.fixed_file = index;
@@ -193,9 +178,12 @@ class FileQueue final : public IoQueue {
         const std::uint64_t hi = align_up(off + len, kDirectAlign);
         auto buf = AlignedBuffer::allocate(hi - lo, kDirectAlign);
         if (!buf) {
-          s->error = ENOMEM;
-          s->problem = buf.error().what();
-          return s;
+          slots_.release(s);
+          complete_at_next_poll(op, fail(std::move(buf)
+                                             .error()
+                                             .with_object(op.object->display_name())
+                                             .with_offset(op.offset)));
+          return nullptr;
         }
         s->bounce = std::move(*buf);
         s->skip = off - lo;
@@ -213,14 +201,7 @@ class FileQueue final : public IoQueue {
   void finish(Slot& s) noexcept {
     ReadOp& op = *s.op;
     const transports::FileRead& r = s.read;
-    if (s.error != 0) {
-      op.result = fail(read_error(s.error, op));
-      if (!s.problem.empty()) {
-        op.result = fail(Error(Errc::kInvalidArgument, s.problem)
-                             .with_object(op.object ? op.object->key() : "?")
-                             .with_offset(op.offset));
-      }
-    } else if (r.error != 0) {
+    if (r.error != 0) {
       op.result = fail(read_error(r.error, op, r.engine_error));
     } else {
       std::uint64_t got = r.done;
@@ -237,16 +218,14 @@ class FileQueue final : public IoQueue {
     }
     op.times.issued_ns = r.issued_ns;
     const std::uint32_t retries = r.resubmits;
-    free_.push_back(&s);
+    slots_.release(&s);
     complete(op, retries);
   }
 
   std::unique_ptr<transports::FileEngine> engine_;
   std::vector<transports::FileRead*> reaped_;
   std::vector<transports::FileRead*> batch_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<Slot*> free_;
-  std::vector<Slot*> failed_;
+  SlotPool<Slot> slots_;
   std::vector<std::pair<const FileHandle*, int>> fixed_;
   bool direct_;
   bool device_;
@@ -254,11 +233,11 @@ class FileQueue final : public IoQueue {
 
 class FileWriter final : public ObjectWriter {
  public:
-  FileWriter(std::string path, std::string tmp, int fd)
-      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  FileWriter(std::string path, std::string tmp, UniqueFd fd)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(std::move(fd)) {}
   ~FileWriter() override {
-    if (fd_ >= 0) {
-      ::close(fd_);
+    if (fd_) {  // abandoned: no object
+      fd_.reset();
       ::unlink(tmp_.c_str());
     }
   }
@@ -266,7 +245,7 @@ class FileWriter final : public ObjectWriter {
     const std::byte* p = data.data();
     std::size_t left = data.size();
     while (left > 0) {
-      const ssize_t n = ::write(fd_, p, left);
+      const ssize_t n = ::write(fd_.get(), p, left);
       if (n < 0) {
         if (errno == EINTR) continue;
         return fail(Error::from_errno(errno, "write").with_object(path_).with_offset(written_));
@@ -278,8 +257,7 @@ class FileWriter final : public ObjectWriter {
     return {};
   }
   Result<void> commit() override {
-    if (::close(std::exchange(fd_, -1)) != 0) {
-      const int err = errno;
+    if (const int err = fd_.close(); err != 0) {
       ::unlink(tmp_.c_str());
       return fail(Error::from_errno(err, "close").with_object(path_));
     }
@@ -294,7 +272,7 @@ class FileWriter final : public ObjectWriter {
  private:
   std::string path_;
   std::string tmp_;
-  int fd_;
+  UniqueFd fd_;  // open until commit() or abandonment
   std::uint64_t written_ = 0;
 };
 
@@ -309,12 +287,13 @@ class FileBackend final : public Backend {
   // named object (a dataset root, a brace list) is looked at first.
   Result<ObjectInfo> stat(std::string_view key) override {
     const std::string path(key);
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       return fail(Error::from_errno(errno, "stat").with_object(path).with_hint("check the path"));
     }
     if (S_ISDIR(st.st_mode)) {
-      return fail(Error(Errc::kIsDirectory, "expected a file, found a directory").with_object(path));
+      return fail(
+          Error(Errc::kIsDirectory, "expected a file, found a directory").with_object(path));
     }
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) return fail(not_regular(path, st.st_mode));
     if (S_ISBLK(st.st_mode)) {
@@ -356,7 +335,7 @@ class FileBackend final : public Backend {
   // sample), and a FIFO or socket is refused before open() could block on it.
   Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) override {
     const std::string path(key);
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       const int err = errno;
       Error e = Error::from_errno(err, "opening for read").with_object(path);
@@ -366,13 +345,14 @@ class FileBackend final : public Backend {
     }
     if (S_ISDIR(st.st_mode)) {
       return fail(Error(Errc::kIsDirectory, "expected a file, found a directory")
-                      .with_object(path).with_hint("name a file inside it"));
+                      .with_object(path)
+                      .with_hint("name a file inside it"));
     }
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) return fail(not_regular(path, st.st_mode));
     int flags = O_RDONLY | O_CLOEXEC;
     if (config_.direct) flags |= O_DIRECT;
-    const int fd = ::open(path.c_str(), flags);
-    if (fd < 0) {
+    UniqueFd fd(::open(path.c_str(), flags));
+    if (!fd) {
       const int err = errno;
       Error e = Error::from_errno(err, "opening for read").with_object(path);
       if (err == EINVAL && config_.direct) {
@@ -385,12 +365,10 @@ class FileBackend final : public Backend {
       return fail(std::move(e));
     }
     std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
-    if (S_ISBLK(st.st_mode) && ::ioctl(fd, BLKGETSIZE64, &size) != 0) {
-      const int err = errno;
-      ::close(fd);
-      return fail(Error::from_errno(err, "reading the block device size").with_object(path));
+    if (S_ISBLK(st.st_mode) && ::ioctl(fd.get(), BLKGETSIZE64, &size) != 0) {
+      return fail(Error::from_errno(errno, "reading the block device size").with_object(path));
     }
-    return std::make_unique<FileHandle>(path, size, fd, config_.direct);
+    return std::make_unique<FileHandle>(path, size, std::move(fd), config_.direct);
   }
 
   // The listing already said what the object is and how big: one open() and no stat() (on
@@ -399,9 +377,9 @@ class FileBackend final : public Backend {
   Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) override {
     int flags = O_RDONLY | O_CLOEXEC;
     if (config_.direct) flags |= O_DIRECT;
-    const int fd = ::open(info.key.c_str(), flags);
-    if (fd < 0) return open(info.key);  // the full open() explains the failure
-    return std::make_unique<FileHandle>(info.key, info.size, fd, config_.direct);
+    UniqueFd fd(::open(info.key.c_str(), flags));
+    if (!fd) return open(info.key);  // the full open() explains the failure
+    return std::make_unique<FileHandle>(info.key, info.size, std::move(fd), config_.direct);
   }
 
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {
@@ -409,31 +387,40 @@ class FileBackend final : public Backend {
     std::error_code ec;
     if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
     if (ec) {
-      return fail(Error::from_errno(ec.value(), "creating the parent directory").with_object(path.string()));
+      return fail(Error::from_errno(ec.value(), "creating the parent directory")
+                      .with_object(path.string()));
     }
     std::string tmp = path.string() + ".feedline-tmp-XXXXXX";
-    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-    if (fd < 0) return fail(Error::from_errno(errno, "creating").with_object(path.string()));
-    ::fchmod(fd, 0644);
-    return std::make_unique<FileWriter>(path.string(), std::move(tmp), fd);
+    UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+    if (!fd) return fail(Error::from_errno(errno, "creating").with_object(path.string()));
+    ::fchmod(fd.get(), 0644);
+    return std::make_unique<FileWriter>(path.string(), std::move(tmp), std::move(fd));
   }
 
+  // A kDevice queue reads through cuFile (GPUDirect Storage, or its compatibility mode) with the
+  // runtime options.device_reads carries.
   Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override {
     transports::EngineOptions eo;
     eo.depth = options.depth;
+    if (options.memory == QueueMemory::kDevice) {
+      auto cufile = options.device_reads ? options.device_reads->cufile() : nullptr;
+      if (!cufile) {
+        return fail(
+            Error(Errc::kInvalidArgument,
+                  "a queue reading into GPU memory needs the cuFile runtime")
+                .with_hint(
+                    "set QueueOptions::device_reads = make_device_reads(CufileRuntime::load())"));
+      }
+      FEEDLINE_ASSIGN_OR_RETURN(auto engine,
+                                transports::cufile::make_cufile_engine(std::move(cufile), eo));
+      return std::make_unique<FileQueue>(options.depth, config_.direct, std::move(engine),
+                                         /*device=*/true);
+    }
     eo.sqpoll = config_.sqpoll;
     eo.single_thread = options.single_thread;
     eo.posix_threads = config_.posix_threads;
     FEEDLINE_ASSIGN_OR_RETURN(auto engine, transports::make_file_engine(config_.engine, eo));
     return std::make_unique<FileQueue>(options.depth, config_.direct, std::move(engine));
-  }
-
-  Result<std::unique_ptr<IoQueue>> make_device_queue(
-      const QueueOptions& options, std::shared_ptr<const transports::cufile::CufileRuntime> cufile) override {
-    transports::EngineOptions eo;
-    eo.depth = options.depth;
-    FEEDLINE_ASSIGN_OR_RETURN(auto engine, transports::cufile::make_cufile_engine(std::move(cufile), eo));
-    return std::make_unique<FileQueue>(options.depth, config_.direct, std::move(engine), /*device=*/true);
   }
 
   BackendCaps caps() const override {
@@ -456,7 +443,9 @@ Result<Resolved> open_file_url(const ParsedUrl& url, const BackendConfig& config
                       .with_object(redact_url(url.text))
                       .with_hint("write file:///abs/path (three slashes) or a plain path"));
     }
-    if (path.empty()) return fail(Error(Errc::kInvalidArgument, "no path in URL").with_object(redact_url(url.text)));
+    if (path.empty())
+      return fail(
+          Error(Errc::kInvalidArgument, "no path in URL").with_object(redact_url(url.text)));
   }
   return Resolved{std::make_unique<FileBackend>(config.file), std::move(path)};
 }

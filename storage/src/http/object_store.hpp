@@ -21,6 +21,7 @@ class HttpObject final : public ObjectHandle {
       : ObjectHandle(std::move(key), size), url_(std::move(url)), shown_(std::move(shown)) {}
   const std::string& url() const noexcept { return url_; }
   const std::string& shown() const noexcept { return shown_; }
+  std::string display_name() const override { return shown_; }
 
  private:
   std::string url_;
@@ -33,7 +34,8 @@ class ObjectStore : public Backend {
   Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys) override;
   Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) override;
   Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) override {
-    return std::unique_ptr<ObjectHandle>(std::make_unique<HttpObject>(info.key, info.size, url_for(info.key), shown(info.key)));
+    return std::unique_ptr<ObjectHandle>(
+        std::make_unique<HttpObject>(info.key, info.size, url_for(info.key), shown(info.key)));
   }
   Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override;
   BackendCaps caps() const override;
@@ -61,7 +63,8 @@ class ObjectStore : public Backend {
   // the server): not ended by the stop token, one attempt, at most a few seconds.
   Result<transports::HttpClient*> cleanup();
   // Maps a non-2xx answer (with its S3 error body, if any) to an error naming the object.
-  Error http_error(const transports::HttpResponse& r, std::string_view object, std::string_view what) const;
+  Error http_error(const transports::HttpResponse& r, std::string_view object,
+                   std::string_view what) const;
 
   const HttpConfig& http_config() const noexcept { return http_; }
 

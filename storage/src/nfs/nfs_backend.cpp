@@ -18,10 +18,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
+#include <atomic>
 #include <mutex>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/storage/queue_parts.hpp"
 #include "feedline/transports/nfs_client.hpp"
 
 namespace feedline::storage::detail {
@@ -45,14 +46,19 @@ class Pool {
     std::lock_guard lock(mu_);
     if (!conns_.empty()) return {};
     for (unsigned i = 0; i < count_; ++i) {
-      FEEDLINE_ASSIGN_OR_RETURN(auto c, NfsConnection::start(session_->url(), session_->export_path(), options_, i));
+      FEEDLINE_ASSIGN_OR_RETURN(
+          auto c, NfsConnection::start(session_->url(), session_->export_path(), options_, i));
       conns_.push_back(std::move(c));
     }
     return {};
   }
 
-  NfsConnection& next() { return *conns_[next_.fetch_add(1, std::memory_order_relaxed) % conns_.size()]; }
-  std::uint64_t readmax() const { return conns_.empty() ? session_->readmax() : conns_.front()->readmax(); }
+  NfsConnection& next() {
+    return *conns_[next_.fetch_add(1, std::memory_order_relaxed) % conns_.size()];
+  }
+  std::uint64_t readmax() const {
+    return conns_.empty() ? session_->readmax() : conns_.front()->readmax();
+  }
 
   // Reconnects since the last call (each counted once, by whichever queue asks first).
   std::uint64_t take_new_reconnects() {
@@ -90,6 +96,7 @@ class NfsHandle final : public ObjectHandle {
   NfsHandle(std::string key, std::uint64_t size, std::string url)
       : ObjectHandle(std::move(key), size), url_(std::move(url)) {}
   const std::string& url() const noexcept { return url_; }
+  std::string display_name() const override { return url_; }
 
  private:
   std::string url_;
@@ -97,9 +104,13 @@ class NfsHandle final : public ObjectHandle {
 
 class NfsQueue final : public IoQueue, public transports::NfsReadSink {
  public:
-  NfsQueue(unsigned depth, std::shared_ptr<Pool> pool) : IoQueue(depth), pool_(std::move(pool)) {
+  static constexpr std::uint64_t kMaxRequest = 1ull << 30;
+
+  NfsQueue(unsigned depth, std::shared_ptr<Pool> pool)
+      : IoQueue(depth, kMaxRequest), pool_(std::move(pool)) {
     // Always present, so a report shows "0 reconnects" rather than nothing.
-    for (const char* c : {"copied_bytes", "reconnects", "nfs_retries"}) mutable_stats().counters[c] = 0;
+    for (const char* c : {"copied_bytes", "reconnects", "nfs_retries"})
+      mutable_stats().counters[c] = 0;
     mutable_stats().histograms["rtt_ns"];
   }
 
@@ -107,8 +118,7 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
   // sent, then wait for every piece to come back (completions are not run).
   ~NfsQueue() override {
     cancel();
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return outstanding_ == 0; });
+    done_.wait_idle();
   }
 
   void cancel() override { epoch_.fetch_add(1, std::memory_order_acq_rel); }
@@ -118,39 +128,38 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
     i.features.push_back(fmt::format("nfsv{}", const_cast<Pool&>(*pool_).session().url().version));
     i.features.push_back(fmt::format("connections={}", pool_->count()));
     i.features.push_back(fmt::format("rsize={}", pool_->readmax()));
-    i.notes.push_back("libnfs 4.0 returns read data in its own buffer: each byte is copied once (copied_bytes)");
+    i.notes.push_back(
+        "libnfs 4.0 returns read data in its own buffer: each byte is copied once (copied_bytes)");
     return i;
   }
 
+  // On a connection's thread. The last piece of an op hands the op over (the acq_rel count orders
+  // the other pieces' writes before it).
   void on_nfs_read(NfsRead& read) noexcept override {
     auto* slot = static_cast<Slot*>(read.user);
-    std::lock_guard lock(mu_);
-    if (--slot->left == 0) {
-      done_.push_back(slot);
-      --outstanding_;
-      cv_.notify_all();
-    }
+    if (slot->left.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.push(slot);
   }
 
  protected:
   void do_submit(std::span<ReadOp* const> ops) override {
     const std::uint64_t piece = std::max<std::uint64_t>(4096, pool_->readmax());
     for (ReadOp* op : ops) {
-      Slot* s = acquire(*op);
       const auto* h = dynamic_cast<const NfsHandle*>(op->object);
       if (!h) {
-        s->error = std::make_unique<Error>(Error(Errc::kInvalidArgument, "the op names no nfs:// object").with_offset(op->offset));
-      } else if (op->dst.size() < op->length) {
-        s->error = std::make_unique<Error>(
-            Error(Errc::kInvalidArgument, fmt::format("destination holds {} bytes, read wants {}", op->dst.size(), op->length))
-                .with_object(h->url())
-                .with_offset(op->offset));
-      }
-      if (s->error || op->length == 0) {
-        immediate_.push_back(s);
+        complete_at_next_poll(*op,
+                              fail(Error(Errc::kInvalidArgument, "the op names no nfs:// object")
+                                       .with_object(op->object->display_name())
+                                       .with_offset(op->offset)));
         continue;
       }
+      if (op->length == 0) {
+        complete_at_next_poll(*op, std::uint64_t{0});
+        continue;
+      }
+      Slot* s = slots_.acquire();
+      s->op = op;
       const std::size_t n = static_cast<std::size_t>((op->length + piece - 1) / piece);
+      s->pieces.clear();
       s->pieces.resize(n);
       const std::uint64_t epoch = epoch_.load(std::memory_order_acquire);
       for (std::size_t i = 0; i < n; ++i) {
@@ -164,37 +173,23 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
         r.cancel_epoch = &epoch_;
         r.epoch = epoch;
       }
-      {
-        std::lock_guard lock(mu_);
-        s->left = n;
-        ++outstanding_;
-      }
+      s->left.store(n, std::memory_order_relaxed);
+      done_.expect();
       for (NfsRead& r : s->pieces) pool_->next().submit(&r);
     }
   }
 
   std::size_t do_poll(std::size_t min_complete, std::chrono::nanoseconds timeout) override {
     std::size_t n = 0;
-    while (!immediate_.empty()) {
-      Slot* s = immediate_.back();
-      immediate_.pop_back();
+    if (min_complete > 0) done_.wait(min_complete, timeout);
+    ready_.clear();
+    done_.drain(ready_);
+    for (Slot* s : ready_) {
       finish(*s);
       ++n;
     }
-    std::vector<Slot*> ready;
-    {
-      std::unique_lock lock(mu_);
-      if (n < min_complete) {
-        const std::size_t want = min_complete - n;
-        cv_.wait_for(lock, timeout, [&] { return done_.size() >= want || (outstanding_ == 0 && !done_.empty()); });
-      }
-      ready.swap(done_);
-    }
-    for (Slot* s : ready) {
-      finish(*s);
-      ++n;
-    }
-    if (const std::uint64_t r = pool_->take_new_reconnects(); r > 0) mutable_stats().counters["reconnects"] += r;
+    if (const std::uint64_t r = pool_->take_new_reconnects(); r > 0)
+      mutable_stats().counters["reconnects"] += r;
     return n;
   }
 
@@ -202,25 +197,8 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
   struct Slot {
     ReadOp* op = nullptr;
     std::vector<NfsRead> pieces;
-    std::size_t left = 0;  // pieces not back yet; under mu_
-    std::unique_ptr<Error> error;  // set before submission
+    std::atomic<std::size_t> left{0};  // pieces not back yet
   };
-
-  Slot* acquire(ReadOp& op) {
-    Slot* s;
-    if (free_.empty()) {
-      slots_.push_back(std::make_unique<Slot>());
-      s = slots_.back().get();
-    } else {
-      s = free_.back();
-      free_.pop_back();
-    }
-    s->op = &op;
-    s->pieces.clear();
-    s->left = 0;
-    s->error.reset();
-    return s;
-  }
 
   void finish(Slot& s) noexcept {
     ReadOp& op = *s.op;
@@ -243,9 +221,7 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
     }
     mutable_stats().counters["copied_bytes"] += copied;
     mutable_stats().counters["nfs_retries"] += retries;
-    if (s.error) {
-      op.result = fail(std::move(*s.error));
-    } else if (failed) {
+    if (failed) {
       Error e = *failed->error;
       if (e.code() != Errc::kCancelled && h) e.with_object(h->url()).with_offset(failed->offset);
       op.result = fail(std::move(e));
@@ -254,29 +230,27 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
       const std::uint64_t size = h ? h->size() : 0;
       const std::uint64_t expected = op.offset < size ? std::min(op.length, size - op.offset) : 0;
       if (got < expected) {
-        op.result = fail(Error(Errc::kIo, fmt::format("the object ends at {} but was {} bytes when opened",
-                                                      op.offset + got, size))
-                             .with_object(h->url())
-                             .with_offset(op.offset + got)
-                             .with_hint("was it replaced or truncated during the run? Read a dataset nothing writes to"));
+        op.result =
+            fail(Error(Errc::kIo, fmt::format("the object ends at {} but was {} bytes when opened",
+                                              op.offset + got, size))
+                     .with_object(h->url())
+                     .with_offset(op.offset + got)
+                     .with_hint("was it replaced or truncated during the run? Read a dataset "
+                                "nothing writes to"));
       } else {
         op.result = got;
       }
     }
     op.times.issued_ns = issued;
-    free_.push_back(&s);
+    slots_.release(&s);
     complete(op, retries);
   }
 
   std::shared_ptr<Pool> pool_;
   std::atomic<std::uint64_t> epoch_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Slot*> done_;       // under mu_
-  std::size_t outstanding_ = 0;   // slots on connections; under mu_
-  std::vector<Slot*> immediate_;  // the polling thread's
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<Slot*> free_;
+  SlotPool<Slot> slots_;
+  CompletionInbox<Slot*> done_;  // from the connections' threads; expects one per op sent
+  std::vector<Slot*> ready_;     // the polling thread's
 };
 
 class NfsWriter final : public ObjectWriter {
@@ -315,7 +289,8 @@ class NfsBackend final : public Backend {
     const std::string path = normalize(key);
     FEEDLINE_ASSIGN_OR_RETURN(auto st, session().stat(path));
     if (st.is_dir) {
-      return fail(Error(Errc::kIsDirectory, "expected a file, found a directory").with_object(url_of(session(), path)));
+      return fail(Error(Errc::kIsDirectory, "expected a file, found a directory")
+                      .with_object(url_of(session(), path)));
     }
     return ObjectInfo{path, st.size};
   }
@@ -338,7 +313,8 @@ class NfsBackend final : public Backend {
       }
     }
     // Nothing there at all: say so with the URL (an empty directory is an empty listing).
-    if (out.empty() && !st && st.error().code() == Errc::kNotFound) return fail(std::move(st).error());
+    if (out.empty() && !st && st.error().code() == Errc::kNotFound)
+      return fail(std::move(st).error());
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
     return out;
   }
@@ -360,7 +336,8 @@ class NfsBackend final : public Backend {
                       .with_hint("name a file inside it"));
     }
     if (!st->is_regular) {
-      return fail(Error(Errc::kInvalidArgument, "not a regular file").with_object(url_of(session(), path)));
+      return fail(
+          Error(Errc::kInvalidArgument, "not a regular file").with_object(url_of(session(), path)));
     }
     return std::make_unique<NfsHandle>(path, st->size, url_of(session(), path));
   }
@@ -380,11 +357,12 @@ class NfsBackend final : public Backend {
   }
 
   Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override {
+    FEEDLINE_TRY(host_memory_only(options));
     FEEDLINE_TRY(pool_->start());
     return std::make_unique<NfsQueue>(options.depth, pool_);
   }
 
-  BackendCaps caps() const override { return {1, 1ull << 30, true, true}; }
+  BackendCaps caps() const override { return {1, NfsQueue::kMaxRequest, true, true}; }
 
   std::string display_name(std::string_view key) const override {
     return url_of(pool_->session(), normalize(key));
@@ -423,14 +401,16 @@ Result<Resolved> open_nfs_url(const ParsedUrl& url, const BackendConfig& config)
   transports::NfsOptions options;
   options.timeout = config.nfs.timeout;
   options.max_attempts = std::max(1u, config.nfs.max_attempts);
-  options.stop = config.stop;  // ends the session's metadata calls (the connections' reads end by cancel())
+  options.stop =
+      config.stop;  // ends the session's metadata calls (the connections' reads end by cancel())
   FEEDLINE_ASSIGN_OR_RETURN(auto session, NfsSession::connect(u, options));
   const std::string& exp = session->export_path();
   // The path inside the export ("/ds/" for nfs://h/export/ds/), "/" for the export itself.
   std::string_view rest(u.path);
   if (exp != "/") rest.remove_prefix(std::min(exp.size(), rest.size()));
   std::string key(rest.empty() ? std::string_view("/") : rest);
-  auto pool = std::make_shared<Pool>(std::shared_ptr<NfsSession>(std::move(session)), options, config.nfs.connections);
+  auto pool = std::make_shared<Pool>(std::shared_ptr<NfsSession>(std::move(session)), options,
+                                     config.nfs.connections);
   return Resolved{std::make_unique<NfsBackend>(std::move(pool)), std::move(key)};
 }
 

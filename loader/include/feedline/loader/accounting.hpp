@@ -5,13 +5,14 @@
 // the time spent in each state plus the thread's CPU time. BoundedQueue (bounded_queue.hpp) flips
 // its callers' clocks while they wait, so waiting is attributed without any code in the stages.
 //
-// StageStats / QueueStatsReport are the merged, reportable forms. With accounting disabled every
-// call is a predictable branch and nothing is timed (for measuring the overhead of accounting).
+// The stage runner (loader/src/pipeline/stage.hpp) merges its workers' clocks into a
+// StageReport (report.hpp). With accounting disabled every call is a predictable branch and
+// nothing is timed (for measuring the overhead of accounting).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "feedline/core/clock.hpp"
 
@@ -69,46 +70,8 @@ class WorkerClock {
   std::uint64_t bytes_ = 0;
 };
 
-// A stage's workers, merged. Fractions are of (threads x wall time).
-struct StageStats {
-  std::string name;
-  unsigned threads = 0;
-  double busy_fraction = 0;
-  double starved_fraction = 0;
-  double blocked_fraction = 0;
-  double cpu_seconds = 0;
-  std::uint64_t items = 0;
-  std::uint64_t bytes = 0;
-  double busy_seconds = 0;  // summed over threads
-
-  void add(const WorkerClock& c) {
-    busy_ns_ += c.ns(WorkState::kBusy);
-    starved_ns_ += c.ns(WorkState::kStarved);
-    blocked_ns_ += c.ns(WorkState::kBlocked);
-    cpu_seconds += c.cpu_seconds();
-    items += c.items();
-    bytes += c.bytes();
-    ++threads;
-  }
-  // A worker that ended before the run did (its input was exhausted) was idle for the rest of
-  // it: that time counts as starved, so busy + starved + blocked = 100% of threads x wall.
-  void finish(double wall_seconds) {
-    const double denom = wall_seconds * 1e9 * (threads ? threads : 1);
-    if (denom <= 0) return;
-    const double accounted = static_cast<double>(busy_ns_ + starved_ns_ + blocked_ns_);
-    if (accounted < denom) starved_ns_ += static_cast<std::uint64_t>(denom - accounted);
-    busy_fraction = static_cast<double>(busy_ns_) / denom;
-    starved_fraction = static_cast<double>(starved_ns_) / denom;
-    blocked_fraction = static_cast<double>(blocked_ns_) / denom;
-    busy_seconds = static_cast<double>(busy_ns_) / 1e9;
-  }
-
- private:
-  std::uint64_t busy_ns_ = 0, starved_ns_ = 0, blocked_ns_ = 0;
-};
-
-struct QueueReport {
-  std::string name;
+// What a BoundedQueue measured of itself (report.hpp's QueueReport adds which queue it was).
+struct QueueOccupancy {
   std::size_t capacity = 0;
   double mean_occupancy = 0;
   std::size_t max_occupancy = 0;

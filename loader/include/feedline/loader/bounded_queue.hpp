@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstddef>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -27,8 +27,8 @@ class BoundedQueue {
  public:
   // producers/consumers: how many threads push/pop, so that blocked and starved fractions are
   // per thread (0..1) rather than summed.
-  BoundedQueue(std::string name, std::size_t capacity, bool accounting = true, unsigned producers = 1,
-               unsigned consumers = 1)
+  BoundedQueue(std::string name, std::size_t capacity, bool accounting = true,
+               unsigned producers = 1, unsigned consumers = 1)
       : name_(std::move(name)),
         capacity_(capacity ? capacity : 1),
         accounting_(accounting),
@@ -113,15 +113,18 @@ class BoundedQueue {
   }
 
   // Waits at most `timeout` for an item (0: does not wait). nullopt when none came (or closed
-  // and drained). The wait counts as consumer-starved time, like pop().
-  std::optional<T> pop_for(std::chrono::nanoseconds timeout) {
+  // and drained). The wait counts as consumer-starved time, like pop(), and the caller's clock
+  // shows starved meanwhile.
+  std::optional<T> pop_for(std::chrono::nanoseconds timeout, WorkerClock* clock = nullptr) {
     std::unique_lock lock(mu_);
     if (items_.empty() && !closed_ && timeout.count() > 0) {
+      const WorkState prev = clock ? clock->to(WorkState::kStarved) : WorkState::kBusy;
       const std::uint64_t t0 = accounting_ ? now_ns() : 0;
       ++waiting_consumers_;
       not_empty_.wait_for(lock, timeout, [&] { return !items_.empty() || closed_; });
       --waiting_consumers_;
       if (accounting_) consumer_starved_ns_ += now_ns() - t0;
+      if (clock) clock->to(prev);
     }
     if (items_.empty()) return std::nullopt;
     account();
@@ -164,19 +167,20 @@ class BoundedQueue {
   }
 
   // Occupancy is integrated up to end_ns (the end of the run), not past it.
-  QueueReport report(double wall_seconds, std::uint64_t end_ns = ~std::uint64_t{0}) {
+  QueueOccupancy report(double wall_seconds, std::uint64_t end_ns = ~std::uint64_t{0}) {
     std::lock_guard lock(mu_);
     account(std::min(now_ns(), end_ns));
-    QueueReport r;
-    r.name = name_;
+    QueueOccupancy r;
     r.capacity = capacity_;
     r.max_occupancy = max_depth_;
     r.items = pushed_;
     const double wall_ns = wall_seconds * 1e9;
     if (wall_ns > 0) {
       r.mean_occupancy = depth_ns_ / wall_ns;
-      r.producer_blocked_fraction = static_cast<double>(producer_blocked_ns_) / (wall_ns * producers_);
-      r.consumer_starved_fraction = static_cast<double>(consumer_starved_ns_) / (wall_ns * consumers_);
+      r.producer_blocked_fraction =
+          static_cast<double>(producer_blocked_ns_) / (wall_ns * producers_);
+      r.consumer_starved_fraction =
+          static_cast<double>(consumer_starved_ns_) / (wall_ns * consumers_);
     }
     return r;
   }

@@ -12,16 +12,17 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <optional>
 #include <vector>
 
 #include "feedline/core/error.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/loader/report.hpp"
 
 namespace feedline::loader {
 
 struct StageAlone {
-  std::string stage;  // "storage", "decode", "collate"
+  StageId stage = StageId::kStorage;  // kStorage, kDecode or kCollate
   std::uint64_t samples = 0;
   std::uint64_t bytes = 0;
   double seconds = 0;
@@ -31,7 +32,7 @@ struct StageAlone {
 
 struct StagesAlone {
   std::vector<StageAlone> stages;
-  std::string slowest;
+  std::optional<StageId> slowest;  // none when no stage ran
   double slowest_samples_per_second = 0;
   // When every stage needs CPU, running them together cannot beat cores / (CPU per sample of
   // all stages added up), however well they overlap: the rate the stages' own CPU costs allow

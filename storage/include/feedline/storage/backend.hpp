@@ -3,12 +3,18 @@
 //
 // A Backend names objects (stat, list, open, create) and makes IoQueues. An IoQueue is where reads
 // happen: the caller submits ReadOps and calls poll(), which runs each op's completion in the
-// calling thread. DESIGN.md sketches submit() on the Backend; we put it on a per-thread queue so
-// that each reader thread owns its own io_uring ring (as fio's jobs do) and no completion crosses
-// threads. The public IoQueue::submit()/poll() are non-virtual: they stamp times and count, then
-// call the backend's do_submit()/do_poll(). Every backend so gets the same latency split (fio's
-// slat = queued -> issued, clat = issued -> completed, lat = queued -> completed), the same
-// counters and the same in-flight depth accounting, with no code of its own.
+// calling thread (or hands the completed ops back in a vector). DESIGN.md sketches submit() on the
+// Backend; we put it on a per-thread queue so that each reader thread owns its own io_uring ring
+// (as fio's jobs do) and no completion crosses threads. The public IoQueue::submit()/poll() are
+// non-virtual: they stamp times and count, then call the backend's do_submit()/do_poll(). Every
+// backend so gets the same latency split (fio's slat = queued -> issued, clat = issued ->
+// completed, lat = queued -> completed), the same counters and the same in-flight depth accounting,
+// with no code of its own. submit() also checks each op once for every backend (an object, a
+// destination that holds the read, the backend's request limit): an op that fails, or that the
+// backend refuses before it reaches its transport (complete_at_next_poll()), completes with its
+// error at the next poll(). What a backend needs besides (a slot per op, a hand-over from its
+// transport's threads) is in queue_parts.hpp; decorators derive from the forwarding bases in
+// forwarding.hpp.
 //
 // Lifetimes: an ObjectHandle must outlive every ReadOp that names it; a ReadOp and its dst must
 // stay untouched from submit() until its completion has run; an IoQueue must outlive its ops
@@ -29,10 +35,6 @@
 #include "feedline/core/error.hpp"
 #include "feedline/core/histogram.hpp"
 
-namespace feedline::transports::cufile {
-class CufileRuntime;
-}
-
 namespace feedline::storage {
 
 struct ObjectInfo {
@@ -43,12 +45,15 @@ struct ObjectInfo {
   bool special = false;
 };
 
-// An opened object (a file descriptor, a memory blob, later an HTTP URL). Backend-specific.
+// An opened object (a file descriptor, a memory blob, an HTTP URL, an NFS path). Backend-specific.
 class ObjectHandle {
  public:
   virtual ~ObjectHandle() = default;
   const std::string& key() const noexcept { return key_; }
   std::uint64_t size() const noexcept { return size_; }
+  // How errors name the object: what a user could paste back ("nfs://server/export/key",
+  // "s3://bucket/key"); the key by default.
+  virtual std::string display_name() const { return key_; }
 
  protected:
   ObjectHandle(std::string key, std::uint64_t size) : key_(std::move(key)), size_(size) {}
@@ -80,6 +85,8 @@ struct ReadOp {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
   MutableBytes dst;  // at least `length` bytes
+  // Run when the op completes; may be null when the op is polled with the collecting
+  // IoQueue::poll(..., completed), which hands it back instead.
   ReadCompletion* done = nullptr;
   void* user = nullptr;  // for the caller
   // Filled in by the queue:
@@ -115,8 +122,18 @@ struct QueueStats {
   std::map<std::string, Histogram, std::less<>> histograms;
 
   void merge(const QueueStats& other);
-  double mean_depth() const noexcept { return span_ns ? depth_ns / static_cast<double>(span_ns) : 0; }
+  // What a decorator's inner queue measured that the decorator does not (retries, bounce copies,
+  // counters, histograms); ops, bytes, errors, latencies and depth stay the decorator's own.
+  void merge_measurements(const QueueStats& inner);
+  double mean_depth() const noexcept {
+    return span_ns ? depth_ns / static_cast<double>(span_ns) : 0;
+  }
 };
+
+enum class QueueMemory : std::uint8_t { kHost, kDevice };
+// What a queue needs to read into GPU memory (for local files, the cuFile runtime). Opaque here:
+// device_reads.hpp makes one, and only a backend with BackendCaps::device_reads looks inside.
+class DeviceReads;
 
 struct QueueOptions {
   unsigned depth = 32;         // ops in flight at most; more are accepted but wait
@@ -132,6 +149,11 @@ struct QueueOptions {
   // (HTTP: one GET scattered into each read's buffer). The pipeline wants that; a storage
   // benchmark measures the request pattern as given (fio merges nothing), so it is off there.
   bool coalesce = false;
+  // Where ReadOp::dst points. kDevice: GPU memory (cudaMalloc'd; never touched by the host), read
+  // through what device_reads carries; only a backend with BackendCaps::device_reads makes such a
+  // queue, the others refuse with kUnsupported.
+  QueueMemory memory = QueueMemory::kHost;
+  std::shared_ptr<const DeviceReads> device_reads = nullptr;  // kDevice only; see device_reads.hpp
 };
 
 struct QueueInfo {
@@ -156,6 +178,11 @@ class IoQueue {
   // Waits until at least min_complete ops completed (or timeout), running their completions.
   // Returns how many completed.
   std::size_t poll(std::size_t min_complete, std::chrono::nanoseconds timeout);
+  // The same, and appends each op that completed in this call to `completed`, in completion order
+  // (its ReadCompletion, if it has one, runs too). Ops submitted with done == nullptr are meant
+  // for this form: a loop that collects needs no ReadCompletion of its own.
+  std::size_t poll(std::size_t min_complete, std::chrono::nanoseconds timeout,
+                   std::vector<ReadOp*>& completed);
   // Cancels what can be cancelled; every op still completes (with kCancelled or normally).
   virtual void cancel() = 0;
   std::size_t in_flight() const noexcept { return in_flight_; }
@@ -165,36 +192,57 @@ class IoQueue {
   virtual Result<void> register_object(const ObjectHandle& object);
 
   virtual QueueInfo info() const = 0;
-  const QueueStats& stats() const noexcept { return stats_; }
+  // This queue's counters. A decorator's queue adds what its inner queue measured of its own
+  // (retries, bounce copies, the backend-specific counters and histograms) to its own view of the
+  // ops, so a throttled run reports the same request counts as an unthrottled one.
+  const QueueStats& stats() const;
   unsigned depth() const noexcept { return depth_; }
+  // The most bytes one ReadOp may read (BackendCaps::max_request of the backend).
+  std::uint64_t max_request() const noexcept { return max_request_; }
 
  protected:
-  explicit IoQueue(unsigned depth) : depth_(depth) {}
+  static constexpr std::uint64_t kDefaultMaxRequest = 1ull << 30;
+  explicit IoQueue(unsigned depth, std::uint64_t max_request = kDefaultMaxRequest)
+      : depth_(depth), max_request_(max_request) {}
+  // Gets only ops that passed submit()'s checks (ReadOp::object set, dst holds length bytes,
+  // length <= max_request()).
   virtual void do_submit(std::span<ReadOp* const> ops) = 0;
   // Must call complete() for each finished op (at most as many as it likes) and return the count.
   virtual std::size_t do_poll(std::size_t min_complete, std::chrono::nanoseconds timeout) = 0;
   // Records the op's times and outcome and runs its completion.
   void complete(ReadOp& op, std::uint32_t retries = 0) noexcept;
+  // For an op do_submit() will not pass on (an object of another backend, a read past the end):
+  // it completes with `result` at the start of the next poll(), as submit()'s own refusals do.
+  void complete_at_next_poll(ReadOp& op, Result<std::uint64_t> result) noexcept;
   // For backend-specific counters (bounce copies).
   QueueStats& mutable_stats() noexcept { return stats_; }
+  // A decorator's queue: the queue it passes reads to, whose own measurements stats() adds.
+  virtual const IoQueue* forwards_to() const noexcept { return nullptr; }
 
  private:
   void account_depth(std::uint64_t now) noexcept;
+  std::size_t poll_collecting(std::size_t min_complete, std::chrono::nanoseconds timeout,
+                              std::vector<ReadOp*>* completed);
 
   unsigned depth_;
+  std::uint64_t max_request_;
   std::size_t in_flight_ = 0;
   std::uint64_t depth_since_ns_ = 0;
   QueueStats stats_;
+  std::vector<ReadOp*> early_;  // refused before the transport: completed by the next poll()
+  std::vector<ReadOp*>* collect_ = nullptr;  // the vector of the poll() in progress, if any
+  mutable QueueStats merged_;                // stats() of a decorator's queue
 };
 
 struct BackendCaps {
-  std::uint64_t alignment = 1;         // offsets, lengths and buffers aligned to this go direct
+  std::uint64_t alignment = 1;             // offsets, lengths and buffers aligned to this go direct
   std::uint64_t max_request = 1ull << 30;  // one ReadOp reads at most this many bytes
   bool writable = true;
   // Reads cross a network (HTTP, NFS): milliseconds each with a long tail, so the pipeline keeps
   // a deeper read-ahead window for them than for local storage.
   bool networked = false;
-  // make_device_queue() works: reads can land in GPU memory through cuFile (local files).
+  // make_queue() with QueueOptions::memory = kDevice works: reads land in GPU memory (through
+  // cuFile, for local files).
   bool device_reads = false;
 };
 
@@ -222,14 +270,13 @@ class Backend {
   virtual Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) = 0;
   // Opens an object whose size is already known (from a listing or stat_many). Network backends
   // skip the round trip open() would make; the default calls open(info.key).
-  virtual Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) { return open(info.key); }
+  virtual Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) {
+    return open(info.key);
+  }
   virtual Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) = 0;
+  // A queue for one thread. options.memory = kDevice where caps().device_reads is false:
+  // kUnsupported.
   virtual Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) = 0;
-  // A queue whose ReadOp::dst addresses are GPU memory (cudaMalloc'd; never touched by the host),
-  // read through cuFile (GPUDirect Storage, or its compatibility mode). Where caps().device_reads
-  // is false: kUnsupported.
-  virtual Result<std::unique_ptr<IoQueue>> make_device_queue(const QueueOptions& options,
-                                                             std::shared_ptr<const transports::cufile::CufileRuntime> cufile);
   virtual BackendCaps caps() const = 0;
 
   // Writes a whole object (create + append + commit).
@@ -241,6 +288,9 @@ class Backend {
 
  protected:
   Backend() = default;
+  // For make_queue() of a backend whose reads land in host memory only: kUnsupported (naming the
+  // scheme) for a kDevice queue.
+  Result<void> host_memory_only(const QueueOptions& options) const;
 };
 
 }  // namespace feedline::storage

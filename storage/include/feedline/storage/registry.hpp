@@ -1,10 +1,12 @@
 // URL schemes -> backends.
 //
-// A Registry maps a scheme ("file", "mem", later "s3", "http", "nfs") to an opener that validates
-// its own URL and returns a backend plus the key the URL names in it. Nothing registers itself:
-// call register_builtin_backends() (the memory driver in src/mem/ is the worked example of a
-// driver). A scheme known to feedline but compiled out of this build, or not written yet, is
-// registered as unavailable, so the user gets "built without X" instead of "unknown scheme".
+// A Registry maps a scheme ("file", "mem", "s3", "http", "https", "nfs") to an opener that
+// validates its own URL and returns a backend plus the key the URL names in it. Nothing registers
+// itself: call register_builtin_backends() (the memory driver in src/mem/ is the worked example of
+// a driver). A scheme known to feedline but compiled out of this build is registered as
+// unavailable, so the user gets "built without X" instead of "unknown scheme". Each driver's
+// settings live beside it (file_config.hpp, http_config.hpp, s3_config.hpp, nfs_config.hpp);
+// BackendConfig gathers them.
 #pragma once
 
 #include <chrono>
@@ -12,56 +14,19 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <string>
 #include <stop_token>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "feedline/core/error.hpp"
 #include "feedline/storage/backend.hpp"
-#include "feedline/transports/file_engine.hpp"
+#include "feedline/storage/file_config.hpp"
+#include "feedline/storage/http_config.hpp"
+#include "feedline/storage/nfs_config.hpp"
+#include "feedline/storage/s3_config.hpp"
 
 namespace feedline::storage {
-
-// Settings of the local-file backend (file:// and plain paths).
-struct FileConfig {
-  transports::EngineKind engine = transports::EngineKind::kAuto;
-  bool direct = false;            // O_DIRECT: bypass the page cache
-  bool sqpoll = false;            // io_uring submission-queue polling thread
-  bool register_buffers = true;   // try io_uring registered buffers (falls back when refused)
-  unsigned posix_threads = 0;     // pread pool size per queue; 0 = one per depth slot
-};
-
-// Settings of the HTTP transport, shared by s3:// and http(s)://.
-struct HttpConfig {
-  unsigned connections = 0;                 // connections per queue; 0 = one per in-flight request
-  bool insecure = false;                    // skip TLS certificate verification (--insecure)
-  std::string ca_bundle;                    // CA file; empty = the system's
-  std::uint64_t part_size = 8ull << 20;     // large reads go as parallel range parts of this size
-  unsigned loops = 0;                       // event loops per queue for parts >= 1 MiB; 0 = one per core, <= 4
-  unsigned max_attempts = 5;                // per request, the first try included
-  std::chrono::milliseconds connect_timeout{10'000};
-  std::chrono::milliseconds stall_timeout{30'000};  // no byte for this long fails the attempt
-  std::vector<std::string> connect_to;  // "HOST:PORT:TO-HOST:TO-PORT", like curl --connect-to
-};
-
-// S3 endpoint and credentials, resolved by tools/ the AWS way (environment, ~/.aws files,
-// --endpoint). Empty keys mean unsigned (anonymous) requests.
-struct S3Config {
-  std::string endpoint;  // scheme://host[:port]; empty = https://s3.<region>.amazonaws.com
-  std::string region = "us-east-1";
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token;
-  bool path_style = true;  // bucket in the path (custom endpoints); false = virtual-hosted
-};
-
-// Settings of the NFS backend (libnfs).
-struct NfsConfig {
-  unsigned connections = 1;  // TCP connections per server (like nconnect)
-  unsigned max_attempts = 5;
-  std::chrono::milliseconds timeout{10'000};
-};
 
 // Every backend's settings, one section each. Libraries never read argv or the environment:
 // tools/ fills this in.

@@ -1,0 +1,92 @@
+// The collate stage: pulls decoded samples as they come into a reorder map and builds batches
+// in seq order. On the bounce path it takes a free batch buffer at each batch's first sample and
+// copies every sample in; on the direct and decode-in-place paths the storage stage already
+// took the buffer and the samples are in their slots: collate only records where. It releases
+// each sample's budget reservation and moves collate's cursor, which opens storage's window.
+#include <map>
+
+#include "stage_work.hpp"
+#include "stages.hpp"
+
+namespace feedline::loader::detail {
+
+void CollateStage::run(Worker& w) {
+  const Dataset& dataset = run_.dataset;
+  const bool device_only = reads_into_device(run_.plan.path);
+  std::map<std::uint64_t, InFlightSample> reorder;
+  std::vector<InFlightSample> arrived;
+  std::uint64_t next_seq = 0;
+  BatchBuffer* buffer = nullptr;
+  std::optional<Batch> batch;
+  std::uint64_t used = 0;
+  bool open = true;
+  while (open) {
+    auto it = reorder.find(next_seq);
+    while (it == reorder.end()) {
+      arrived.clear();
+      if (!w.pop_some(run_.decoded, arrived, 64)) {
+        open = false;
+        break;
+      }
+      for (InFlightSample& item : arrived) {
+        const std::uint64_t seq = item.slot.seq;
+        reorder.emplace(seq, std::move(item));
+      }
+      it = reorder.find(next_seq);
+    }
+    if (!open) break;
+    InFlightSample s = std::move(it->second);
+    reorder.erase(it);
+    if (s.slot.slot == 0 || !batch) {
+      if (s.direct_buffer) {
+        buffer = s.direct_buffer;  // the storage stage took it from the pool for this batch
+      } else {
+        auto b = w.take(run_.pool->free());  // waiting for the consumer to hand back a buffer
+        if (!b) break;
+        buffer = *b;
+      }
+      batch.emplace(BatchAccess::make(run_.pool, buffer, s.slot.epoch, s.slot.batch, device_only));
+      used = 0;
+    }
+    if (s.error) {
+      run_.skip(*s.error);
+    } else if (s.direct_buffer) {
+      BatchSample bs =
+          place_in_batch(dataset, s, BatchAccess::members(*batch));  // already in place
+      used = std::max(used, bs.offset + bs.size);
+      direct_delivered += s.decoded_bytes;
+      copied_bytes += s.copied_bytes;  // stored members decode copied into the slot
+      BatchAccess::samples(*batch).push_back(bs);
+      BatchAccess::add(*batch, s.digest, s.decoded_bytes);
+      w.count(1, s.decoded_bytes);
+    } else {
+      auto grown = ensure_room(*buffer, used, s, run_.sink.get(), &copied_bytes);
+      if (!grown) {
+        run_.fail(std::move(grown).error());
+        break;
+      }
+      run_.pool_grown_bytes += *grown;
+      BatchSample bs = copy_into_batch(dataset, s, *buffer, used, BatchAccess::members(*batch));
+      copied_bytes += s.decoded_bytes;
+      bounce_delivered += s.decoded_bytes;
+      BatchAccess::samples(*batch).push_back(bs);
+      BatchAccess::add(*batch, s.digest, s.decoded_bytes);
+      w.count(1, s.decoded_bytes);
+    }
+    run_.buffers.put(std::move(s.raw));
+    run_.buffers.put(std::move(s.decoded));
+    run_.budget.release(s.reserved);
+    const bool last = s.slot.slot + 1 == s.slot.batch_len;
+    ++next_seq;
+    run_.collate_cursor.store(next_seq, std::memory_order_release);
+    if (last) {
+      spin_for(run_.config.diagnostics.collate_cost, run_.stop_flag());
+      Batch out = std::move(*batch);
+      batch.reset();
+      if (!w.push(run_.batches, out)) break;
+    }
+  }
+  run_.batches.close();
+}
+
+}  // namespace feedline::loader::detail

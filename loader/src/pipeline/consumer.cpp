@@ -1,0 +1,101 @@
+// The consumer: the caller's side of next(). Its wait for each batch is the headline stall
+// metric (per step, p50/p99, the fraction of the steady state), and the compute time the caller
+// records gives AU as MLPerf Storage defines it (first step excluded).
+#include "stages.hpp"
+
+namespace feedline::loader::detail {
+
+void Consumer::start(std::uint64_t start_ns) {
+  start_ns_ = start_ns;
+  worker_.start();
+}
+
+Result<Batch> Consumer::next() {
+  if (finished_) {
+    if (auto e = run_.error()) return fail(std::move(*e));
+    return Batch();
+  }
+  const std::uint64_t t0 = now_ns();
+  auto b = worker_.pop(run_.copies ? run_.device_batches : run_.batches);
+  const std::uint64_t t1 = now_ns();
+  if (!b) {
+    finish(t1);
+    if (auto e = run_.error()) return fail(std::move(*e));
+    return Batch();
+  }
+  wait_ns_.record(t1 - t0);
+  wait_total_ns_ += t1 - t0;
+  // The part of this wait during which the device stage was waiting for this batch's copy.
+  const std::uint64_t copy_from = BatchAccess::copy_wait_from_ns(*b),
+                      copy_done = BatchAccess::copy_done_ns(*b);
+  if (copy_done > t0) {
+    const std::uint64_t from = std::max(t0, copy_from);
+    const std::uint64_t to = std::min(t1, copy_done);
+    if (to > from) copy_blocking_ns_ += to - from;
+  }
+  if (batches_ == 0) {
+    first_wait_ns_ = t1 - t0;
+    first_batch_ns_ = t1 - start_ns_;
+  }
+  samples_ += b->samples().size();
+  bytes_ += b->bytes();
+  ++batches_;
+  digest_ += b->digest();
+  worker_.count(b->samples().size(), b->bytes());
+  return std::move(*b);
+}
+
+void Consumer::record_compute(std::chrono::nanoseconds spent) {
+  const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, spent.count()));
+  compute_total_ns_ += ns;
+  if (batches_ <= 1) {
+    first_step_end_ns_ = now_ns();
+  } else {
+    compute_after_first_ns_ += ns;
+    ++compute_steps_after_first_;
+  }
+}
+
+bool Consumer::finish(std::uint64_t end) {
+  if (finished_) return false;
+  finished_ = true;
+  end_ns_ = end;
+  worker_.stop();
+  return true;
+}
+
+ConsumerReport Consumer::report() const {
+  ConsumerReport r;
+  r.wall_seconds = static_cast<double>(end_ns_ - start_ns_) / 1e9;
+  r.samples = samples_;
+  r.bytes = bytes_;
+  r.batches = batches_;
+  r.epochs = static_cast<std::uint32_t>(batches_per_epoch_ ? batches_ / batches_per_epoch_ : 0);
+  if (r.wall_seconds > 0) {
+    r.samples_per_second = static_cast<double>(r.samples) / r.wall_seconds;
+    r.bytes_per_second = static_cast<double>(r.bytes) / r.wall_seconds;
+  }
+  r.wait_seconds = static_cast<double>(wait_total_ns_) / 1e9;
+  r.first_batch_seconds = static_cast<double>(first_batch_ns_) / 1e9;
+  {
+    // Steady state: without the first step's wait (the pipeline filling up), unless that is all.
+    const bool steady = batches_ > 1;
+    const double wait = static_cast<double>(wait_total_ns_ - (steady ? first_wait_ns_ : 0));
+    const double wall = static_cast<double>(end_ns_ - start_ns_) -
+                        (steady ? static_cast<double>(first_batch_ns_) : 0);
+    r.wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
+  }
+  r.wait_ns = wait_ns_;
+  r.compute_seconds = static_cast<double>(compute_total_ns_) / 1e9;
+  if (first_step_end_ns_ && end_ns_ > first_step_end_ns_ && compute_steps_after_first_ > 0) {
+    r.au = static_cast<double>(compute_after_first_ns_) /
+           static_cast<double>(end_ns_ - first_step_end_ns_);
+    r.au_steps = compute_steps_after_first_;
+  }
+  r.input_bound = r.wait_fraction < 0.05   ? InputBound::kNo
+                  : r.wait_fraction < 0.20 ? InputBound::kModerate
+                                           : InputBound::kHigh;
+  return r;
+}
+
+}  // namespace feedline::loader::detail

@@ -1,0 +1,123 @@
+// What the pipeline's stages share (internal): the run's inputs and data path, the memory
+// budget and recycled buffers, the queues between the stages, the batch pool, and how the run
+// ends (stop, the first error, skipped samples, notes for the report). Each stage keeps its own
+// counters; this is only what crosses between them.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batch_pool.hpp"
+#include "buffer_pool.hpp"
+#include "feedline/loader/bounded_queue.hpp"
+#include "feedline/loader/loader.hpp"
+#include "memory_budget.hpp"
+#include "sizing.hpp"
+
+namespace feedline::transports::cufile {
+class CufileRuntime;
+}
+
+namespace feedline::loader::detail {
+
+class DeviceSink;
+
+struct MemberBytes {
+  const std::byte* data = nullptr;
+  std::uint64_t size = 0;
+};
+
+// A sample on its way through the pipeline.
+struct InFlightSample {
+  SampleSlot slot;
+  AlignedBuffer raw;          // the sample's byte range as read
+  std::uint64_t raw_len = 0;  // bytes read
+  AlignedBuffer decoded;      // zstd output (members point into raw or decoded)
+  std::vector<MemberBytes> members;
+  std::uint64_t reserved = 0;  // bytes reserved in the budget for this sample
+  std::uint64_t digest = 0;
+  std::uint64_t decoded_bytes = 0;
+  std::optional<Error> error;  // the sample failed (skipped with on_error = kSkip)
+  // Direct path: the bytes were read straight into this batch buffer at this offset (raw is
+  // empty). Every sample of a direct batch names the same buffer.
+  BatchBuffer* direct_buffer = nullptr;
+  std::uint64_t direct_offset = 0;
+  bool on_device = false;  // ... in the buffer's GPU twin (cuFile): bytes() is a device address
+  // Decode in place: the read is in raw as usual; decode writes the members into the slot at
+  // direct_offset of direct_buffer (laid out from the index's decoded sizes).
+  bool decode_in_place = false;
+  std::uint64_t copied_bytes = 0;  // decode in place: stored members decode copied into the slot
+  // Where the batch's slots start (host or device memory); only meaningful with direct_buffer.
+  const std::byte* slot_base() const noexcept {
+    return on_device ? static_cast<const std::byte*>(direct_buffer->device())
+                     : direct_buffer->data();
+  }
+  std::byte* decode_target() const noexcept { return direct_buffer->data() + direct_offset; }
+  // The sample's stored bytes as read.
+  const std::byte* bytes() const noexcept {
+    return direct_buffer && !decode_in_place ? slot_base() + direct_offset : raw.data();
+  }
+};
+
+class RunState {
+ public:
+  RunState(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& config,
+           const DataPathPlan& plan, PoolSizing sizing, std::shared_ptr<DeviceSink> sink,
+           std::shared_ptr<const transports::cufile::CufileRuntime> cufile);
+
+  storage::Backend& backend;
+  const Dataset& dataset;
+  const LoaderConfig& config;
+  const DataPathPlan plan;
+  const PoolSizing sizing;
+  const std::shared_ptr<DeviceSink> sink;  // null without a device
+  const std::shared_ptr<const transports::cufile::CufileRuntime> cufile;
+  const bool copies;  // a device stage copies batches to the GPU (a sink, and reads not into device
+                      // memory)
+
+  MemoryBudget budget;
+  BufferPool buffers;  // recycled read and decode buffers
+  std::shared_ptr<BatchPool> pool;
+  BoundedQueue<InFlightSample> reads;
+  BoundedQueue<InFlightSample> decoded;
+  BoundedQueue<Batch> batches;
+  BoundedQueue<Batch> device_batches;            // copied to the device (with a device sink)
+  std::atomic<std::uint64_t> collate_cursor{0};  // the lowest seq collate still needs
+  std::atomic<std::uint64_t> pool_grown_bytes{0};
+  std::atomic<std::uint64_t> skipped{0};
+
+  bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
+  const std::atomic<bool>& stop_flag() const noexcept { return stop_; }
+  // Ends the run: closes every queue (each stage's waits return) and sets the flag its loops
+  // and planted costs check. Safe from any thread, any number of times.
+  void stop();
+  void stop_by_user() {
+    by_user_ = true;
+    stop();
+  }
+  bool stopped_by_user() const noexcept { return by_user_.load(); }
+  // The first error ends the run.
+  void fail(Error e);
+  std::optional<Error> error() const;
+  // A sample left out (on_error = kSkip).
+  void skip(const Error& e);
+  void note_path(std::string note);  // for the report's data path notes
+
+  std::vector<std::string> skipped_examples() const;
+  std::vector<std::string> path_notes() const;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> by_user_{false};
+  mutable std::mutex mu_;
+  std::optional<Error> error_;
+  std::vector<std::string> skipped_examples_;
+  std::vector<std::string> path_notes_;
+};
+
+}  // namespace feedline::loader::detail

@@ -1,0 +1,111 @@
+// The pipeline's stages (internal). Each is a class with a run(Worker&) body that a StageRunner
+// starts on the stage's threads, and the counters only it touches (read for the report after
+// its threads are joined).
+//
+//   StorageStage  admission (memory budget, window ahead of collate), slot layout, reads
+//   DecodeStage   tar members out of a sample's bytes, zstd frames, the digest
+//   CollateStage  samples in order into batches (copied, or already in their slots)
+//   DeviceStage   batches copied to the GPU on several streams, handed on in order
+//   Consumer      next() on the caller's thread: the waits, AU, what was delivered
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "feedline/loader/sampler.hpp"
+#include "run_state.hpp"
+#include "stage.hpp"
+
+namespace feedline::loader::detail {
+
+class StorageStage {
+ public:
+  StorageStage(RunState& run, Sampler& sampler) : run_(run), sampler_(sampler) {}
+  void run(Worker& w);
+
+  // Read after the stage's thread was joined.
+  std::string engine;  // the queue's (QueueInfo::engine)
+  storage::QueueStats io_stats;
+  std::uint64_t window_limited_ns = 0;  // admission stopped by collate's window
+  std::uint64_t budget_limited_ns = 0;  // ... by the memory budget
+  std::uint64_t storage_bytes = 0;
+
+ private:
+  RunState& run_;
+  Sampler& sampler_;
+};
+
+class DecodeStage {
+ public:
+  explicit DecodeStage(RunState& run) : run_(run) {}
+  void run(Worker& w);
+
+ private:
+  RunState& run_;
+  std::atomic<unsigned> done_{0};  // the last decoder out closes the queue behind it
+};
+
+class CollateStage {
+ public:
+  explicit CollateStage(RunState& run) : run_(run) {}
+  void run(Worker& w);
+
+  std::uint64_t copied_bytes = 0;      // memcpy'd into batches (by collate, or by decode in place)
+  std::uint64_t direct_delivered = 0;  // bytes that arrived in their slot
+  std::uint64_t bounce_delivered = 0;  // bytes collate copied in
+
+ private:
+  RunState& run_;
+};
+
+class DeviceStage {
+ public:
+  explicit DeviceStage(RunState& run) : run_(run) {}
+  void run(Worker& w);
+
+ private:
+  RunState& run_;
+};
+
+class Consumer {
+ public:
+  Consumer(RunState& run, Worker& worker, std::uint64_t batches_per_epoch)
+      : run_(run), worker_(worker), batches_per_epoch_(batches_per_epoch) {}
+  void start(std::uint64_t start_ns);
+  Result<Batch> next();
+  void record_compute(std::chrono::nanoseconds spent);
+  // Ends the run at `end` (the consumer's clock and the queues are measured up to it); true the
+  // first time.
+  bool finish(std::uint64_t end);
+  ConsumerReport report() const;
+  std::uint64_t start_ns() const noexcept { return start_ns_; }
+  std::uint64_t end_ns() const noexcept { return end_ns_; }
+  bool finished() const noexcept { return finished_; }
+  std::uint64_t digest() const noexcept { return digest_; }
+  double copy_blocking_seconds() const noexcept {
+    return static_cast<double>(copy_blocking_ns_) / 1e9;
+  }
+
+ private:
+  RunState& run_;
+  Worker& worker_;
+  const std::uint64_t batches_per_epoch_;
+  std::uint64_t start_ns_ = 0;
+  std::uint64_t end_ns_ = 0;
+  bool finished_ = false;
+  std::uint64_t samples_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::uint64_t batches_ = 0;
+  std::uint64_t digest_ = 0;
+  Histogram wait_ns_;
+  std::uint64_t wait_total_ns_ = 0;
+  std::uint64_t first_wait_ns_ = 0;
+  std::uint64_t first_batch_ns_ = 0;
+  std::uint64_t compute_total_ns_ = 0;
+  std::uint64_t compute_after_first_ns_ = 0;
+  std::uint64_t compute_steps_after_first_ = 0;
+  std::uint64_t first_step_end_ns_ = 0;
+  std::uint64_t copy_blocking_ns_ = 0;  // waiting while its batch's copy ran
+};
+
+}  // namespace feedline::loader::detail

@@ -1,0 +1,26 @@
+// The IoQueue of s3:// and http(s):// objects: ranged GETs through transports::HttpClient, large
+// parts spread over helper event loops, nearby reads coalesced into one GET (the design notes are
+// at HttpQueue in http_queue.cpp). Private to storage/src/http/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "feedline/storage/backend.hpp"
+#include "feedline/transports/http_client.hpp"
+
+namespace feedline::storage::detail {
+
+// The most one ReadOp may ask of an HTTP object (BackendCaps::max_request): larger reads are
+// split into parts by the queue itself.
+inline constexpr std::uint64_t kHttpMaxRequest = 1ull << 40;
+
+// loops: at least one (the main client, driven by poll() when made with HttpClientOptions::driven),
+// then the helper clients for large parts. part_size >= 4096.
+std::unique_ptr<IoQueue> make_http_queue(unsigned depth,
+                                         std::vector<std::unique_ptr<transports::HttpClient>> loops,
+                                         std::uint64_t part_size, unsigned connections,
+                                         bool coalesce);
+
+}  // namespace feedline::storage::detail

@@ -1,0 +1,195 @@
+// The loader's public API and the pipeline's seams: a Batch that outlives its Loader, next()'s
+// end and errors, the sampler settings open() fills in, a budget that holds only two batches,
+// and the stage runner's accounting that every stage gets.
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "feedline/loader/emulate.hpp"
+#include "feedline/loader/loader.hpp"
+#include "feedline/storage/registry.hpp"
+#include "pipeline/stage.hpp"  // internal: the stage runner every stage is built on
+#include "test_support.hpp"
+
+using namespace feedline;
+using namespace feedline::loader;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct MemFiles {
+  std::unique_ptr<storage::Backend> backend;
+  Dataset dataset;
+  MemFiles(std::size_t n, std::size_t size) {
+    storage::Registry registry;
+    storage::register_builtin_backends(registry);
+    backend = std::move(registry.open("mem://api/", {})->backend);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(backend->write(fmt::format("api/{:04}.bin", i), testing::pattern_bytes(size, i + 1)));
+    }
+    dataset = open_dataset(*backend, "api/", {}).value();  // format kAuto: files
+    REQUIRE(dataset.format == DatasetFormat::kFiles);
+  }
+};
+
+LoaderConfig small(std::uint32_t batch, std::uint32_t epochs) {
+  LoaderConfig c;
+  c.sampler.batch_size = batch;
+  c.sampler.epochs = epochs;
+  c.memory_budget = 64 << 20;
+  c.io_depth = 8;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a Batch may outlive its Loader: its memory stays valid until it dies", "[loader][api]") {
+  MemFiles f(64, 5000);
+  for (GpuDirect mode : {GpuDirect::kAuto, GpuDirect::kOff}) {  // host-direct and bounce buffers
+    LoaderConfig c = small(8, 1);
+    c.gpu_direct = mode;
+    std::vector<Batch> kept;
+    std::vector<std::vector<std::byte>> copies;
+    {
+      auto loader = Loader::open(*f.backend, f.dataset, c).value();
+      for (int i = 0; i < 2; ++i) {
+        auto b = loader->next();
+        REQUIRE(b);
+        REQUIRE_FALSE(b->end());
+        copies.emplace_back(b->data().begin(), b->data().end());
+        kept.push_back(std::move(*b));
+      }
+      // The loader (and its pipeline) is destroyed here, with two batches still held.
+    }
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      const ConstBytes data = kept[i].data();
+      REQUIRE(data.size() == copies[i].size());
+      CHECK(std::equal(data.begin(), data.end(), copies[i].begin()));  // ASan: no use after free
+      for (const auto& s : kept[i].samples()) CHECK(s.size == 5000);
+    }
+    kept.clear();  // the last owners free the pool
+  }
+}
+
+TEST_CASE("next(): batches, then a Batch with end(); an error is returned, and again after",
+          "[loader][api]") {
+  MemFiles f(20, 1000);
+  auto loader = Loader::open(*f.backend, f.dataset, small(6, 1)).value();
+  std::uint64_t samples = 0, batches = 0;
+  for (;;) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (b->end()) break;
+    CHECK(b->data().size() > 0);
+    samples += b->samples().size();
+    ++batches;
+  }
+  CHECK(samples == 20);
+  CHECK(batches == 4);
+  auto again = loader->next();  // after the end: the end again
+  REQUIRE(again);
+  CHECK(again->end());
+  CHECK(Batch().end());
+
+  // A sample that vanished after the listing: the error names it, and stays.
+  REQUIRE(f.backend->write("api/0003.bin", {}));  // now 0 bytes: the sample's read comes back short
+  LoaderConfig c = small(4, 1);
+  c.sampler.shuffle = false;
+  auto failing = Loader::open(*f.backend, f.dataset, c).value();
+  std::optional<Error> err;
+  for (int i = 0; i < 100 && !err; ++i) {
+    auto b = failing->next();
+    if (!b)
+      err = b.error();
+    else if (b->end())
+      break;
+  }
+  REQUIRE(err);
+  CHECK(err->what().find("0003.bin") != std::string::npos);
+  auto later = failing->next();
+  REQUIRE_FALSE(later);
+  CHECK(later.error().what() == err->what());
+}
+
+TEST_CASE("open() fills the sampler's dataset settings and refuses ones that disagree",
+          "[loader][api]") {
+  MemFiles f(10, 100);
+  LoaderConfig c = small(4, 1);
+  c.sampler.num_samples = 11;
+  auto wrong = Loader::open(*f.backend, f.dataset, c);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().code() == Errc::kInvalidArgument);
+  CHECK(wrong.error().message().find("num_samples") != std::string::npos);
+  c.sampler.num_samples = 10;  // the right value is fine
+  CHECK(Loader::open(*f.backend, f.dataset, c));
+  c.sampler.num_samples = 0;
+  c.sampler.shard_shuffle = 2;
+  c.sampler.shard_starts = {0, 5};  // files: every file is a shard of its own
+  auto shards = Loader::open(*f.backend, f.dataset, c);
+  REQUIRE_FALSE(shards);
+  CHECK(shards.error().message().find("shard_starts") != std::string::npos);
+}
+
+TEST_CASE(
+    "a budget that holds two batches and the reads in flight runs, prefetching less, and says so",
+    "[loader][api][budget]") {
+  // Two samples of 32 MiB per batch, 256 MiB of budget: prefetch 2 wants 4 batch buffers of
+  // ~64 MiB, which with the recycled buffers and a sample in flight do not fit. Two do.
+  MemFiles f(6, 32 << 20);
+  LoaderConfig c = small(2, 1);
+  c.memory_budget = 256ull << 20;
+  c.prefetch_batches = 2;
+  c.gpu_direct = GpuDirect::kOff;  // the bounce path: samples in flight take budget too
+  c.lock_memory = false;
+  auto loader = Loader::open(*f.backend, f.dataset, c);
+  REQUIRE(loader);
+  auto report = run_emulated(**loader, {}, {}, nullptr);
+  REQUIRE_FALSE(report.error);
+  CHECK(report.consumer.samples == 6);
+  CHECK(report.io.batch_buffers == 2);
+  REQUIRE(report.memory.fitted.size() == 1);
+  CHECK(report.memory.fitted[0].find("2 batch buffers") != std::string::npos);
+  CHECK(report.memory.fitted[0].find("prefetch_batches 2") != std::string::npos);
+  CHECK(report.memory.peak <= c.memory_budget);
+
+  // Below two batches and the largest sample, it is an error naming the budget.
+  c.memory_budget = 128ull << 20;
+  auto refused = Loader::open(*f.backend, f.dataset, c);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == Errc::kInvalidArgument);
+  CHECK(refused.error().what().find("memory budget") != std::string::npos);
+}
+
+TEST_CASE(
+    "a stage gets its accounting from the runner: blocked on push, starved on pop, busy otherwise",
+    "[loader][api][stage]") {
+  using detail::StageRunner;
+  using detail::Worker;
+  BoundedQueue<int> q("q", 1);
+  q.start();
+  StageRunner producer(StageId::kDecode, 1, true), consumer(StageId::kCollate, 1, true);
+  std::atomic<int> got{0};
+  consumer.start([&](Worker& w) {
+    std::this_thread::sleep_for(100ms);   // busy (its own work) while the producer fills the queue
+    while (auto v = w.pop(q)) got += *v;  // then starved while it waits for more
+  });
+  producer.start([&](Worker& w) {
+    for (int i = 0; i < 3; ++i) {
+      int v = i + 1;
+      w.push(q, v);  // blocked: the queue holds one
+    }
+    w.blocked([] { std::this_thread::sleep_for(50ms); });  // any other wait, accounted as blocked
+    q.close();
+  });
+  producer.join();
+  consumer.join();
+  CHECK(got == 6);
+  const StageReport p = producer.report(0.2), c = consumer.report(0.2);
+  CHECK(p.stage == StageId::kDecode);
+  CHECK(p.blocked_fraction > 0.4);  // ~100 ms waiting for room + 50 ms blocked of 200 ms
+  CHECK(c.busy_fraction > 0.3);     // the 100 ms of sleep counts as its busy time
+  CHECK(c.starved_fraction > 0.1);  // waiting for the last items and for the close
+  CHECK(p.busy_fraction + p.starved_fraction + p.blocked_fraction == Approx(1.0).margin(1e-6));
+}

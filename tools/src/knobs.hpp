@@ -1,0 +1,19 @@
+// The verdict's knobs as the CLI spells them: the one place where a loader::Knob (a config
+// field) becomes a flag.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "feedline/loader/report.hpp"
+
+namespace feedline::tools {
+
+// "--io-depth", "--decode-threads", "--prefetch", ...
+std::string_view knob_flag(loader::Knob k) noexcept;
+
+// The verdict's advice in flags: "--decode-threads 2 -> 4: decode is CPU-bound ..." (the advice
+// alone when there is no knob to turn).
+std::string suggestion_text(const loader::Verdict& v);
+
+}  // namespace feedline::tools
