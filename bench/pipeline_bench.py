@@ -49,6 +49,9 @@ class ToolFailure(Exception):
 
 # --- the Python side of smallfiles -----------------------------------------------------------------
 
+# feedline gen's manifest (written last; not a sample): neither reader counts it.
+MANIFEST = ".feedline-dataset"
+
 def py_reader(argv):
     """List DIR (not timed as the read phase), shuffle, then read every file with a thread pool."""
     ap = argparse.ArgumentParser(prog="pipeline_bench.py --py-reader")
@@ -61,7 +64,7 @@ def py_reader(argv):
     paths = []
     for dirpath, dirnames, filenames in os.walk(a.root):
         dirnames.sort()
-        paths.extend(os.path.join(dirpath, f) for f in filenames)
+        paths.extend(os.path.join(dirpath, f) for f in filenames if f != MANIFEST)
     paths.sort()
     random.Random(a.seed).shuffle(paths)  # a DataLoader with shuffle=True
     t1 = time.monotonic()
@@ -170,7 +173,7 @@ def list_files(root):
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
-        out.extend(os.path.join(dirpath, f) for f in filenames)
+        out.extend(os.path.join(dirpath, f) for f in filenames if f != MANIFEST)
     out.sort()
     return out
 
