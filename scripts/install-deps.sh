@@ -2,7 +2,7 @@
 # Installs the Debian packages feedline needs to build and test, skipping those already present.
 # Idempotent; needs root (or sudo). Usage: scripts/install-deps.sh [--test]
 #   --test  also the tools the test suite and benchmarks use (fio, clang for sanitizers/fuzzing;
-#           GNU time for the robustness tests' memory bounds;
+#           clang-format for the format check; GNU time for the robustness tests' memory bounds;
 #           python3-xxhash, python3-zstandard, zstd and tar for the pipeline CLI tests; for the S3/HTTP
 #           tests and benches: nginx, aws-cli 2, boto3/botocore (the independent SigV4 check),
 #           rclone, curl, openssl, and node + npm for s3rver (installed by tests/servers/setup.sh);
@@ -13,7 +13,7 @@ pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev lib
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
       libxxhash-dev libnfs-dev libpugixml-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(fio util-linux time python3 gzip clang-16 libclang-rt-16-dev python3-xxhash python3-zstandard zstd tar
+  pkgs+=(fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard zstd tar
          nginx awscli python3-boto3 python3-botocore rclone curl openssl
          nfs-ganesha nfs-ganesha-vfs libnfs-utils)
   # node may come from elsewhere (nodesource's nodejs package ships its own npm, and conflicts with

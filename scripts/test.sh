@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's second command: install what is missing, then build and run every test suite:
+# The README's second command: install what is missing, check the format, then build and run
+# every test suite:
 #   release  (-O2, warnings as errors)   all tests, and checkheaders (every public header alone)
 #   asan     (AddressSanitizer + UBSan)  all tests
 #   tsan     (ThreadSanitizer)           all tests but the server end-to-end ones (labels net, nfs)
@@ -14,9 +15,12 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
 # s3rver (npm, pinned) for the S3 protocol tests; no-op when tests/servers/node_modules is current.
 tests/servers/setup.sh
+# Every C++ file is formatted by the repository's .clang-format (Debian 12's clang-format 14):
+# `scripts/format.sh` fixes what this reports. A miss fails the run at the end, after the tests.
+failed=()
+scripts/format.sh --check || failed+=(format)
 presets=${FEEDLINE_PRESETS:-release asan tsan minimal fuzz}
 jobs=$(nproc)
-failed=()
 for p in $presets; do
   echo "=== preset $p: configure and build ===" >&2
   extra=()
@@ -37,7 +41,7 @@ for p in $presets; do
   fi
 done
 if ((${#failed[@]} > 0)); then
-  echo "FAILED presets: ${failed[*]}" >&2
+  echo "FAILED: ${failed[*]}" >&2
   exit 1
 fi
 echo "all presets passed: $presets" >&2

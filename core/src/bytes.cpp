@@ -14,7 +14,8 @@ namespace feedline {
 Result<AlignedBuffer> AlignedBuffer::allocate(std::size_t size, std::size_t alignment) {
   if (size == 0) return AlignedBuffer();
   if (alignment < kPageAlign || (alignment & (alignment - 1)) != 0) {
-    return fail(Errc::kInvalidArgument, fmt::format("alignment {} is not a power of two >= 4096", alignment));
+    return fail(Errc::kInvalidArgument,
+                fmt::format("alignment {} is not a power of two >= 4096", alignment));
   }
   void* p = nullptr;
   const int rc = posix_memalign(&p, alignment, align_up(size, kPageAlign));
@@ -30,7 +31,8 @@ void AlignedBuffer::prefault(std::size_t bytes) noexcept {
 #ifdef MADV_POPULATE_WRITE
   if (::madvise(data_, align_up(bytes, kPageAlign), MADV_POPULATE_WRITE) == 0) return;
 #endif
-  for (std::size_t off = 0; off < bytes; off += kPageAlign) static_cast<volatile std::byte*>(data_)[off] = std::byte{0};
+  for (std::size_t off = 0; off < bytes; off += kPageAlign)
+    static_cast<volatile std::byte*>(data_)[off] = std::byte{0};
 }
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }

@@ -18,10 +18,11 @@ std::string lower(std::string_view s) {
 }
 
 // Splits "12.5ms" into a number (12.5) and a suffix ("ms"). Digits and at most one dot.
-bool split_number(std::string_view text, double& number, std::string_view& suffix,
-                  bool& is_integer, std::uint64_t& integer) {
+bool split_number(std::string_view text, double& number, std::string_view& suffix, bool& is_integer,
+                  std::uint64_t& integer) {
   std::size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   std::string_view digits = text.substr(0, i);
   if (digits.empty() || digits.find('.') != digits.rfind('.')) return false;
   suffix = text.substr(i);
@@ -48,9 +49,9 @@ std::string_view trim(std::string_view s) {
 Result<std::uint64_t> parse_size(std::string_view text) {
   const std::string_view t = trim(text);
   auto bad = [&](std::string_view why) {
-    return fail(Error(Errc::kInvalidArgument,
-                      fmt::format("malformed size '{}': {} (examples: 4096, 4k, 4KiB, 1MiB, 1G)",
-                                  text, why)));
+    return fail(Error(
+        Errc::kInvalidArgument,
+        fmt::format("malformed size '{}': {} (examples: 4096, 4k, 4KiB, 1MiB, 1G)", text, why)));
   };
   double number = 0;
   std::string_view suffix;
@@ -87,9 +88,9 @@ Result<std::uint64_t> parse_size(std::string_view text) {
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   const std::string_view t = trim(text);
   auto bad = [&](std::string_view why) {
-    return fail(Error(Errc::kInvalidArgument,
-                      fmt::format("malformed duration '{}': {} (examples: 500ms, 10s, 2m)", text,
-                                  why)));
+    return fail(
+        Error(Errc::kInvalidArgument,
+              fmt::format("malformed duration '{}': {} (examples: 500ms, 10s, 2m)", text, why)));
   };
   double number = 0;
   std::string_view suffix;
@@ -98,13 +99,20 @@ Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   if (!split_number(t, number, suffix, is_integer, integer)) return bad("expected a number");
   const std::string s = lower(trim(suffix));
   double scale = 0;
-  if (s == "ns") scale = 1;
-  else if (s == "us" || s == "usec") scale = 1e3;
-  else if (s == "ms" || s == "msec") scale = 1e6;
-  else if (s.empty() || s == "s" || s == "sec") scale = 1e9;
-  else if (s == "m" || s == "min") scale = 60e9;
-  else if (s == "h") scale = 3600e9;
-  else return bad(fmt::format("unknown unit '{}'", suffix));
+  if (s == "ns")
+    scale = 1;
+  else if (s == "us" || s == "usec")
+    scale = 1e3;
+  else if (s == "ms" || s == "msec")
+    scale = 1e6;
+  else if (s.empty() || s == "s" || s == "sec")
+    scale = 1e9;
+  else if (s == "m" || s == "min")
+    scale = 60e9;
+  else if (s == "h")
+    scale = 3600e9;
+  else
+    return bad(fmt::format("unknown unit '{}'", suffix));
   const double ns = number * scale;
   if (ns > 9.2e18) return bad("too large");
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::llround(ns)));

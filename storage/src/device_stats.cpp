@@ -13,11 +13,13 @@
 namespace feedline::storage {
 
 Result<DeviceMonitor> DeviceMonitor::for_path(const std::string& path) {
-  struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) return fail(Error::from_errno(errno, "stat").with_object(path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return fail(Error::from_errno(errno, "stat").with_object(path));
   const dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
   if (major(dev) == 0) {
-    return fail(Error(Errc::kNotFound, "no block device behind this path (tmpfs, overlay or network filesystem)")
+    return fail(Error(Errc::kNotFound,
+                      "no block device behind this path (tmpfs, overlay or network filesystem)")
                     .with_object(path));
   }
   namespace fs = std::filesystem;
@@ -25,7 +27,8 @@ Result<DeviceMonitor> DeviceMonitor::for_path(const std::string& path) {
   fs::path sys = fs::canonical(fmt::format("/sys/dev/block/{}:{}", major(dev), minor(dev)), ec);
   if (ec) {
     return fail(Error(Errc::kNotFound, fmt::format("no /sys/dev/block entry for device {}:{}",
-                                                   major(dev), minor(dev))).with_object(path));
+                                                   major(dev), minor(dev)))
+                    .with_object(path));
   }
   // A partition's directory sits inside its disk's; report the whole disk, like iostat's %util.
   if (fs::exists(sys / "partition", ec)) sys = sys.parent_path();
@@ -51,13 +54,15 @@ Result<DiskCounters> DeviceMonitor::sample() const {
   return fail(Error(Errc::kNotFound, "device not in /proc/diskstats").with_object(device_));
 }
 
-DiskDelta DeviceMonitor::delta(const std::string& device, const DiskCounters& a, const DiskCounters& b) {
+DiskDelta DeviceMonitor::delta(const std::string& device, const DiskCounters& a,
+                               const DiskCounters& b) {
   DiskDelta d;
   d.device = device;
   d.reads = b.reads - a.reads;
   d.read_bytes = b.read_bytes - a.read_bytes;
   const double wall_ms = static_cast<double>(b.when_ns - a.when_ns) / 1e6;
-  d.utilisation = wall_ms > 0 ? std::min(1.0, static_cast<double>(b.io_ticks_ms - a.io_ticks_ms) / wall_ms) : 0;
+  d.utilisation =
+      wall_ms > 0 ? std::min(1.0, static_cast<double>(b.io_ticks_ms - a.io_ticks_ms) / wall_ms) : 0;
   return d;
 }
 

@@ -23,7 +23,8 @@ Result<ParsedUrl> parse_url(std::string_view text) {
   auto is_scheme = [](std::string_view s) {
     if (s.empty() || !std::isalpha(static_cast<unsigned char>(s[0]))) return false;
     for (char c : s) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') return false;
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.')
+        return false;
     }
     return true;
   };
@@ -60,10 +61,10 @@ Result<Resolved> Registry::open(std::string_view text, const BackendConfig& conf
   FEEDLINE_ASSIGN_OR_RETURN(ParsedUrl url, parse_url(text));
   if (auto it = openers_.find(url.scheme); it != openers_.end()) return it->second(url, config);
   if (auto it = unavailable_.find(url.scheme); it != unavailable_.end()) {
-    return fail(Error(Errc::kUnsupported,
-                      fmt::format("the '{}' scheme is not available in this build: {}",
-                                  url.scheme, it->second))
-                    .with_object(redact_url(url.text)));
+    return fail(
+        Error(Errc::kUnsupported, fmt::format("the '{}' scheme is not available in this build: {}",
+                                              url.scheme, it->second))
+            .with_object(redact_url(url.text)));
   }
   return fail(Error(Errc::kInvalidArgument, fmt::format("unknown URL scheme '{}'", url.scheme))
                   .with_object(redact_url(url.text))

@@ -57,7 +57,7 @@ struct as_stand_in<R (*)(A...)> {
   using type = typename stand_in<R>::type (*)(typename stand_in<A>::type...);
 };
 
-#define FEEDLINE_SAME_SIGNATURE(member, real)                                                       \
+#define FEEDLINE_SAME_SIGNATURE(member, real)                                                      \
   static_assert(std::is_same_v<decltype(cu::CudaApi::member), as_stand_in<decltype(&real)>::type>, \
                 "CudaApi::" #member " does not match " #real " in cuda_runtime_api.h")
 

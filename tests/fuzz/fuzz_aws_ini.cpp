@@ -1,6 +1,6 @@
-// libFuzzer target: the AWS credentials/config file parser (tools/src/aws_config.cpp). It must never
-// crash; a rejection names the file and line (and never quotes the line, which may hold a secret);
-// an accepted file, written back out, parses to the same sections, keys and values.
+// libFuzzer target: the AWS credentials/config file parser (tools/src/aws_config.cpp). It must
+// never crash; a rejection names the file and line (and never quotes the line, which may hold a
+// secret); an accepted file, written back out, parses to the same sections, keys and values.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -39,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto ini = feedline::tools::parse_aws_ini(text, "fuzz.ini");
   if (!ini) {
     const std::string what = ini.error().what();
-    if (what.find("fuzz.ini") == std::string::npos || what.find("line ") == std::string::npos) __builtin_trap();
+    if (what.find("fuzz.ini") == std::string::npos || what.find("line ") == std::string::npos)
+      __builtin_trap();
     return 0;
   }
   const std::string again_text = serialize(*ini);

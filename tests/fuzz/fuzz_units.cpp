@@ -1,5 +1,5 @@
-// libFuzzer target: the parsers of user-typed text (sizes, durations, URLs, brace patterns). They must never
-// crash, and a size they accept must print and re-parse to something close.
+// libFuzzer target: the parsers of user-typed text (sizes, durations, URLs, brace patterns). They
+// must never crash, and a size they accept must print and re-parse to something close.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

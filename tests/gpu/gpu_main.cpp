@@ -3,8 +3,8 @@
 // here (CATCH_CONFIG_RUNNER), so this file is built without -Werror (GCC 12 reports false
 // -Wmaybe-uninitialized inside <regex> that Catch2 uses).
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include "feedline/transports/cuda.hpp"
 
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     fmt::print("skipped: no usable GPU: {}\n", g_cuda->reason());
     return 77;
   }
-  fmt::print("GPU: {} ({} device(s), driver {})\n", g_cuda->devices().front().name, g_cuda->devices().size(),
-             cu::version_string(g_cuda->driver_version()));
+  fmt::print("GPU: {} ({} device(s), driver {})\n", g_cuda->devices().front().name,
+             g_cuda->devices().size(), cu::version_string(g_cuda->driver_version()));
   return Catch::Session().run(argc, argv);
 }

@@ -32,9 +32,9 @@ struct HttpTestRequest {
 };
 
 struct HttpTestReply {
-  std::string bytes;    // status line, headers and (part of) the body, exactly as sent
-  bool close = false;   // close the connection after sending
-  bool reset = false;   // ... with a TCP RST (SO_LINGER 0)
+  std::string bytes;   // status line, headers and (part of) the body, exactly as sent
+  bool close = false;  // close the connection after sending
+  bool reset = false;  // ... with a TCP RST (SO_LINGER 0)
 };
 
 class HttpTestServer {
@@ -72,8 +72,10 @@ class HttpTestServer {
     return seen_;
   }
 
-  static std::string reply(int status, const std::string& body, const std::vector<std::string>& headers = {}) {
-    std::string out = "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  static std::string reply(int status, const std::string& body,
+                           const std::vector<std::string>& headers = {}) {
+    std::string out = "HTTP/1.1 " + std::to_string(status) +
+                      " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
     for (const auto& h : headers) out += h + "\r\n";
     return out + "\r\n" + body;
   }
@@ -111,11 +113,13 @@ class HttpTestServer {
       req.target = line.substr(line.find(' ') + 1, line.rfind(' ') - line.find(' ') - 1);
       while (pos != std::string::npos) {
         const std::size_t next = head.find("\r\n", pos + 2);
-        const std::string h = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+        const std::string h =
+            head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
         const auto colon = h.find(':');
         if (colon != std::string::npos) {
           std::string name = h.substr(0, colon);
-          for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+          for (char& ch : name)
+            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
           std::string value = h.substr(colon + 1);
           while (!value.empty() && value.front() == ' ') value.erase(0, 1);
           req.headers[name] = value;
@@ -179,9 +183,8 @@ inline std::string partial(const std::string& obj, const HttpTestRequest& r) {
   auto [a, b] = range_of(r);
   b = std::min(b, obj.size() - 1);
   return HttpTestServer::reply(206, obj.substr(a, b - a + 1),
-                               {"Content-Range: bytes " + std::to_string(a) + "-" + std::to_string(b) + "/" +
-                                std::to_string(obj.size())});
+                               {"Content-Range: bytes " + std::to_string(a) + "-" +
+                                std::to_string(b) + "/" + std::to_string(obj.size())});
 }
 
 }  // namespace feedline::test
-

@@ -184,7 +184,8 @@ TEST_CASE("load_aws_settings: the default profile from the files", "[aws]") {
   CHECK(s->access_key_id == "AKIDDEFAULT");
   CHECK(s->secret_access_key == "secret-default-123");
   CHECK(s->session_token.empty());
-  CHECK_THAT(s->credentials_source, Catch::Contains("profile 'default'") && Catch::Contains(".aws/credentials"));
+  CHECK_THAT(s->credentials_source,
+             Catch::Contains("profile 'default'") && Catch::Contains(".aws/credentials"));
   CHECK(s->region == "eu-west-1");
   CHECK(s->endpoint == "http://127.0.0.1:9000");
 }
@@ -200,7 +201,8 @@ TEST_CASE("load_aws_settings: AWS_PROFILE and the profile argument", "[aws]") {
   CHECK(by_env->endpoint.empty());  // [profile dev] has none; [default]'s does not apply
 
   // The argument beats AWS_PROFILE.
-  auto by_arg = load_aws_settings(env_of({{"HOME", h.home.string()}, {"AWS_PROFILE", "dev"}}), "default");
+  auto by_arg =
+      load_aws_settings(env_of({{"HOME", h.home.string()}, {"AWS_PROFILE", "dev"}}), "default");
   REQUIRE(by_arg);
   CHECK(by_arg->access_key_id == "AKIDDEFAULT");
 
@@ -213,7 +215,8 @@ TEST_CASE("load_aws_settings: AWS_PROFILE and the profile argument", "[aws]") {
   CHECK_THAT(cfg->credentials_source, Catch::Contains(".aws/config"));
 }
 
-TEST_CASE("load_aws_settings: environment keys beat AWS_PROFILE, a profile argument beats them", "[aws]") {
+TEST_CASE("load_aws_settings: environment keys beat AWS_PROFILE, a profile argument beats them",
+          "[aws]") {
   FakeHome h("envprof", kCredentials, kConfig);
   std::map<std::string, std::string> vars{{"HOME", h.home.string()},
                                           {"AWS_PROFILE", "dev"},
@@ -227,7 +230,8 @@ TEST_CASE("load_aws_settings: environment keys beat AWS_PROFILE, a profile argum
   REQUIRE(explicit_profile);
   CHECK(explicit_profile->access_key_id == "AKIDDEV");
   // As in botocore, a profile named explicitly takes the environment's keys out of the chain: a
-  // profile without keys has no credentials (requests go unsigned), even with keys in the environment.
+  // profile without keys has no credentials (requests go unsigned), even with keys in the
+  // environment.
   FakeHome h2("envprof2", "", "[profile nokeys]\nregion = sa-east-1\n");
   vars["HOME"] = h2.home.string();
   auto nokeys = load_aws_settings(env_of(vars), "nokeys");
@@ -247,17 +251,20 @@ TEST_CASE("load_aws_settings: region and endpoint precedence", "[aws]") {
   REQUIRE(both);
   CHECK(both->region == "r-env");
   CHECK(both->endpoint == "http://env:1");
-  auto dflt = load_aws_settings(env_of({{"HOME", h.home.string()}, {"AWS_DEFAULT_REGION", "r-default"}}), "");
+  auto dflt = load_aws_settings(
+      env_of({{"HOME", h.home.string()}, {"AWS_DEFAULT_REGION", "r-default"}}), "");
   REQUIRE(dflt);
   CHECK(dflt->region == "r-default");
-  auto s3 = load_aws_settings(
-      env_of({{"HOME", h.home.string()}, {"AWS_ENDPOINT_URL", "http://env:1"}, {"AWS_ENDPOINT_URL_S3", "http://s3:2"}}),
-      "");
+  auto s3 = load_aws_settings(env_of({{"HOME", h.home.string()},
+                                      {"AWS_ENDPOINT_URL", "http://env:1"},
+                                      {"AWS_ENDPOINT_URL_S3", "http://s3:2"}}),
+                              "");
   REQUIRE(s3);
   CHECK(s3->endpoint == "http://s3:2");
 }
 
-TEST_CASE("load_aws_settings: AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE move the files", "[aws]") {
+TEST_CASE("load_aws_settings: AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE move the files",
+          "[aws]") {
   FakeHome h("moved", "", "");
   const auto creds = h.home / "my-creds";
   const auto conf = h.home / "my-conf";
@@ -299,7 +306,8 @@ TEST_CASE("load_aws_settings: a named profile found nowhere is an error", "[aws]
   CHECK(by_arg.error().code() == Errc::kNotFound);
   CHECK_THAT(by_arg.error().what(), Catch::Contains("'nosuch'") && Catch::Contains("--profile") &&
                                         Catch::Contains(".aws/credentials"));
-  auto by_env = load_aws_settings(env_of({{"HOME", h.home.string()}, {"AWS_PROFILE", "nosuch"}}), "");
+  auto by_env =
+      load_aws_settings(env_of({{"HOME", h.home.string()}, {"AWS_PROFILE", "nosuch"}}), "");
   REQUIRE_FALSE(by_env);
   CHECK_THAT(by_env.error().what(), Catch::Contains("AWS_PROFILE"));
   // "[sso-session corp]" is not a profile; "[dev]" in the config file would not be either.
@@ -308,7 +316,8 @@ TEST_CASE("load_aws_settings: a named profile found nowhere is an error", "[aws]
 
 TEST_CASE("load_aws_settings: errors never carry a secret", "[aws]") {
   SECTION("a malformed credentials file") {
-    FakeHome h("malformed", "[default]\naws_access_key_id = AKID\naws_secret_access_key SECRETXYZ\n", "");
+    FakeHome h("malformed",
+               "[default]\naws_access_key_id = AKID\naws_secret_access_key SECRETXYZ\n", "");
     auto s = load_aws_settings(env_of({{"HOME", h.home.string()}}), "");
     REQUIRE_FALSE(s);
     CHECK_THAT(s.error().what(), Catch::Contains("credentials") && Catch::Contains("line 3"));
@@ -323,7 +332,8 @@ TEST_CASE("load_aws_settings: errors never carry a secret", "[aws]") {
   }
   SECTION("half a key pair in the environment") {
     FakeHome h("halfenv", "", "");
-    auto s = load_aws_settings(env_of({{"HOME", h.home.string()}, {"AWS_SECRET_ACCESS_KEY", "SECRETXYZ"}}), "");
+    auto s = load_aws_settings(
+        env_of({{"HOME", h.home.string()}, {"AWS_SECRET_ACCESS_KEY", "SECRETXYZ"}}), "");
     REQUIRE_FALSE(s);
     CHECK_THAT(s.error().what(), Catch::Contains("AWS_ACCESS_KEY_ID"));
     CHECK_THAT(s.error().what(), !Catch::Contains("SECRETXYZ"));
@@ -343,7 +353,8 @@ TEST_CASE("load_aws_settings: a settings file it may not read is kPermissionDeni
   const auto credentials = h2.home / ".aws/credentials";
   REQUIRE(::chmod(credentials.c_str(), 0) == 0);
   if (::access(credentials.c_str(), R_OK) == 0) {
-    return feedline::testing::skip_test("a mode-000 file is still readable here (root, or CAP_DAC_OVERRIDE)");
+    return feedline::testing::skip_test(
+        "a mode-000 file is still readable here (root, or CAP_DAC_OVERRIDE)");
   }
   auto p = load_aws_settings(env_of({{"HOME", h2.home.string()}}), "");
   REQUIRE_FALSE(p);

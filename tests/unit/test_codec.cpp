@@ -53,7 +53,8 @@ TEST_CASE("zstd: a build without zstd says so", "[codec][formats]") {
 }
 
 TEST_CASE("zstd: round trips and content sizes", "[codec][formats]") {
-  if (!zstd_available()) return testing::skip_test("built without zstd (the test above checks that build)");
+  if (!zstd_available())
+    return testing::skip_test("built without zstd (the test above checks that build)");
   Compressor c;
   Decompressor d;
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4096}, std::size_t{1} << 20,

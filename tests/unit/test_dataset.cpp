@@ -1,7 +1,7 @@
 // open_dataset(): files and tar datasets over the mem:// and file backends, with and without
 // compression and indexes; archives made by GNU tar; and the errors a user sees for bad input.
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -259,12 +259,13 @@ TEST_CASE("dataset: stale or corrupt indexes are noted and the shard scanned",
     const std::string key = join(st.root, "shard-000000.tar.idx");
     std::string text = text_of(*st.backend, key);
     const TarIndex index = index_of(*st.backend, key);
-    const std::string line = fmt::format("{} {} {} ", index.entries[2].header_offset, index.entries[2].data_offset,
-                                         index.entries[2].size);
+    const std::string line = fmt::format("{} {} {} ", index.entries[2].header_offset,
+                                         index.entries[2].data_offset, index.entries[2].size);
     const std::size_t at = text.find(line);
     REQUIRE(at != std::string::npos);
-    text.replace(at, line.size(), fmt::format("{} {} {} ", index.entries[2].header_offset,
-                                              index.entries[2].data_offset, index.entries[2].size - 1));
+    text.replace(at, line.size(),
+                 fmt::format("{} {} {} ", index.entries[2].header_offset,
+                             index.entries[2].data_offset, index.entries[2].size - 1));
     write_text(*st.backend, key, text);
     auto ds = open_dataset(*st.backend, st.root, o);
     REQUIRE(ds);
@@ -380,7 +381,8 @@ TEST_CASE("dataset: an index copied from another shard of the same size is not t
   }
 }
 
-TEST_CASE("dataset: a generated dataset's manifest proves it complete", "[dataset][formats][manifest]") {
+TEST_CASE("dataset: a generated dataset's manifest proves it complete",
+          "[dataset][formats][manifest]") {
   Store st = make_store("file", "manifest");
   const fs::path dir = st.root;
   GenConfig c;
@@ -661,7 +663,8 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
     REQUIRE_FALSE(cut);
     CHECK(cut.error().code() == Errc::kCorrupt);
     CHECK(cut.error().object() == "mem://datasets/trunc/shard-000000.tar");
-    CHECK(cut.error().message().find("holds 1 sample (2 members), its dataset's manifest") != std::string::npos);
+    CHECK(cut.error().message().find("holds 1 sample (2 members), its dataset's manifest") !=
+          std::string::npos);
   }
   SECTION("hidden files, temporary files and indexes are not samples") {
     Store st = make_store("mem", "hidden");

@@ -1,9 +1,9 @@
 // The file engines, directly: each setup of the same reads (fio-style: one test case per ring
 // setup). A setup the kernel or build refuses is reported as skipped (testing::skip_test), not
 // failed and not passed; a setup that registers buffers or files must say it uses them.
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -64,7 +64,8 @@ void reads_under(const Setup& s) {
       auto arena = AlignedBuffer::allocate(2 << 20).value();
       std::memset(arena.data(), 0xAA, arena.size());
       if (s.fixed_buffers) {
-        CHECK_FALSE(has_feature((*engine)->info(), "registered-buffers"));  // not before registering
+        CHECK_FALSE(
+            has_feature((*engine)->info(), "registered-buffers"));  // not before registering
         const MutableBytes region = arena.span();
         auto r = (*engine)->register_buffers(std::span<const MutableBytes>(&region, 1));
         if (r) {
@@ -142,13 +143,14 @@ void bad_descriptor(EngineKind kind) {
 // One test case per setup and engine, so that CTest shows a refused setup alone as skipped.
 const bool kRegistered = [] {
   for (const Setup& s : kSetups) {
-    testing::register_test(std::string("engines read whole ranges, short at EOF: ") + s.name, "[transports]",
-                           [&s] { reads_under(s); });
+    testing::register_test(std::string("engines read whole ranges, short at EOF: ") + s.name,
+                           "[transports]", [&s] { reads_under(s); });
   }
   for (EngineKind kind : {EngineKind::kPosix, EngineKind::kUring}) {
-    testing::register_test(std::string("a read of a bad descriptor fails with its errno, not a hang: ") +
-                               std::string(engine_name(kind)),
-                           "[transports]", [kind] { bad_descriptor(kind); });
+    testing::register_test(
+        std::string("a read of a bad descriptor fails with its errno, not a hang: ") +
+            std::string(engine_name(kind)),
+        "[transports]", [kind] { bad_descriptor(kind); });
   }
   return true;
 }();

@@ -14,7 +14,9 @@ TEST_CASE("errors render as one line with object, offset and hint", "[core][erro
                 .with_hint("check the path");
   CHECK(e.code() == Errc::kNotFound);
   CHECK(e.sys_errno() == ENOENT);
-  CHECK(e.what() == "not found: /data/x.bin at offset 4096: opening for read: No such file or directory (check the path)");
+  CHECK(e.what() ==
+        "not found: /data/x.bin at offset 4096: opening for read: No such file or directory (check "
+        "the path)");
   CHECK(e.what().find('\n') == std::string::npos);
 }
 

@@ -42,13 +42,16 @@ std::map<std::string, std::vector<std::byte>> snapshot(storage::Backend& b,
 // The objects under root that are not hidden: the data objects and indexes.
 std::vector<storage::ObjectInfo> data_objects(storage::Backend& b, const std::string& root) {
   auto all = b.list(root).value();
-  std::erase_if(all, [&](const storage::ObjectInfo& o) { return o.key.substr(root.size()).starts_with('.'); });
+  std::erase_if(all, [&](const storage::ObjectInfo& o) {
+    return o.key.substr(root.size()).starts_with('.');
+  });
   return all;
 }
 
 DatasetManifest manifest_of(storage::Backend& b, const std::string& key) {
   const auto bytes = testing::read_object(b, key);
-  auto m = parse_manifest(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), key);
+  auto m = parse_manifest(
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), key);
   REQUIRE(m);
   return std::move(*m);
 }
@@ -361,7 +364,8 @@ TEST_CASE("gen: progress and stop", "[gen][formats]") {
   CHECK(r.error().code() == Errc::kCancelled);
   CHECK(last == 5);
   CHECK(data_objects(*mem.backend, "s/").size() == 5);
-  CHECK_FALSE(manifest_of(*mem.backend, "s/.feedline-dataset").complete);  // see "interrupted" below
+  CHECK_FALSE(
+      manifest_of(*mem.backend, "s/.feedline-dataset").complete);  // see "interrupted" below
 }
 
 TEST_CASE("gen: sample keys are zero-padded, wider when needed", "[gen][formats]") {
@@ -384,15 +388,21 @@ class RecordingBackend final : public storage::Backend {
 
   std::string_view scheme() const noexcept override { return inner_.scheme(); }
   Result<storage::ObjectInfo> stat(std::string_view key) override { return inner_.stat(key); }
-  Result<std::vector<storage::ObjectInfo>> list(std::string_view prefix) override { return inner_.list(prefix); }
-  Result<std::unique_ptr<storage::ObjectHandle>> open(std::string_view key) override { return inner_.open(key); }
+  Result<std::vector<storage::ObjectInfo>> list(std::string_view prefix) override {
+    return inner_.list(prefix);
+  }
+  Result<std::unique_ptr<storage::ObjectHandle>> open(std::string_view key) override {
+    return inner_.open(key);
+  }
   Result<std::unique_ptr<storage::ObjectWriter>> create(std::string_view key) override {
     created.emplace_back(key);
     FEEDLINE_ASSIGN_OR_RETURN(auto w, inner_.create(key));
     if (created.size() <= fail_after_) return w;
-    return std::unique_ptr<storage::ObjectWriter>(std::make_unique<FullDisk>(std::string(key), std::move(w)));
+    return std::unique_ptr<storage::ObjectWriter>(
+        std::make_unique<FullDisk>(std::string(key), std::move(w)));
   }
-  Result<std::unique_ptr<storage::IoQueue>> make_queue(const storage::QueueOptions& options) override {
+  Result<std::unique_ptr<storage::IoQueue>> make_queue(
+      const storage::QueueOptions& options) override {
     return inner_.make_queue(options);
   }
   storage::BackendCaps caps() const override { return inner_.caps(); }
@@ -400,11 +410,14 @@ class RecordingBackend final : public storage::Backend {
 
  private:
   struct FullDisk final : storage::ObjectWriter {
-    FullDisk(std::string k, std::unique_ptr<storage::ObjectWriter> w) : key(std::move(k)), inner(std::move(w)) {}
+    FullDisk(std::string k, std::unique_ptr<storage::ObjectWriter> w)
+        : key(std::move(k)), inner(std::move(w)) {}
     Result<void> append(ConstBytes) override {
       return fail(Error::from_errno(ENOSPC, "write").with_object(key).with_offset(0));
     }
-    Result<void> commit() override { return fail(Error::from_errno(ENOSPC, "write").with_object(key)); }
+    Result<void> commit() override {
+      return fail(Error::from_errno(ENOSPC, "write").with_object(key));
+    }
     std::string key;
     std::unique_ptr<storage::ObjectWriter> inner;  // abandoned: leaves no object
   };
@@ -427,7 +440,8 @@ void check_incomplete(storage::Backend& b, const std::string& root, DatasetForma
 
 }  // namespace
 
-TEST_CASE("gen: the manifest is written first (in progress) and last (complete)", "[gen][formats][manifest]") {
+TEST_CASE("gen: the manifest is written first (in progress) and last (complete)",
+          "[gen][formats][manifest]") {
   for (DatasetFormat f : {DatasetFormat::kFiles, DatasetFormat::kTar}) {
     DYNAMIC_SECTION(format_name(f)) {
       auto mem = open_url("mem://gen/");
@@ -515,7 +529,8 @@ TEST_CASE("gen: an interrupted generation does not open as complete; the same ge
   }
 }
 
-TEST_CASE("gen: refuses a root it did not write, and leaves what is there untouched", "[gen][formats][manifest]") {
+TEST_CASE("gen: refuses a root it did not write, and leaves what is there untouched",
+          "[gen][formats][manifest]") {
   const auto dir = testing::scratch_dir("gen-refuse");
   auto file = open_url(dir.string());
   const GenConfig c = small_config(DatasetFormat::kFiles, false);
@@ -525,8 +540,9 @@ TEST_CASE("gen: refuses a root it did not write, and leaves what is there untouc
     REQUIRE_FALSE(r);
     CHECK(r.error().code() == Errc::kInvalidArgument);
     CHECK(r.error().object() == theirs.string());
-    CHECK(r.error().message() == root.string() + " is not empty and was not written by feedline gen (no "
-                                                 ".feedline-dataset there)");
+    CHECK(r.error().message() == root.string() +
+                                     " is not empty and was not written by feedline gen (no "
+                                     ".feedline-dataset there)");
     CHECK(testing::read_object(*file.backend, theirs.string()) == before);
     CHECK_FALSE(std::filesystem::exists(root / ".feedline-dataset"));
     CHECK_FALSE(std::filesystem::exists(root / "000001.bin"));
@@ -546,7 +562,8 @@ TEST_CASE("gen: refuses a root it did not write, and leaves what is there untouc
   SECTION("a crashed writer's temporary file only: generated") {
     std::filesystem::remove_all(dir / "c");
     std::filesystem::create_directories(dir / "c");
-    testing::write_file(dir / "c" / "000003.bin.feedline-tmp-AbC123", testing::pattern_bytes(10, 3));
+    testing::write_file(dir / "c" / "000003.bin.feedline-tmp-AbC123",
+                        testing::pattern_bytes(10, 3));
     CHECK(generate_dataset(*file.backend, (dir / "c").string(), c));
   }
   SECTION("a dataset gen wrote, with another seed: regenerated in place") {
@@ -562,7 +579,8 @@ TEST_CASE("gen: refuses a root it did not write, and leaves what is there untouc
   }
 }
 
-TEST_CASE("gen: manifests parse back; bad ones are refused, naming the object", "[gen][formats][manifest]") {
+TEST_CASE("gen: manifests parse back; bad ones are refused, naming the object",
+          "[gen][formats][manifest]") {
   DatasetManifest m;
   m.config = small_config(DatasetFormat::kTar, false);
   m.summary.objects = generated_objects(m.config);
@@ -586,7 +604,8 @@ TEST_CASE("gen: manifests parse back; bad ones are refused, naming the object", 
   CHECK(p->summary.digest == 0xfedcba9876543210ull);
   CHECK(format_manifest(*p) == complete);
   // Keys in any order, unknown keys ignored.
-  CHECK(parse_manifest("feedline-dataset 1\nsomething-new 5\n" + complete.substr(complete.find('\n') + 1), "x"));
+  CHECK(parse_manifest(
+      "feedline-dataset 1\nsomething-new 5\n" + complete.substr(complete.find('\n') + 1), "x"));
 
   auto bad = [](const std::string& text, std::string_view needle, Errc code = Errc::kCorrupt) {
     INFO(text);

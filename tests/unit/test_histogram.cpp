@@ -24,7 +24,8 @@ TEST_CASE("bucket boundaries are contiguous and narrow", "[core][histogram]") {
     REQUIRE(Histogram::bucket_of(Histogram::bucket_low(b)) == b);
     REQUIRE(Histogram::bucket_of(Histogram::bucket_low(b + 1) - 1) == b);
     // width <= 1/64 of the bucket's lower bound (or 1 for the exact buckets)
-    REQUIRE(Histogram::bucket_width(b) * 64 <= std::max<std::uint64_t>(Histogram::bucket_low(b), 64));
+    REQUIRE(Histogram::bucket_width(b) * 64 <=
+            std::max<std::uint64_t>(Histogram::bucket_low(b), 64));
   }
   CHECK(Histogram::bucket_of(~std::uint64_t{0}) == Histogram::kBuckets - 1);
 }

@@ -300,7 +300,9 @@ TEST_CASE(
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // A backend over `url` whose stop is requested 200 ms after start_clock(); `stopped_at` notes
 // when (a loaded machine may wake the stopping thread late: the time to end counts from there).
@@ -314,7 +316,8 @@ struct Stoppable {
   explicit Stoppable(const std::string& url, const std::string& endpoint = "") {
     BackendConfig config;
     config.stop = source.get_token();
-    config.http.stall_timeout = std::chrono::seconds(30);  // the stop must end it, not the stall timeout
+    config.http.stall_timeout =
+        std::chrono::seconds(30);  // the stop must end it, not the stall timeout
     config.http.max_attempts = 1;
     config.s3.endpoint = endpoint;
     config.s3.access_key_id = endpoint.empty() ? "" : "AKID";
@@ -350,7 +353,8 @@ void check_interrupted(const R& r, const Stoppable& s) {
 
 }  // namespace
 
-TEST_CASE("http and s3 control calls end with kCancelled within a second of the stop token", "[http][stop][storage]") {
+TEST_CASE("http and s3 control calls end with kCancelled within a second of the stop token",
+          "[http][stop][storage]") {
   const auto mode = GENERATE(StallServer::Mode::kSilent, StallServer::Mode::kTrickle);
   StallServer server(mode, 1 << 20, std::chrono::milliseconds(100));
   const std::string base = fmt::format("http://127.0.0.1:{}", server.port());
@@ -427,7 +431,8 @@ TEST_CASE("http and s3 control calls end with kCancelled within a second of the 
 TEST_CASE("cancel() ends reads that trickle or get no answer within a second, each completing once",
           "[http][stop][storage]") {
   StallServer silent(StallServer::Mode::kSilent);
-  StallServer trickle(StallServer::Mode::kTrickleBody, 8u << 20, std::chrono::milliseconds(20));  // 50 bytes/s
+  StallServer trickle(StallServer::Mode::kTrickleBody, 8u << 20,
+                      std::chrono::milliseconds(20));  // 50 bytes/s
   const bool driven = GENERATE(false, true);
   const unsigned loops = GENERATE(1u, 2u);
   DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads") << ", " << loops << " event loops") {
@@ -472,7 +477,8 @@ TEST_CASE("cancel() ends reads that trickle or get no answer within a second, ea
     (*qb)->submit(ops[3]);
     const auto started = Clock::now();
     // At least 300 ms, and until body bytes trickle in (later on a loaded machine).
-    while ((seconds_since(started) < 0.3 || trickle.bytes_sent() == 0) && seconds_since(started) < 5) {
+    while ((seconds_since(started) < 0.3 || trickle.bytes_sent() == 0) &&
+           seconds_since(started) < 5) {
       (*qa)->poll(0, std::chrono::milliseconds(10));
       (*qb)->poll(0, std::chrono::milliseconds(10));
     }
@@ -496,7 +502,8 @@ TEST_CASE("cancel() ends reads that trickle or get no answer within a second, ea
   }
 }
 
-TEST_CASE("http://user:password@host/: sent as Basic authentication, shown nowhere", "[http][auth][storage]") {
+TEST_CASE("http://user:password@host/: sent as Basic authentication, shown nowhere",
+          "[http][auth][storage]") {
   const std::string obj = object_bytes(5000);
   HttpTestServer server([&](const HttpTestRequest& r) {
     // "reader" / "s3cr@t:pw", written percent-encoded in the URL.
@@ -504,14 +511,19 @@ TEST_CASE("http://user:password@host/: sent as Basic authentication, shown nowhe
       return HttpTestReply{HttpTestServer::reply(401, "<html>401 Authorization Required</html>",
                                                  {"WWW-Authenticate: Basic realm=\"feedline\""})};
     }
-    if (r.method == "HEAD") return HttpTestReply{fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
-    if (r.header("range").empty()) return HttpTestReply{HttpTestServer::reply(200, obj)};  // a whole-object GET
+    if (r.method == "HEAD")
+      return HttpTestReply{
+          fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
+    if (r.header("range").empty())
+      return HttpTestReply{HttpTestServer::reply(200, obj)};  // a whole-object GET
     return HttpTestReply{partial(obj, r)};
   });
   Registry registry;
   register_builtin_backends(registry);
   const std::string secret = "s3cr%40t%3Apw";
-  auto r = registry.open(fmt::format("http://reader:{}@127.0.0.1:{}/d/obj.bin", secret, server.port()), BackendConfig{});
+  auto r =
+      registry.open(fmt::format("http://reader:{}@127.0.0.1:{}/d/obj.bin", secret, server.port()),
+                    BackendConfig{});
   REQUIRE(r);
   CHECK(r->key == "/d/obj.bin");
   const std::string shown = r->backend->display_name(r->key);
@@ -539,7 +551,9 @@ TEST_CASE("http://user:password@host/: sent as Basic authentication, shown nowhe
   }
 
   // A wrong password: 401, kPermissionDenied, and neither form of the password in the error.
-  auto bad = registry.open(fmt::format("http://reader:wr%40ngpass@127.0.0.1:{}/d/obj.bin", server.port()), BackendConfig{});
+  auto bad =
+      registry.open(fmt::format("http://reader:wr%40ngpass@127.0.0.1:{}/d/obj.bin", server.port()),
+                    BackendConfig{});
   REQUIRE(bad);
   auto denied = bad->backend->stat(bad->key);
   REQUIRE_FALSE(denied);

@@ -47,26 +47,31 @@ TEST_CASE("nfs URL: malformed ones are invalid arguments naming the URL", "[nfs]
   }
 }
 
-TEST_CASE("nfs URL: every query parameter is checked, with a message saying what to write", "[nfs]") {
+TEST_CASE("nfs URL: every query parameter is checked, with a message saying what to write",
+          "[nfs]") {
   struct Bad {
     const char* url;
     const char* says;
   };
   for (const Bad& b : std::initializer_list<Bad>{
-           {"nfs://host/export/x?nfsport=abc", "nfsport must be a number from 1 to 65535, not 'abc'"},
+           {"nfs://host/export/x?nfsport=abc",
+            "nfsport must be a number from 1 to 65535, not 'abc'"},
            {"nfs://host/export/x?nfsport=0", "nfsport must be a number"},
            {"nfs://host/export/x?nfsport=65536", "nfsport must be a number"},
            {"nfs://host/export/x?nfsport=-1", "nfsport must be a number"},
            {"nfs://host/export/x?nfsport=", "nfsport needs a value"},
            {"nfs://host/export/x?nfsport", "nfsport needs a value"},
            {"nfs://host/export/x?mountport=x1", "mountport must be a number"},
-           {"nfs://host/export/x?uid=root", "uid must be a number from 0 to 2147483647, not 'root'"},
+           {"nfs://host/export/x?uid=root",
+            "uid must be a number from 0 to 2147483647, not 'root'"},
            {"nfs://host/export/x?gid=-5", "gid must be a number"},
            {"nfs://host/export/x?uid=99999999999", "uid must be a number"},
            {"nfs://host/export/x?version=5", "version must be 3 or 4, not '5'"},
            {"nfs://host/export/x?version=four", "version must be 3 or 4"},
            {"nfs://host/export/x?version=4&version=3", "version is given twice"},
-           {"nfs://host/export/x?verison=4", "unknown parameter 'verison' in the query (known: version, nfsport, mountport, uid, gid)"},
+           {"nfs://host/export/x?verison=4",
+            "unknown parameter 'verison' in the query (known: version, nfsport, mountport, uid, "
+            "gid)"},
            {"nfs://host/export/x?debug=9", "unknown parameter 'debug'"},
        }) {
     INFO(b.url);
@@ -76,14 +81,17 @@ TEST_CASE("nfs URL: every query parameter is checked, with a message saying what
     CHECK(u.error().message().find(b.says) != std::string::npos);
     CHECK(u.error().object() == b.url);
   }
-  for (const char* good : {"nfs://host/export/x?version=4&nfsport=2049&mountport=635&uid=0&gid=2147483647",
-                           "nfs://host/export/x?", "nfs://host/export/x?version=3&", "nfs://host/export/x?uid=1000&&gid=1000"}) {
+  for (const char* good :
+       {"nfs://host/export/x?version=4&nfsport=2049&mountport=635&uid=0&gid=2147483647",
+        "nfs://host/export/x?", "nfs://host/export/x?version=3&",
+        "nfs://host/export/x?uid=1000&&gid=1000"}) {
     INFO(good);
     CHECK(transports::parse_nfs_url(good));
   }
 }
 
-TEST_CASE("nfs URL: a port after the host belongs in ?nfsport=; credentials are refused and hidden", "[nfs]") {
+TEST_CASE("nfs URL: a port after the host belongs in ?nfsport=; credentials are refused and hidden",
+          "[nfs]") {
   auto port = transports::parse_nfs_url("nfs://127.0.0.1:1/x");
   REQUIRE_FALSE(port);
   CHECK(port.error().code() == Errc::kInvalidArgument);
@@ -112,9 +120,11 @@ TEST_CASE("nfs: a bad URL fails at open before any connection", "[nfs]") {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   storage::BackendConfig config;
-  config.nfs.timeout = std::chrono::seconds(30);  // a connection attempt would show in the time taken
+  config.nfs.timeout =
+      std::chrono::seconds(30);  // a connection attempt would show in the time taken
   const auto t0 = std::chrono::steady_clock::now();
-  for (const char* url : {"nfs://127.0.0.1:1/x", "nfs://127.0.0.1/export/x?nfsport=abc", "nfs://127.0.0.1/x?nosuch=1"}) {
+  for (const char* url : {"nfs://127.0.0.1:1/x", "nfs://127.0.0.1/export/x?nfsport=abc",
+                          "nfs://127.0.0.1/x?nosuch=1"}) {
     INFO(url);
     auto r = registry.open(url, config);
     REQUIRE_FALSE(r);
@@ -123,7 +133,9 @@ TEST_CASE("nfs: a bad URL fails at open before any connection", "[nfs]") {
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
 }
 
-TEST_CASE("nfs: a server that accepts and never answers: the stop token ends the mount within a second", "[nfs][stop]") {
+TEST_CASE(
+    "nfs: a server that accepts and never answers: the stop token ends the mount within a second",
+    "[nfs][stop]") {
   test::StallServer server(test::StallServer::Mode::kSilent);
   storage::Registry registry;
   storage::register_builtin_backends(registry);
@@ -131,7 +143,8 @@ TEST_CASE("nfs: a server that accepts and never answers: the stop token ends the
   storage::BackendConfig config;
   config.nfs.timeout = std::chrono::seconds(30);
   config.stop = stop.get_token();
-  const std::string url = "nfs://127.0.0.1/export/ds?version=4&nfsport=" + std::to_string(server.port());
+  const std::string url =
+      "nfs://127.0.0.1/export/ds?version=4&nfsport=" + std::to_string(server.port());
   // The time to end counts from the stop (a loaded machine may wake the stopping thread late).
   std::atomic<std::chrono::steady_clock::rep> stopped_at{0};
   std::jthread stopper([&] {
@@ -157,7 +170,8 @@ TEST_CASE("nfs: a server that never answers fails after the timeout, not later",
   storage::BackendConfig config;
   config.nfs.timeout = std::chrono::seconds(1);
   config.nfs.max_attempts = 1;
-  const std::string url = "nfs://127.0.0.1/export/ds?version=4&nfsport=" + std::to_string(server.port());
+  const std::string url =
+      "nfs://127.0.0.1/export/ds?version=4&nfsport=" + std::to_string(server.port());
   const auto t0 = std::chrono::steady_clock::now();
   auto r = registry.open(url, config);
   const auto took = std::chrono::steady_clock::now() - t0;

@@ -6,7 +6,8 @@
 using namespace feedline;
 using namespace feedline::storage;
 
-TEST_CASE("URLs split into scheme, authority and path; plain paths are files", "[storage][registry]") {
+TEST_CASE("URLs split into scheme, authority and path; plain paths are files",
+          "[storage][registry]") {
   auto u = parse_url("s3://bucket/train/shard-0.tar").value();
   CHECK(u.scheme == "s3");
   CHECK(u.authority == "bucket");

@@ -104,7 +104,8 @@ TEST_CASE("validation names the problem and the fix", "[loader][bench]") {
   CHECK(d.error().what().find("multiple of 4096") != std::string::npos);
 }
 
-TEST_CASE("created objects are deterministic per seed and incompressible-looking", "[loader][bench]") {
+TEST_CASE("created objects are deterministic per seed and incompressible-looking",
+          "[loader][bench]") {
   auto r = mem_backend();
   REQUIRE(create_random_object(*r.backend, "a", 1 << 16, 42));
   REQUIRE(create_random_object(*r.backend, "b", 1 << 16, 42));

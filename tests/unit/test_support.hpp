@@ -57,7 +57,8 @@ inline void register_test(const std::string& name, const std::string& tags,
 }
 
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  auto dir = std::filesystem::path(FEEDLINE_TEST_TMPDIR) / (name + "-" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::path(FEEDLINE_TEST_TMPDIR) / (name + "-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return dir;
 }

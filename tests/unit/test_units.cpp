@@ -1,5 +1,5 @@
-#include <catch2/catch.hpp>
 #include <sys/mman.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <vector>
@@ -28,8 +28,8 @@ TEST_CASE("sizes parse with fio's binary meaning of k/m/g", "[core][units]") {
 }
 
 TEST_CASE("malformed sizes are rejected with the text in the message", "[core][units]") {
-  for (const char* bad : {"4x", "", "k", "-1", "1.2.3", "4 kk", "0.3", "99999999999999999999",
-                          "20000000P", "1e3"}) {
+  for (const char* bad :
+       {"4x", "", "k", "-1", "1.2.3", "4 kk", "0.3", "99999999999999999999", "20000000P", "1e3"}) {
     INFO(bad);
     auto r = parse_size(bad);
     REQUIRE_FALSE(r);
@@ -69,7 +69,8 @@ TEST_CASE("AlignedBuffer::prefault makes the asked-for pages resident, and no mo
   auto resident = [&] {
     std::vector<unsigned char> vec(kPages);
     REQUIRE(::mincore(buf.data(), buf.size(), vec.data()) == 0);
-    return static_cast<std::size_t>(std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return v & 1; }));
+    return static_cast<std::size_t>(
+        std::count_if(vec.begin(), vec.end(), [](unsigned char v) { return v & 1; }));
   };
   // A fresh allocation of this size is mapped but not yet backed (glibc mmaps it).
   const std::size_t before = resident();
@@ -79,5 +80,5 @@ TEST_CASE("AlignedBuffer::prefault makes the asked-for pages resident, and no mo
   CHECK(after - before <= 17);
   buf.prefault(std::size_t{1} << 40);  // clamped to the buffer
   CHECK(resident() == kPages);
-  AlignedBuffer().prefault(4096);      // empty: nothing to do
+  AlignedBuffer().prefault(4096);  // empty: nothing to do
 }

@@ -14,8 +14,8 @@ TEST_CASE("brace patterns expand like WebDataset's", "[url]") {
   using storage::expand_braces;
   auto v = expand_braces("s3://b/train-{000..003}.tar");
   REQUIRE(v);
-  CHECK(*v == std::vector<std::string>{"s3://b/train-000.tar", "s3://b/train-001.tar", "s3://b/train-002.tar",
-                                       "s3://b/train-003.tar"});
+  CHECK(*v == std::vector<std::string>{"s3://b/train-000.tar", "s3://b/train-001.tar",
+                                       "s3://b/train-002.tar", "s3://b/train-003.tar"});
   auto w = expand_braces("x{a,b}-{9..11}");
   REQUIRE(w);
   CHECK(*w == std::vector<std::string>{"xa-9", "xa-10", "xa-11", "xb-9", "xb-10", "xb-11"});
@@ -27,7 +27,8 @@ TEST_CASE("brace patterns expand like WebDataset's", "[url]") {
   CHECK(*literal == std::vector<std::string>{"a{b}"});
   CHECK_FALSE(storage::has_brace_pattern("plain/path.tar"));
   CHECK(storage::has_brace_pattern("p/{1..2}"));
-  for (const char* bad : {"{1..2", "1..2}", "{}", "{a}", "{1..x}", "{{1..2}}", "{0..99999999999}"}) {
+  for (const char* bad :
+       {"{1..2", "1..2}", "{}", "{a}", "{1..x}", "{{1..2}}", "{0..99999999999}"}) {
     INFO(bad);
     auto r = expand_braces(bad);
     REQUIRE_FALSE(r);
@@ -40,7 +41,6 @@ TEST_CASE("brace patterns expand like WebDataset's", "[url]") {
   REQUIRE_FALSE(huge);
   CHECK(huge.error().message().find("more than 4096") != std::string::npos);
 }
-
 
 namespace {
 
@@ -62,9 +62,11 @@ TEST_CASE("brace patterns are counted before anything is expanded", "[url]") {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {"s3://b/x-{0..4095}{0..4095}.tar", "'{0..4095}{0..4095}' names 16777216 objects, more than 1000000"},
+      {"s3://b/x-{0..4095}{0..4095}.tar",
+       "'{0..4095}{0..4095}' names 16777216 objects, more than 1000000"},
       {"p/" + repeat("{0,1}", 24), "names 16777216 objects, more than 1000000"},
-      {"x{0..255}{0..255}{0..255}", "'{0..255}{0..255}{0..255}' names 16777216 objects, more than 1000000"},
+      {"x{0..255}{0..255}{0..255}",
+       "'{0..255}{0..255}{0..255}' names 16777216 objects, more than 1000000"},
       {"{" + repeat("a,", 1 << 20) + "a}", "names 1048577 objects, more than 1000000"},
   };
   for (const auto& c : cases) {
@@ -84,8 +86,10 @@ TEST_CASE("brace patterns are counted before anything is expanded", "[url]") {
   CHECK(*c36 == std::uint64_t{1} << 36);
   auto r36 = expand_braces(p36, (std::size_t{1} << 36) - 1, std::size_t{1} << 62);
   REQUIRE_FALSE(r36);
-  CHECK(r36.error().message().find("names 68719476736 objects, more than 68719476735") != std::string::npos);
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));  // expanding them takes minutes
+  CHECK(r36.error().message().find("names 68719476736 objects, more than 68719476735") !=
+        std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 <
+        std::chrono::seconds(2));  // expanding them takes minutes
 }
 
 TEST_CASE("brace pattern counts that overflow 64 bits are refused", "[url]") {
@@ -121,7 +125,8 @@ TEST_CASE("brace patterns up to the limit expand, in order", "[url]") {
 
   CHECK(expand_braces("{0..9}{0..9}{0..9}", 1000).value().size() == 1000);
   CHECK(expand_braces("{a,b}{2..1}{x,}-\\{z\\}") ==
-        std::vector<std::string>{"a2x-{z}", "a2-{z}", "a1x-{z}", "a1-{z}", "b2x-{z}", "b2-{z}", "b1x-{z}", "b1-{z}"});
+        std::vector<std::string>{"a2x-{z}", "a2-{z}", "a1x-{z}", "a1-{z}", "b2x-{z}", "b2-{z}",
+                                 "b1x-{z}", "b1-{z}"});
   CHECK(expand_braces("{010..008}") == std::vector<std::string>{"010", "009", "008"});
   CHECK(expand_braces("") == std::vector<std::string>{""});
 }

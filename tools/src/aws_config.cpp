@@ -1,11 +1,11 @@
 #include "aws_config.hpp"
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <sys/stat.h>
 
 #include <fmt/format.h>
 
@@ -96,7 +96,8 @@ Result<IniFile> parse_aws_ini(std::string_view text, std::string_view file_name)
     }
     auto delim = line.find_first_of("=:");
     if (delim == std::string_view::npos) {
-      return fail(ini_error(file_name, line_no, "expected 'key = value', a '[section]' header or a comment"));
+      return fail(ini_error(file_name, line_no,
+                            "expected 'key = value', a '[section]' header or a comment"));
     }
     auto key = trim(line.substr(0, delim));
     if (key.empty()) return fail(ini_error(file_name, line_no, "a value without a key"));
@@ -130,7 +131,8 @@ std::optional<std::string> expand_home(const std::string& path, const EnvLookup&
 }
 
 // The file named by OVERRIDE_VAR, else $HOME/.aws/DEFAULT_NAME; no HOME: no file.
-std::optional<std::string> aws_file_path(const EnvLookup& env, const char* override_var, const char* default_name) {
+std::optional<std::string> aws_file_path(const EnvLookup& env, const char* override_var,
+                                         const char* default_name) {
   if (auto p = env(override_var); p && !p->empty()) return expand_home(*p, env);
   auto home = env("HOME");
   if (!home || home->empty()) return std::nullopt;
@@ -143,21 +145,24 @@ Result<LoadedFile> load_file(std::optional<std::string> path) {
   LoadedFile f;
   if (!path) return f;
   f.path = *path;
-  struct stat st{};
+  struct stat st {};
   if (::stat(path->c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return f;  // no file: nothing configured there
     return fail(Error::from_errno(errno, "cannot read the AWS settings file").with_object(*path));
   }
   if (S_ISDIR(st.st_mode)) {
-    return fail(Error(Errc::kIsDirectory, "the AWS settings file is a directory").with_object(*path));
+    return fail(
+        Error(Errc::kIsDirectory, "the AWS settings file is a directory").with_object(*path));
   }
   std::ifstream in(*path, std::ios::binary);
   if (!in) {
-    return fail(Error::from_errno(errno != 0 ? errno : EACCES, "cannot read the AWS settings file").with_object(*path));
+    return fail(Error::from_errno(errno != 0 ? errno : EACCES, "cannot read the AWS settings file")
+                    .with_object(*path));
   }
   std::ostringstream buf;
   buf << in.rdbuf();
-  if (in.bad()) return fail(Error(Errc::kIo, "cannot read the AWS settings file").with_object(*path));
+  if (in.bad())
+    return fail(Error(Errc::kIo, "cannot read the AWS settings file").with_object(*path));
   auto ini = parse_aws_ini(buf.str(), *path);
   if (!ini) return fail(std::move(ini).error());
   f.ini = std::move(*ini);
@@ -165,14 +170,16 @@ Result<LoadedFile> load_file(std::optional<std::string> path) {
   return f;
 }
 
-const std::map<std::string, std::string>* find_section(const IniFile& ini, const std::string& name) {
+const std::map<std::string, std::string>* find_section(const IniFile& ini,
+                                                       const std::string& name) {
   auto it = ini.find(name);
   return it == ini.end() ? nullptr : &it->second;
 }
 
 // A profile's section: "[name]" in the credentials file; "[profile name]" in the config file,
 // where the default profile may also be "[default]" (and botocore accepts "[profile default]").
-const std::map<std::string, std::string>* config_section(const IniFile& ini, const std::string& profile) {
+const std::map<std::string, std::string>* config_section(const IniFile& ini,
+                                                         const std::string& profile) {
   for (const auto& [section, values] : ini) {
     std::string_view s = section;
     if (s.starts_with("profile") && s.size() > 7 && kSpace.find(s[7]) != std::string_view::npos) {
@@ -236,13 +243,17 @@ Result<AwsSettings> load_aws_settings(const EnvLookup& env, std::string_view pro
     if (creds_file->path.empty() && config_file->path.empty()) {
       looked = "no AWS settings files (HOME is not set)";
     } else {
-      looked = fmt::format("{} ({}) and {} ({})", creds_file->path.empty() ? "no credentials file" : creds_file->path,
-                           creds_file->present ? fmt::format("no [{}]", profile) : "missing",
-                           config_file->path.empty() ? "no config file" : config_file->path,
-                           config_file->present ? fmt::format("no [profile {}]", profile) : "missing");
+      looked =
+          fmt::format("{} ({}) and {} ({})",
+                      creds_file->path.empty() ? "no credentials file" : creds_file->path,
+                      creds_file->present ? fmt::format("no [{}]", profile) : "missing",
+                      config_file->path.empty() ? "no config file" : config_file->path,
+                      config_file->present ? fmt::format("no [profile {}]", profile) : "missing");
     }
-    return fail(Error(Errc::kNotFound, fmt::format("the AWS profile '{}' is not configured: looked in {}", profile, looked))
-                    .with_hint(explicit_arg ? "check --profile" : "check AWS_PROFILE"));
+    return fail(
+        Error(Errc::kNotFound,
+              fmt::format("the AWS profile '{}' is not configured: looked in {}", profile, looked))
+            .with_hint(explicit_arg ? "check --profile" : "check AWS_PROFILE"));
   }
 
   // Credentials: environment, then the credentials file, then the config file. As in the AWS CLI
@@ -268,12 +279,14 @@ Result<AwsSettings> load_aws_settings(const EnvLookup& env, std::string_view pro
     }
   }
   if (!found) {
-    auto r = take_keys(creds_section, fmt::format("profile '{}' in {}", profile, creds_file->path), s);
+    auto r =
+        take_keys(creds_section, fmt::format("profile '{}' in {}", profile, creds_file->path), s);
     if (!r) return fail(std::move(r).error());
     found = *r;
   }
   if (!found) {
-    auto r = take_keys(config_sec, fmt::format("profile '{}' in {}", profile, config_file->path), s);
+    auto r =
+        take_keys(config_sec, fmt::format("profile '{}' in {}", profile, config_file->path), s);
     if (!r) return fail(std::move(r).error());
     found = *r;
   }

@@ -21,7 +21,7 @@ struct AwsSettings {
   std::string session_token;
   std::string region;
   std::string endpoint;
-  std::string profile;             // the profile whose settings were read ("default" when none was named)
+  std::string profile;  // the profile whose settings were read ("default" when none was named)
   std::string credentials_source;  // "environment", "profile 'x' in /root/.aws/credentials", "none"
 };
 

@@ -8,22 +8,24 @@
 
 namespace feedline::tools {
 
-std::optional<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min, std::uint64_t max,
-                                                std::string* why) {
+std::optional<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min,
+                                                std::uint64_t max, std::string* why) {
   auto no = [&](std::string reason) -> std::optional<std::uint64_t> {
     if (why) *why = std::move(reason);
     return std::nullopt;
   };
   if (text.empty()) return no("empty: expected a whole number");
   for (char c : text) {
-    if (c < '0' || c > '9') return no(fmt::format("'{}' is not a whole number (digits only)", text));
+    if (c < '0' || c > '9')
+      return no(fmt::format("'{}' is not a whole number (digits only)", text));
   }
   std::uint64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec == std::errc::result_out_of_range || v < min || v > max) {
     return no(fmt::format("{} is out of range: {}..{}", text, min, max));
   }
-  if (ec != std::errc() || p != text.data() + text.size()) return no(fmt::format("'{}' is not a whole number", text));
+  if (ec != std::errc() || p != text.data() + text.size())
+    return no(fmt::format("'{}' is not a whole number", text));
   return v;
 }
 

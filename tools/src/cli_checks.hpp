@@ -21,8 +21,8 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max);
 CLI::Validator number_in(double lo, double hi, bool lo_inclusive);
 
 // The same check for text from elsewhere (environment variables): the value, or why not.
-std::optional<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min, std::uint64_t max,
-                                                std::string* why = nullptr);
+std::optional<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min,
+                                                std::uint64_t max, std::string* why = nullptr);
 
 // Machine limits that bound what users may ask for.
 std::uint64_t physical_memory_bytes();

@@ -38,7 +38,8 @@ class CommandError : public std::runtime_error {
 // Bad usage found by the CLI itself (exit 2).
 class UsageError : public CommandError {
  public:
-  explicit UsageError(const std::string& what) : CommandError(Error(Errc::kInvalidArgument, what)) {}
+  explicit UsageError(const std::string& what)
+      : CommandError(Error(Errc::kInvalidArgument, what)) {}
   explicit UsageError(const Error& e) : CommandError(Error(Errc::kInvalidArgument, e.what())) {}
   const char* what() const noexcept override { return error().message().c_str(); }
 };

@@ -13,34 +13,47 @@ namespace feedline::tools {
 
 void add_net_options(CLI::App& cmd, NetOptions& o) {
   const char* group = "Network storage (s3://, http(s)://, nfs://)";
-  cmd.add_option("--connections", o.connections,
-                 "Connections per job (HTTP: concurrent keep-alive connections, 0 = one per request in "
-                 "flight; NFS: TCP connections to the server, like nconnect)")
+  cmd.add_option(
+         "--connections", o.connections,
+         "Connections per job (HTTP: concurrent keep-alive connections, 0 = one per request in "
+         "flight; NFS: TCP connections to the server, like nconnect)")
       ->group(group)
       ->check(whole_number(0, 4096));
-  cmd.add_option("--endpoint", o.endpoint, "S3 endpoint URL (overrides AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000")
+  cmd.add_option("--endpoint", o.endpoint,
+                 "S3 endpoint URL (overrides AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000")
       ->group(group);
-  cmd.add_option("--region", o.region, "S3 region (overrides AWS_REGION / AWS_DEFAULT_REGION)")->group(group);
-  cmd.add_option("--profile", o.profile, "AWS profile in ~/.aws/credentials and ~/.aws/config (overrides AWS_PROFILE)")
+  cmd.add_option("--region", o.region, "S3 region (overrides AWS_REGION / AWS_DEFAULT_REGION)")
       ->group(group);
-  cmd.add_flag("--no-sign-request", o.no_sign_request,
-               "Send S3 requests unsigned, for public buckets, even where credentials are configured "
-               "(as aws --no-sign-request)")
+  cmd.add_option("--profile", o.profile,
+                 "AWS profile in ~/.aws/credentials and ~/.aws/config (overrides AWS_PROFILE)")
       ->group(group);
-  cmd.add_flag("--insecure", o.insecure, "Do not verify TLS certificates (says so in the report)")->group(group);
-  cmd.add_option("--ca-bundle", o.ca_bundle, "CA certificates file for TLS verification")->group(group);
-  cmd.add_option("--part-size", o.part_size, "Large reads are split into parallel range requests of this size")
+  cmd.add_flag(
+         "--no-sign-request", o.no_sign_request,
+         "Send S3 requests unsigned, for public buckets, even where credentials are configured "
+         "(as aws --no-sign-request)")
       ->group(group);
-  cmd.add_option("--http-loops", o.http_loops,
-                 "HTTP event-loop threads per job that share parts of 1 MiB and more, so that receiving "
-                 "large objects uses more than one core (0 = one per core, at most 4; 1 = a single loop)")
+  cmd.add_flag("--insecure", o.insecure, "Do not verify TLS certificates (says so in the report)")
+      ->group(group);
+  cmd.add_option("--ca-bundle", o.ca_bundle, "CA certificates file for TLS verification")
+      ->group(group);
+  cmd.add_option("--part-size", o.part_size,
+                 "Large reads are split into parallel range requests of this size")
+      ->group(group);
+  cmd.add_option(
+         "--http-loops", o.http_loops,
+         "HTTP event-loop threads per job that share parts of 1 MiB and more, so that receiving "
+         "large objects uses more than one core (0 = one per core, at most 4; 1 = a single loop)")
       ->group(group)
       ->check(whole_number(0, 64));
-  cmd.add_option("--max-attempts", o.max_attempts, "Attempts per request, the first included (retries back off with jitter)")
+  cmd.add_option("--max-attempts", o.max_attempts,
+                 "Attempts per request, the first included (retries back off with jitter)")
       ->group(group)
       ->check(whole_number(1, 100));
-  cmd.add_option("--connect-timeout", o.connect_timeout, "Give up connecting after this long")->group(group);
-  cmd.add_option("--stall-timeout", o.stall_timeout, "Fail an attempt that receives no byte for this long")->group(group);
+  cmd.add_option("--connect-timeout", o.connect_timeout, "Give up connecting after this long")
+      ->group(group);
+  cmd.add_option("--stall-timeout", o.stall_timeout,
+                 "Fail an attempt that receives no byte for this long")
+      ->group(group);
 }
 
 void apply_net_options(const NetOptions& o, std::string_view url, storage::BackendConfig& c,
@@ -92,9 +105,11 @@ void apply_net_options(const NetOptions& o, std::string_view url, storage::Backe
   if (!aws->region.empty()) c.s3.region = aws->region;
   if (!o.region.empty()) c.s3.region = o.region;
   c.s3.endpoint = o.endpoint.empty() ? aws->endpoint : o.endpoint;
-  if (!c.s3.endpoint.empty() && !c.s3.endpoint.starts_with("http://") && !c.s3.endpoint.starts_with("https://")) {
+  if (!c.s3.endpoint.empty() && !c.s3.endpoint.starts_with("http://") &&
+      !c.s3.endpoint.starts_with("https://")) {
     throw UsageError(fmt::format("{}: the S3 endpoint must be an http:// or https:// URL, got '{}'",
-                                 o.endpoint.empty() ? "AWS_ENDPOINT_URL" : "--endpoint", c.s3.endpoint));
+                                 o.endpoint.empty() ? "AWS_ENDPOINT_URL" : "--endpoint",
+                                 c.s3.endpoint));
   }
   // Custom endpoints (MinIO, s3rver, Ceph) want the bucket in the path; AWS takes both.
   c.s3.path_style = !c.s3.endpoint.empty();

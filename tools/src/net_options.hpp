@@ -31,7 +31,7 @@ void add_net_options(CLI::App& cmd, NetOptions& options);
 // Fills the http, s3 and nfs sections. Throws UsageError for bad values. `notes` collects what
 // the user should know (--insecure is on, where credentials came from) — never a secret.
 // The AWS environment and files are read only for s3:// URLs.
-void apply_net_options(const NetOptions& options, std::string_view url, storage::BackendConfig& config,
-                       std::vector<std::string>& notes);
+void apply_net_options(const NetOptions& options, std::string_view url,
+                       storage::BackendConfig& config, std::vector<std::string>& notes);
 
 }  // namespace feedline::tools

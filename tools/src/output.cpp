@@ -15,8 +15,9 @@ namespace {
 
 struct State {
   std::mutex mu;
-  std::vector<std::string> secrets;  // longest first, so that a secret containing another is masked whole
-  bool stdout_closed = false;        // closed when we started (re-opened on /dev/null)
+  std::vector<std::string>
+      secrets;                 // longest first, so that a secret containing another is masked whole
+  bool stdout_closed = false;  // closed when we started (re-opened on /dev/null)
   bool stdout_written = false;
   bool stdout_failed = false;
   int stdout_errno = 0;
@@ -30,7 +31,8 @@ State& state() {
 std::string scrub_locked(const State& s, std::string_view text) {
   std::string out(text);
   for (const std::string& secret : s.secrets) {
-    for (std::size_t at = out.find(secret); at != std::string::npos; at = out.find(secret, at + 3)) {
+    for (std::size_t at = out.find(secret); at != std::string::npos;
+         at = out.find(secret, at + 3)) {
       out.replace(at, secret.size(), "***");
     }
   }
@@ -73,7 +75,8 @@ void add_secret(std::string secret) {
   std::lock_guard lock(s.mu);
   if (std::find(s.secrets.begin(), s.secrets.end(), secret) != s.secrets.end()) return;
   s.secrets.push_back(std::move(secret));
-  std::sort(s.secrets.begin(), s.secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  std::sort(s.secrets.begin(), s.secrets.end(),
+            [](const auto& a, const auto& b) { return a.size() > b.size(); });
 }
 
 std::string scrub(std::string_view text) {
@@ -126,11 +129,13 @@ int finish(int exit_code) {
     }
   }
   if (!s.stdout_failed) return exit_code;
-  const std::string why = s.stdout_closed ? std::string("stdout is closed")
+  const std::string why = s.stdout_closed  ? std::string("stdout is closed")
                           : s.stdout_errno ? std::string(std::strerror(s.stdout_errno))
                                            : std::string("write error");
   lock.unlock();
-  error(fmt::format("the report could not be written to stdout: {} (redirect stdout to a file or a terminal)", why));
+  error(fmt::format(
+      "the report could not be written to stdout: {} (redirect stdout to a file or a terminal)",
+      why));
   return exit_code == 0 ? 1 : exit_code;
 }
 

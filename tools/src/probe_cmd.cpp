@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_error.hpp"
-#include "output.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "feedline/transports/cufile.hpp"
 #include "feedline/transports/system_probe.hpp"
+#include "output.hpp"
 
 namespace feedline::tools {
 namespace {
@@ -31,7 +31,8 @@ int probe(const Options& o) {
   }
   const auto bench_device = value_or_usage(cu::parse_device(o.device));
   auto h2d_bytes = parse_size(o.h2d_size);
-  if (!h2d_bytes || *h2d_bytes == 0) throw UsageError("--h2d-size: must be a positive size such as 256MiB");
+  if (!h2d_bytes || *h2d_bytes == 0)
+    throw UsageError("--h2d-size: must be a positive size such as 256MiB");
 
   const auto cuda = cu::CudaRuntime::load();
   const auto cufile = cf::CufileRuntime::load();
@@ -77,7 +78,8 @@ int probe(const Options& o) {
       {"memlock",
        {{"unlimited", memlock.unlimited},
         {"soft_bytes", memlock.unlimited ? json(nullptr) : json(memlock.soft)},
-        {"hard_bytes", memlock.unlimited || memlock.hard == 0 ? json(nullptr) : json(memlock.hard)}}},
+        {"hard_bytes",
+         memlock.unlimited || memlock.hard == 0 ? json(nullptr) : json(memlock.hard)}}},
       {"libraries",
        {{"libcurl", curl.empty() ? json(nullptr) : json(curl)},
         {"libnfs", nfs.empty() ? json(nullptr) : json(nfs)},
@@ -86,9 +88,11 @@ int probe(const Options& o) {
   };
   std::optional<Error> h2d_error;
   if (o.h2d_bench) {
-    auto pinned = cu::h2d_bandwidth(*cuda, bench_device < 0 ? 0 : bench_device, *h2d_bytes, 5, true);
-    auto pageable = pinned ? cu::h2d_bandwidth(*cuda, bench_device < 0 ? 0 : bench_device, *h2d_bytes, 5, false)
-                           : Result<double>(0.0);
+    auto pinned =
+        cu::h2d_bandwidth(*cuda, bench_device < 0 ? 0 : bench_device, *h2d_bytes, 5, true);
+    auto pageable =
+        pinned ? cu::h2d_bandwidth(*cuda, bench_device < 0 ? 0 : bench_device, *h2d_bytes, 5, false)
+               : Result<double>(0.0);
     if (!pinned || !pageable) {
       h2d_error = pinned ? pageable.error() : pinned.error();
       doc["h2d"] = {{"error", h2d_error->what()}};
@@ -107,36 +111,40 @@ int probe(const Options& o) {
     out::print("feedline probe\n");
     if (cuda->available()) {
       out::print("  gpu: {} device(s), driver {}, runtime {} ({})\n", cuda->devices().size(),
-                 cu::version_string(cuda->driver_version()), cu::version_string(cuda->runtime_version()),
-                 cuda->library());
+                 cu::version_string(cuda->driver_version()),
+                 cu::version_string(cuda->runtime_version()), cuda->library());
       for (const auto& d : cuda->devices()) {
-        out::print("    cuda:{}  {}  cc {}.{}  {}  {}\n", d.index, d.name, d.cc_major, d.cc_minor, d.pci_bus_id,
-                   format_bytes(static_cast<double>(d.total_memory)));
+        out::print("    cuda:{}  {}  cc {}.{}  {}  {}\n", d.index, d.name, d.cc_major, d.cc_minor,
+                   d.pci_bus_id, format_bytes(static_cast<double>(d.total_memory)));
       }
     } else {
       out::print("  gpu: none: {}\n", cuda->reason());
       if (cuda->loaded()) {
-        out::print("    ({} loaded; driver {}, runtime {})\n", cuda->library(), cu::version_string(cuda->driver_version()),
+        out::print("    ({} loaded; driver {}, runtime {})\n", cuda->library(),
+                   cu::version_string(cuda->driver_version()),
                    cu::version_string(cuda->runtime_version()));
       }
     }
     if (cufile->available()) {
       out::print("  cufile: {} ({}{}){}\n", cufile->library(),
                  cufile->compat_mode() ? "compatibility mode: " : "GPUDirect Storage",
-                 cufile->compat_mode() ? cufile->reason() : "", cufile->batch_api() ? ", batch API" : "");
+                 cufile->compat_mode() ? cufile->reason() : "",
+                 cufile->batch_api() ? ", batch API" : "");
     } else {
       out::print("  cufile: unavailable: {}\n", cufile->reason());
     }
     if (uring.available) {
-      out::print("  io_uring: yes (kernel {}); read-fixed {}; setup modes: {}; features: {}\n", uring.kernel,
-                 uring.read_fixed ? "yes" : "no", fmt::join(uring.setup, ", "), fmt::join(uring.features, ", "));
+      out::print("  io_uring: yes (kernel {}); read-fixed {}; setup modes: {}; features: {}\n",
+                 uring.kernel, uring.read_fixed ? "yes" : "no", fmt::join(uring.setup, ", "),
+                 fmt::join(uring.features, ", "));
     } else {
       out::print("  io_uring: no: {} (kernel {})\n", uring.reason, uring.kernel);
     }
     out::print("  memlock (registered buffers, mlock'd batches): {}\n",
-               memlock.unlimited ? std::string("unlimited")
-                                 : fmt::format("{} (hard {})", format_bytes(static_cast<double>(memlock.soft)),
-                                               format_bytes(static_cast<double>(memlock.hard))));
+               memlock.unlimited
+                   ? std::string("unlimited")
+                   : fmt::format("{} (hard {})", format_bytes(static_cast<double>(memlock.soft)),
+                                 format_bytes(static_cast<double>(memlock.hard))));
     out::print("  libcurl: {}   libnfs: {}   zstd: {}\n", curl.empty() ? "not built" : curl,
                nfs.empty() ? "not built" : nfs, loader::zstd_available() ? "yes" : "not built");
     out::print("  memcpy: {} (one thread, 64 MiB, aligned)\n", format_rate(memcpy_bw));
@@ -161,11 +169,14 @@ int probe(const Options& o) {
 
 void add_probe(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("probe", "What this machine can do: io_uring, memlock, GPUs, cuFile, libraries");
+  CLI::App* cmd = app.add_subcommand(
+      "probe", "What this machine can do: io_uring, memlock, GPUs, cuFile, libraries");
   cmd->add_option("--output", o->output, "text or json")->capture_default_str();
-  cmd->add_flag("--h2d-bench", o->h2d_bench, "Also measure pinned vs pageable host-to-device copies (needs a GPU)");
+  cmd->add_flag("--h2d-bench", o->h2d_bench,
+                "Also measure pinned vs pageable host-to-device copies (needs a GPU)");
   cmd->add_option("--device", o->device, "GPU for --h2d-bench")->capture_default_str();
-  cmd->add_option("--h2d-size", o->h2d_size, "Bytes per copy for --h2d-bench")->capture_default_str();
+  cmd->add_option("--h2d-size", o->h2d_size, "Bytes per copy for --h2d-bench")
+      ->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = probe(*o); });
 }
 

@@ -16,8 +16,8 @@
 #include <thread>
 #include <utility>
 
-#include "feedline/core/clock.hpp"
 #include "detail/pool_engine.hpp"
+#include "feedline/core/clock.hpp"
 #include "feedline/transports/file_engine.hpp"
 
 namespace feedline::transports {
@@ -25,7 +25,8 @@ namespace {
 
 class PoolEngine final : public FileEngine {
  public:
-  PoolEngine(std::string name, unsigned threads, detail::BlockingRead read, std::vector<std::string> notes)
+  PoolEngine(std::string name, unsigned threads, detail::BlockingRead read,
+             std::vector<std::string> notes)
       : name_(std::move(name)), read_(std::move(read)), notes_(std::move(notes)) {
     const unsigned n = std::clamp(threads, 1u, 256u);
     workers_.reserve(n);
@@ -140,8 +141,8 @@ class PoolEngine final : public FileEngine {
 
 void pread_fully(FileRead& r) noexcept {
   while (r.done < r.length) {
-    const ssize_t n = ::pread(r.fd, r.dst + r.done, r.length - r.done,
-                              static_cast<off_t>(r.offset + r.done));
+    const ssize_t n =
+        ::pread(r.fd, r.dst + r.done, r.length - r.done, static_cast<off_t>(r.offset + r.done));
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) {
         ++r.resubmits;
@@ -157,11 +158,14 @@ void pread_fully(FileRead& r) noexcept {
   }
 }
 
-unsigned posix_threads(const EngineOptions& o) { return o.posix_threads ? o.posix_threads : std::max(1u, o.depth); }
+unsigned posix_threads(const EngineOptions& o) {
+  return o.posix_threads ? o.posix_threads : std::max(1u, o.depth);
+}
 
 }  // namespace
 
-std::unique_ptr<FileEngine> detail::make_pool_engine(std::string name, unsigned threads, BlockingRead read,
+std::unique_ptr<FileEngine> detail::make_pool_engine(std::string name, unsigned threads,
+                                                     BlockingRead read,
                                                      std::vector<std::string> notes) {
   return std::make_unique<PoolEngine>(std::move(name), threads, std::move(read), std::move(notes));
 }
@@ -172,9 +176,12 @@ Result<std::unique_ptr<FileEngine>> make_posix_engine(const EngineOptions& optio
 
 std::string_view engine_name(EngineKind kind) noexcept {
   switch (kind) {
-    case EngineKind::kAuto: return "auto";
-    case EngineKind::kUring: return "uring";
-    case EngineKind::kPosix: return "posix";
+    case EngineKind::kAuto:
+      return "auto";
+    case EngineKind::kUring:
+      return "uring";
+    case EngineKind::kPosix:
+      return "posix";
   }
   return "auto";
 }
@@ -187,16 +194,21 @@ Result<EngineKind> parse_engine(std::string_view text) {
               fmt::format("unknown engine '{}' (choose uring, posix or auto)", text));
 }
 
-Result<std::unique_ptr<FileEngine>> make_file_engine(EngineKind kind, const EngineOptions& options) {
+Result<std::unique_ptr<FileEngine>> make_file_engine(EngineKind kind,
+                                                     const EngineOptions& options) {
   switch (kind) {
-    case EngineKind::kUring: return make_uring_engine(options);
-    case EngineKind::kPosix: return make_posix_engine(options);
-    case EngineKind::kAuto: break;
+    case EngineKind::kUring:
+      return make_uring_engine(options);
+    case EngineKind::kPosix:
+      return make_posix_engine(options);
+    case EngineKind::kAuto:
+      break;
   }
   auto uring = make_uring_engine(options);
   if (uring) return uring;
-  return detail::make_pool_engine("posix", posix_threads(options), pread_fully,
-                                  {fmt::format("io_uring unavailable, using posix: {}", uring.error().what())});
+  return detail::make_pool_engine(
+      "posix", posix_threads(options), pread_fully,
+      {fmt::format("io_uring unavailable, using posix: {}", uring.error().what())});
 }
 
 }  // namespace feedline::transports

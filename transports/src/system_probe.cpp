@@ -35,10 +35,14 @@ UringProbe probe_uring() {
   const struct {
     unsigned bit;
     const char* name;
-  } feats[] = {{IORING_FEAT_SINGLE_MMAP, "single-mmap"}, {IORING_FEAT_NODROP, "nodrop"},
-               {IORING_FEAT_SUBMIT_STABLE, "submit-stable"}, {IORING_FEAT_RW_CUR_POS, "rw-cur-pos"},
-               {IORING_FEAT_FAST_POLL, "fast-poll"}, {IORING_FEAT_SQPOLL_NONFIXED, "sqpoll-nonfixed"},
-               {IORING_FEAT_EXT_ARG, "ext-arg"}, {IORING_FEAT_NATIVE_WORKERS, "native-workers"},
+  } feats[] = {{IORING_FEAT_SINGLE_MMAP, "single-mmap"},
+               {IORING_FEAT_NODROP, "nodrop"},
+               {IORING_FEAT_SUBMIT_STABLE, "submit-stable"},
+               {IORING_FEAT_RW_CUR_POS, "rw-cur-pos"},
+               {IORING_FEAT_FAST_POLL, "fast-poll"},
+               {IORING_FEAT_SQPOLL_NONFIXED, "sqpoll-nonfixed"},
+               {IORING_FEAT_EXT_ARG, "ext-arg"},
+               {IORING_FEAT_NATIVE_WORKERS, "native-workers"},
                {IORING_FEAT_RSRC_TAGS, "rsrc-tags"}};
   for (const auto& f : feats) {
     if (params.features & f.bit) p.features.push_back(f.name);
@@ -51,10 +55,11 @@ UringProbe probe_uring() {
   const struct {
     unsigned flags;
     const char* name;
-  } modes[] = {{IORING_SETUP_SQPOLL, "sqpoll"},
-               {IORING_SETUP_COOP_TASKRUN, "coop-taskrun"},
-               {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "single-issuer+defer-taskrun"},
-               {IORING_SETUP_IOPOLL, "iopoll"}};
+  } modes[] = {
+      {IORING_SETUP_SQPOLL, "sqpoll"},
+      {IORING_SETUP_COOP_TASKRUN, "coop-taskrun"},
+      {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "single-issuer+defer-taskrun"},
+      {IORING_SETUP_IOPOLL, "iopoll"}};
   for (const auto& m : modes) {
     io_uring r{};
     io_uring_params pp{};

@@ -20,11 +20,11 @@
 #include <fmt/format.h>
 #include <liburing.h>
 
+#include <sys/uio.h>
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <sys/uio.h>
 
 #include "feedline/core/clock.hpp"
 
@@ -51,14 +51,14 @@ class UringEngine final : public FileEngine {
       attempts.push_back({IORING_SETUP_SQPOLL | IORING_SETUP_SUBMIT_ALL, "sqpoll"});
       attempts.push_back({IORING_SETUP_SQPOLL, "sqpoll"});
     } else if (options.single_thread) {
-      attempts.push_back({IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER |
-                              IORING_SETUP_DEFER_TASKRUN,
-                          "single-issuer,defer-taskrun"});
+      attempts.push_back(
+          {IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+           "single-issuer,defer-taskrun"});
     }
     if (!options.sqpoll) {
-      attempts.push_back({IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN |
-                              IORING_SETUP_TASKRUN_FLAG,
-                          "coop-taskrun"});
+      attempts.push_back(
+          {IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+           "coop-taskrun"});
       attempts.push_back({0, ""});
     }
     int rc = -EINVAL;
@@ -81,7 +81,8 @@ class UringEngine final : public FileEngine {
     if (!initialised_) {
       return fail(Error::from_errno(-rc, "io_uring_queue_init")
                       .with_hint(rc == -ENOSYS || rc == -EPERM
-                                     ? "the kernel has io_uring disabled (kernel.io_uring_disabled or a seccomp filter); use --engine posix"
+                                     ? "the kernel has io_uring disabled (kernel.io_uring_disabled "
+                                       "or a seccomp filter); use --engine posix"
                                      : "use --engine posix"));
     }
     io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
@@ -107,7 +108,8 @@ class UringEngine final : public FileEngine {
     if (rc < 0) {
       std::size_t total = 0;
       for (const auto& r : regions) total += r.size();
-      auto e = Error::from_errno(-rc, fmt::format("registering {} bytes of io_uring buffers", total));
+      auto e =
+          Error::from_errno(-rc, fmt::format("registering {} bytes of io_uring buffers", total));
       if (rc == -ENOMEM) {
         e.with_hint("RLIMIT_MEMLOCK is too small; raise it with 'ulimit -l' or run as root");
       }

@@ -105,7 +105,8 @@ std::string shown(storage::Backend& backend, std::string_view key) {
 // Reads a whole (small) object: an index or a manifest of at most max_bytes.
 Result<std::string> read_object(storage::Backend& backend, storage::IoQueue& queue,
                                 const storage::ObjectInfo& info, const std::stop_token& stop,
-                                std::uint64_t max_bytes = kMaxIndexBytes, std::string_view what = "an index") {
+                                std::uint64_t max_bytes = kMaxIndexBytes,
+                                std::string_view what = "an index") {
   if (info.size > max_bytes) {
     return fail(Error(Errc::kResourceExhausted,
                       fmt::format("{} bytes is too large for {}", info.size, what))
@@ -116,7 +117,8 @@ Result<std::string> read_object(storage::Backend& backend, storage::IoQueue& que
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer buf,
                             AlignedBuffer::allocate(static_cast<std::size_t>(
                                 align_up(std::max<std::uint64_t>(handle->size(), 1), align))));
-  FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t n, detail::read_sync(queue, *handle, 0, buf.span(), stop));
+  FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t n,
+                            detail::read_sync(queue, *handle, 0, buf.span(), stop));
   return std::string(reinterpret_cast<const char*>(buf.data()), static_cast<std::size_t>(n));
 }
 
@@ -129,7 +131,8 @@ struct Countdown final : storage::ReadCompletion {
 // Compares an index with its shard (tar_index.hpp): the header regions of the probed members,
 // read in one batch (one round trip on network backends), must be the members the index lists.
 Result<void> probe_shard(storage::Backend& backend, storage::IoQueue& queue,
-                         const storage::ObjectInfo& shard, const TarIndex& index, const std::stop_token& stop) {
+                         const storage::ObjectInfo& shard, const TarIndex& index,
+                         const std::stop_token& stop) {
   const std::vector<std::size_t> probes = tar_index_probes(index.entries.size());
   FEEDLINE_ASSIGN_OR_RETURN(auto handle, backend.open_known(shard));
   // Header offsets are multiples of 512: a probe reads just its header region (one block, as a
@@ -151,7 +154,8 @@ Result<void> probe_shard(storage::Backend& backend, storage::IoQueue& queue,
     Probe& r = reads[i];
     r.start = align_down(e.header_offset, align);
     const std::uint64_t end = align_up(e.data_offset, align);
-    FEEDLINE_ASSIGN_OR_RETURN(r.buf, AlignedBuffer::allocate(static_cast<std::size_t>(end - r.start)));
+    FEEDLINE_ASSIGN_OR_RETURN(r.buf,
+                              AlignedBuffer::allocate(static_cast<std::size_t>(end - r.start)));
     r.op.object = handle.get();
     r.op.offset = r.start;
     r.op.length = end - r.start;
@@ -173,10 +177,10 @@ Result<void> probe_shard(storage::Backend& backend, storage::IoQueue& queue,
     const Probe& r = reads[i];
     if (!r.op.result) return fail(r.op.result.error());
     const std::uint64_t got = *r.op.result, skip = e.header_offset - r.start;
-    const ConstBytes region =
-        got > skip ? ConstBytes(r.buf.span()).subspan(static_cast<std::size_t>(skip),
-                                                      static_cast<std::size_t>(got - skip))
-                   : ConstBytes{};
+    const ConstBytes region = got > skip ? ConstBytes(r.buf.span())
+                                               .subspan(static_cast<std::size_t>(skip),
+                                                        static_cast<std::size_t>(got - skip))
+                                         : ConstBytes{};
     FEEDLINE_TRY(check_tar_index_probe(e, shard.size, region, shard.key));
   }
   return {};
@@ -191,8 +195,9 @@ enum class IndexUse : std::uint8_t {
 // Members of one shard from its index, once the index has shown it belongs to the shard. Fails
 // (for a note, then a scan) when the index is unreadable, corrupt, stale or not the shard's.
 Result<IndexUse> members_from_index(storage::Backend& backend, storage::IoQueue& queue,
-                                    const storage::ObjectInfo& shard, const storage::ObjectInfo& idx,
-                                    std::uint32_t object, SampleBuilder& builder, const std::stop_token& stop) {
+                                    const storage::ObjectInfo& shard,
+                                    const storage::ObjectInfo& idx, std::uint32_t object,
+                                    SampleBuilder& builder, const std::stop_token& stop) {
   FEEDLINE_ASSIGN_OR_RETURN(std::string text, read_object(backend, queue, idx, stop));
   FEEDLINE_ASSIGN_OR_RETURN(TarIndex index, parse_tar_index(text, idx.key));
   if (index.version < 2) return IndexUse::kOldFormat;
@@ -213,24 +218,29 @@ Result<IndexUse> members_from_index(storage::Backend& backend, storage::IoQueue&
 
 // The notes for indexes that were not used: one per shard up to kMaxIndexNotes, then a count;
 // one for all the old-format ones.
-void note_ignored_indexes(const std::vector<std::string>& ignored, const std::vector<std::string>& old_format,
+void note_ignored_indexes(const std::vector<std::string>& ignored,
+                          const std::vector<std::string>& old_format,
                           std::vector<std::string>& notes) {
-  for (std::size_t i = 0; i < ignored.size() && i < kMaxIndexNotes; ++i) notes.push_back(ignored[i]);
+  for (std::size_t i = 0; i < ignored.size() && i < kMaxIndexNotes; ++i)
+    notes.push_back(ignored[i]);
   if (ignored.size() > kMaxIndexNotes) {
-    notes.push_back(fmt::format("... and the indexes of {} more shards were ignored the same way (their shards "
-                                "were scanned)",
-                                ignored.size() - kMaxIndexNotes));
+    notes.push_back(
+        fmt::format("... and the indexes of {} more shards were ignored the same way (their shards "
+                    "were scanned)",
+                    ignored.size() - kMaxIndexNotes));
   }
   if (old_format.size() == 1) {
-    notes.push_back(fmt::format("index {} is in the old format 1, which cannot show that it belongs to its shard: "
-                                "scanned the shard instead (regenerate the dataset with feedline gen, or "
-                                "delete the .idx file)",
-                                old_format.front()));
+    notes.push_back(fmt::format(
+        "index {} is in the old format 1, which cannot show that it belongs to its shard: "
+        "scanned the shard instead (regenerate the dataset with feedline gen, or "
+        "delete the .idx file)",
+        old_format.front()));
   } else if (old_format.size() > 1) {
-    notes.push_back(fmt::format("{} indexes ({}, ...) are in the old format 1, which cannot show that they belong "
-                                "to their shards: scanned the shards instead (regenerate the dataset with "
-                                "feedline gen, or delete the .idx files)",
-                                old_format.size(), old_format.front()));
+    notes.push_back(fmt::format(
+        "{} indexes ({}, ...) are in the old format 1, which cannot show that they belong "
+        "to their shards: scanned the shards instead (regenerate the dataset with "
+        "feedline gen, or delete the .idx files)",
+        old_format.size(), old_format.front()));
   }
 }
 
@@ -343,7 +353,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     FEEDLINE_ASSIGN_OR_RETURN(std::vector<std::string> keys, storage::expand_braces(root));
     const std::string_view head = root.substr(0, root.find('{'));
     const std::size_t slash = head.rfind('/');
-    prefix = slash == std::string_view::npos ? std::string() : std::string(head.substr(0, slash + 1));
+    prefix =
+        slash == std::string_view::npos ? std::string() : std::string(head.substr(0, slash + 1));
     resolve_format(keys);
     FEEDLINE_ASSIGN_OR_RETURN(listing, backend.stat_many(keys));
     if (format == DatasetFormat::kTar && options.use_index) {
@@ -352,7 +363,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
       if (auto idx = backend.stat_many(idx_keys)) {
         for (auto& o : *idx) listing.push_back(std::move(o));
       } else {
-        ds.notes.push_back("not every shard has a .tar.idx index: reading the shards' headers instead");
+        ds.notes.push_back(
+            "not every shard has a .tar.idx index: reading the shards' headers instead");
       }
     }
   } else if (auto l = backend.list(prefix)) {
@@ -363,14 +375,16 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   } else if (l.error().code() != Errc::kNotFound) {
     return fail(std::move(l).error());
   }
-  if (listing.empty() && !root.empty() && !root.ends_with('/') && !storage::has_brace_pattern(root)) {
+  if (listing.empty() && !root.empty() && !root.ends_with('/') &&
+      !storage::has_brace_pattern(root)) {
     if (auto st = backend.stat(root)) {
       const std::size_t slash = root.rfind('/');
       prefix =
           slash == std::string_view::npos ? std::string() : std::string(root.substr(0, slash + 1));
       listing.push_back(std::move(*st));
       listed = false;
-    } else if (st.error().code() != Errc::kNotFound && (list_error || st.error().code() != Errc::kIsDirectory)) {
+    } else if (st.error().code() != Errc::kNotFound &&
+               (list_error || st.error().code() != Errc::kIsDirectory)) {
       return fail(std::move(st).error());  // a FIFO or device named as the root, a server's no
     }
   }
@@ -384,15 +398,17 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
       return o.special;
     });
     if (!special.empty()) {
-      ds.notes.push_back(fmt::format("left out {} object(s) that are not regular files (FIFOs, sockets or devices): "
-                                     "{}{}",
-                                     special.size(), special.front(), special.size() > 1 ? ", ..." : ""));
+      ds.notes.push_back(fmt::format(
+          "left out {} object(s) that are not regular files (FIFOs, sockets or devices): "
+          "{}{}",
+          special.size(), special.front(), special.size() > 1 ? ", ..." : ""));
     }
   }
   if (format == DatasetFormat::kAuto) {
     std::vector<std::string_view> names;
     for (const auto& o : listing) {
-      const std::string_view rel = std::string_view(o.key).substr(std::min(prefix.size(), o.key.size()));
+      const std::string_view rel =
+          std::string_view(o.key).substr(std::min(prefix.size(), o.key.size()));
       if (!hidden(rel)) names.push_back(rel);
     }
     resolve_format(names);
@@ -411,7 +427,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   auto get_queue = [&]() -> Result<storage::IoQueue*> {
     if (!queue) {
       FEEDLINE_ASSIGN_OR_RETURN(
-          queue, backend.make_queue({.depth = static_cast<unsigned>(kTarIndexProbes), .single_thread = true}));
+          queue, backend.make_queue(
+                     {.depth = static_cast<unsigned>(kTarIndexProbes), .single_thread = true}));
     }
     return queue.get();
   };
@@ -436,20 +453,24 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     const std::string_view dir = rel.substr(0, rel.size() - kManifestName.size());
     if (!(dir.empty() || dir.ends_with('/')) || hidden(dir)) continue;
     FEEDLINE_ASSIGN_OR_RETURN(storage::IoQueue * q, get_queue());
-    FEEDLINE_ASSIGN_OR_RETURN(std::string text,
-                              read_object(backend, *q, o, options.stop, kMaxManifestBytes, "a dataset manifest"));
+    FEEDLINE_ASSIGN_OR_RETURN(
+        std::string text,
+        read_object(backend, *q, o, options.stop, kMaxManifestBytes, "a dataset manifest"));
     FEEDLINE_ASSIGN_OR_RETURN(DatasetManifest m, parse_manifest(text, shown(backend, o.key)));
-    const std::string dataset = dir.empty() ? shown(backend, root)
-                                            : shown(backend, prefix + std::string(dir.substr(0, dir.size() - 1)));
+    const std::string dataset =
+        dir.empty() ? shown(backend, root)
+                    : shown(backend, prefix + std::string(dir.substr(0, dir.size() - 1)));
     if (!m.complete) {
-      return fail(Error(Errc::kCorrupt, fmt::format("{} is incomplete: feedline gen did not finish writing it "
-                                                    "(interrupted, or a write failed: its manifest says "
-                                                    "'state in-progress')",
-                                                    dataset))
+      return fail(Error(Errc::kCorrupt,
+                        fmt::format("{} is incomplete: feedline gen did not finish writing it "
+                                    "(interrupted, or a write failed: its manifest says "
+                                    "'state in-progress')",
+                                    dataset))
                       .with_object(shown(backend, o.key))
-                      .with_hint(fmt::format("re-run the same feedline gen to finish it, with the settings "
-                                             "recorded in {}, or delete {} to use the objects that are there",
-                                             kManifestName, kManifestName)));
+                      .with_hint(fmt::format(
+                          "re-run the same feedline gen to finish it, with the settings "
+                          "recorded in {}, or delete {} to use the objects that are there",
+                          kManifestName, kManifestName)));
     }
     manifests.push_back({o.key, prefix + std::string(dir), dir.empty(), std::move(m)});
   }
@@ -489,7 +510,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     bool all_indexed = true;
     std::vector<std::string> ignored_indexes, old_indexes;
     for (const storage::ObjectInfo* shard : shards) {
-      if (options.stop.stop_requested()) return fail(cancelled("reading the shards' indexes and headers"));
+      if (options.stop.stop_requested())
+        return fail(cancelled("reading the shards' indexes and headers"));
       const auto object = static_cast<std::uint32_t>(ds.objects.size());
       ds.objects.push_back(*shard);
       const std::size_t members_before = ds.members.size(), samples_before = ds.samples.size();
@@ -497,7 +519,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
       if (options.use_index) {
         const std::string idx_key = shard->key + std::string(kTarIndexSuffix);
         if (auto it = indexes.find(idx_key); it != indexes.end()) {
-          auto r = members_from_index(backend, queue_ref, *shard, *it->second, object, builder, options.stop);
+          auto r = members_from_index(backend, queue_ref, *shard, *it->second, object, builder,
+                                      options.stop);
           builder.close();
           if (!r && r.error().code() == Errc::kCancelled) return fail(std::move(r).error());
           if (r && *r == IndexUse::kUsed) {
@@ -507,8 +530,9 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
             ds.members.resize(members_before);
             ds.samples.resize(samples_before);
             if (!r) {
-              ignored_indexes.push_back(fmt::format("ignored index {} ({}); scanned the shard instead",
-                                                    shown(backend, idx_key), r.error().what()));
+              ignored_indexes.push_back(
+                  fmt::format("ignored index {} ({}); scanned the shard instead",
+                              shown(backend, idx_key), r.error().what()));
             } else if (*r == IndexUse::kOldFormat) {
               old_indexes.push_back(shown(backend, idx_key));
             }
@@ -516,7 +540,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
         }
       }
       if (!indexed) {
-        auto scanned = members_from_scan(backend, queue_ref, *shard, object, builder, ds.notes, options.stop);
+        auto scanned =
+            members_from_scan(backend, queue_ref, *shard, object, builder, ds.notes, options.stop);
         builder.close();
         if (!scanned) {
           if (!options.skip_bad_objects || scanned.error().code() == Errc::kCancelled) {
@@ -543,8 +568,9 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   count_reads();
 
   for (const FoundManifest& f : manifests) {
-    FEEDLINE_TRY(check_manifest(f.manifest, f.key, f.dir, f.root, skipped_objects, options.skip_bad_objects,
-                                [&backend](std::string_view key) { return shown(backend, key); }, ds));
+    FEEDLINE_TRY(check_manifest(
+        f.manifest, f.key, f.dir, f.root, skipped_objects, options.skip_bad_objects,
+        [&backend](std::string_view key) { return shown(backend, key); }, ds));
   }
 
   if (ds.samples.empty()) {

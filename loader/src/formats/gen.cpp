@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "feedline/core/units.hpp"
-#include "feedline/loader/digest.hpp"
 #include "feedline/loader/codec.hpp"
+#include "feedline/loader/digest.hpp"
 #include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
@@ -374,20 +374,22 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
   std::string prefix(root);
   if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
   if (auto existing = backend.list(prefix)) {
-    const bool gen_made = std::any_of(existing->begin(), existing->end(), [&](const storage::ObjectInfo& o) {
-      return std::string_view(o.key).substr(prefix.size()) == kManifestName;
-    });
+    const bool gen_made =
+        std::any_of(existing->begin(), existing->end(), [&](const storage::ObjectInfo& o) {
+          return std::string_view(o.key).substr(prefix.size()) == kManifestName;
+        });
     for (const storage::ObjectInfo& o : *existing) {
       const std::string_view rel = std::string_view(o.key).substr(prefix.size());
       if (rel.find(".feedline-tmp-") != std::string_view::npos) continue;  // a crashed writer's
       if (rel == kManifestName) continue;
       if (!gen_made) {
-        return fail(Error(Errc::kInvalidArgument,
-                          fmt::format("{} is not empty and was not written by feedline gen (no {} there)",
-                                      backend.display_name(root), kManifestName))
-                        .with_object(backend.display_name(o.key))
-                        .with_hint("generate into an empty or new location, or remove what is there: gen "
-                                   "rewrites in place only a dataset it wrote"));
+        return fail(
+            Error(Errc::kInvalidArgument,
+                  fmt::format("{} is not empty and was not written by feedline gen (no {} there)",
+                              backend.display_name(root), kManifestName))
+                .with_object(backend.display_name(o.key))
+                .with_hint("generate into an empty or new location, or remove what is there: gen "
+                           "rewrites in place only a dataset it wrote"));
       }
       if (!is_ours(c, rel, shards)) {
         return fail(Error(Errc::kInvalidArgument,
@@ -396,8 +398,10 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
                         .with_hint("generate into an empty location, or remove what is there"));
       }
     }
-  } else if (existing.error().code() != Errc::kNotFound && existing.error().code() != Errc::kUnsupported) {
-    return fail(std::move(existing).error());  // kUnsupported: no listing (plain HTTP): nothing to check
+  } else if (existing.error().code() != Errc::kNotFound &&
+             existing.error().code() != Errc::kUnsupported) {
+    return fail(
+        std::move(existing).error());  // kUnsupported: no listing (plain HTTP): nothing to check
   }
 
   // The manifest, written first as "in progress" and last as "complete" (manifest.hpp): the last

@@ -36,7 +36,8 @@ class SequentialReader final : private storage::ReadCompletion {
   // 4 KiB) so O_DIRECT reads go straight into the buffers. Buffers are allocated on first read.
   // stop: as read_sync's, for every read and the readahead.
   SequentialReader(storage::IoQueue& queue, const storage::ObjectHandle& object,
-                   std::uint64_t alignment, std::size_t chunk = kDefaultChunk, std::stop_token stop = {});
+                   std::uint64_t alignment, std::size_t chunk = kDefaultChunk,
+                   std::stop_token stop = {});
   ~SequentialReader();
   SequentialReader(const SequentialReader&) = delete;
   SequentialReader& operator=(const SequentialReader&) = delete;

@@ -18,7 +18,8 @@ namespace {
 constexpr std::uint64_t kBlock = 512;
 constexpr std::string_view kChecksumKey = "checksum ";
 constexpr std::size_t kChecksumDigits = 16;
-static_assert(kMaxTarHeaderRegion == 3 * (tar::kMaxExtendedHeader + tar::kBlockSize) + tar::kBlockSize);
+static_assert(kMaxTarHeaderRegion ==
+              3 * (tar::kMaxExtendedHeader + tar::kBlockSize) + tar::kBlockSize);
 
 std::uint64_t checksum_of(std::string_view text) {
   return member_hash(std::as_bytes(std::span(text.data(), text.size())));
@@ -123,10 +124,11 @@ Result<TarIndex> parse_tar_index(std::string_view text, std::string_view object_
   std::uint64_t v = 0;
   if (!take_number(version, v) || !version.empty()) return bad("bad version number");
   if (v != 1 && v != 2) {
-    return fail(Error(Errc::kUnsupported,
-                      fmt::format("tar index version {} is not supported (this build reads 1 and 2)", v))
-                    .with_object(std::string(object_name))
-                    .with_hint("delete the .idx file; feedline scans the shard without it"));
+    return fail(
+        Error(Errc::kUnsupported,
+              fmt::format("tar index version {} is not supported (this build reads 1 and 2)", v))
+            .with_object(std::string(object_name))
+            .with_hint("delete the .idx file; feedline scans the shard without it"));
   }
   advance(line);
 
@@ -176,9 +178,10 @@ Result<TarIndex> parse_tar_index(std::string_view text, std::string_view object_
     }
     const std::uint64_t got = checksum_of(text.substr(0, body));
     if (got != want) {
-      return bad(fmt::format("checksum mismatch: the file says {:016x}, its text hashes to {:016x} "
-                             "(edited or damaged)",
-                             want, got));
+      return bad(
+          fmt::format("checksum mismatch: the file says {:016x}, its text hashes to {:016x} "
+                      "(edited or damaged)",
+                      want, got));
     }
     advance(line);
   }
@@ -202,11 +205,12 @@ std::vector<std::size_t> tar_index_probes(std::size_t members) {
 Result<void> check_tar_index_probe(const TarIndexEntry& entry, std::uint64_t shard_bytes,
                                    ConstBytes region, std::string_view shard_name) {
   auto differ = [&](std::string why) {
-    return fail(Error(Errc::kCorrupt,
-                      fmt::format("stale index: its entry for member '{}' disagrees with the shard: {}",
-                                  entry.name, why))
-                    .with_object(std::string(shard_name))
-                    .with_offset(entry.header_offset));
+    return fail(
+        Error(Errc::kCorrupt,
+              fmt::format("stale index: its entry for member '{}' disagrees with the shard: {}",
+                          entry.name, why))
+            .with_object(std::string(shard_name))
+            .with_offset(entry.header_offset));
   };
   if (entry.data_offset < entry.header_offset ||
       entry.data_offset - entry.header_offset > kMaxTarHeaderRegion) {
@@ -222,7 +226,8 @@ Result<void> check_tar_index_probe(const TarIndexEntry& entry, std::uint64_t sha
   if (!more) return differ(fmt::format("no member header there ({})", more.error().message()));
   if (!*more) return differ("the shard's headers end there");
   if (!e.regular()) {
-    return differ(fmt::format("the shard has a {} '{}' there", tar::entry_type_name(e.type), e.name));
+    return differ(
+        fmt::format("the shard has a {} '{}' there", tar::entry_type_name(e.type), e.name));
   }
   if (e.name != entry.name) return differ(fmt::format("the shard names it '{}'", e.name));
   if (e.data_offset + entry.header_offset != entry.data_offset) {
@@ -230,7 +235,8 @@ Result<void> check_tar_index_probe(const TarIndexEntry& entry, std::uint64_t sha
                               e.data_offset + entry.header_offset, entry.data_offset));
   }
   if (e.size != entry.size) {
-    return differ(fmt::format("the shard's header gives {} bytes, the index {}", e.size, entry.size));
+    return differ(
+        fmt::format("the shard's header gives {} bytes, the index {}", e.size, entry.size));
   }
   return {};
 }

@@ -19,15 +19,19 @@ Result<Sampler> Sampler::create(const SamplerConfig& c) {
   }
   if (!c.shard_starts.empty()) {
     bool ok = c.shard_starts.front() == 0 && c.shard_starts.back() < c.num_samples;
-    for (std::size_t i = 1; ok && i < c.shard_starts.size(); ++i) ok = c.shard_starts[i - 1] < c.shard_starts[i];
-    if (!ok) return fail(Errc::kInvalidArgument, "shard starts must rise from 0 and lie below the sample count");
+    for (std::size_t i = 1; ok && i < c.shard_starts.size(); ++i)
+      ok = c.shard_starts[i - 1] < c.shard_starts[i];
+    if (!ok)
+      return fail(Errc::kInvalidArgument,
+                  "shard starts must rise from 0 and lie below the sample count");
   }
   Sampler s(c);
   if (s.per_epoch_ == 0) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("rank {} of {} gets no samples per epoch from {} samples with batch size {}{}",
-                            c.rank, c.world_size, c.num_samples, c.batch_size,
-                            c.drop_last ? " and drop-last" : ""));
+    return fail(
+        Errc::kInvalidArgument,
+        fmt::format("rank {} of {} gets no samples per epoch from {} samples with batch size {}{}",
+                    c.rank, c.world_size, c.num_samples, c.batch_size,
+                    c.drop_last ? " and drop-last" : ""));
   }
   return s;
 }
@@ -56,7 +60,8 @@ std::vector<std::uint32_t> Sampler::interleaved(std::uint32_t epoch) const {
   std::vector<std::uint32_t> shard_order(shards);
   std::iota(shard_order.begin(), shard_order.end(), 0u);
   std::shuffle(shard_order.begin(), shard_order.end(), rng);
-  const std::uint32_t run = (config_.batch_size + config_.shard_shuffle - 1) / config_.shard_shuffle;
+  const std::uint32_t run =
+      (config_.batch_size + config_.shard_shuffle - 1) / config_.shard_shuffle;
   struct Open {
     std::uint32_t next, end;
   };
@@ -101,7 +106,8 @@ void Sampler::load_epoch(std::uint32_t epoch) {
       std::mt19937_64 rng(config_.seed * 0x9e3779b97f4a7c15ull + epoch);
       std::shuffle(all.begin(), all.end(), rng);
     }
-    for (std::uint64_t i = config_.rank; i < all.size(); i += config_.world_size) order_.push_back(all[i]);
+    for (std::uint64_t i = config_.rank; i < all.size(); i += config_.world_size)
+      order_.push_back(all[i]);
   }
   order_.resize(per_epoch_);
   pos_ = 0;

@@ -48,8 +48,8 @@ class HttpBackend final : public ObjectStore {
  public:
   // authority: host[:port], without userinfo (credentials come as basic_auth); shown_base:
   // "scheme://[user:***@]host[:port]", the start of every name shown.
-  HttpBackend(std::string scheme, std::string authority, std::string shown_base, HttpConfig http, std::stop_token stop,
-              std::optional<transports::BasicAuth> basic_auth)
+  HttpBackend(std::string scheme, std::string authority, std::string shown_base, HttpConfig http,
+              std::stop_token stop, std::optional<transports::BasicAuth> basic_auth)
       : ObjectStore(std::move(http), std::nullopt, std::move(stop), std::move(basic_auth)),
         scheme_(std::move(scheme)),
         authority_(std::move(authority)),
@@ -63,10 +63,12 @@ class HttpBackend final : public ObjectStore {
     auto no_listing = [&](std::string why) {
       return fail(Error(Errc::kUnsupported, std::move(why))
                       .with_object(shown(prefix))
-                      .with_hint(fmt::format("name the objects with brace notation, e.g. {}://{}/train-{{000000..000127}}.tar, "
-                                             "or serve the directory with a JSON listing (nginx: autoindex on; "
-                                             "autoindex_format json;) and end the URL with '/'",
-                                             scheme_, authority_)));
+                      .with_hint(fmt::format(
+                          "name the objects with brace notation, e.g. "
+                          "{}://{}/train-{{000000..000127}}.tar, "
+                          "or serve the directory with a JSON listing (nginx: autoindex on; "
+                          "autoindex_format json;) and end the URL with '/'",
+                          scheme_, authority_)));
     };
     if (!prefix.ends_with('/')) return no_listing("plain HTTP servers have no listing");
     std::vector<ObjectInfo> out;
@@ -81,17 +83,23 @@ class HttpBackend final : public ObjectStore {
       const std::string& dir = d.key;
       dirs.pop_front();
       if (++visited > kMaxListedDirectories || d.depth > kMaxListedDepth) {
-        return fail(Error(Errc::kResourceExhausted,
-                          fmt::format("more than {} directories, or deeper than {}, under the dataset root (a "
-                                      "symbolic link that loops?)",
-                                      kMaxListedDirectories, kMaxListedDepth))
-                        .with_object(shown(dir))
-                        .with_hint("point the URL at a directory lower down, or name the objects with brace notation"));
+        return fail(
+            Error(Errc::kResourceExhausted,
+                  fmt::format(
+                      "more than {} directories, or deeper than {}, under the dataset root (a "
+                      "symbolic link that loops?)",
+                      kMaxListedDirectories, kMaxListedDepth))
+                .with_object(shown(dir))
+                .with_hint("point the URL at a directory lower down, or name the objects with "
+                           "brace notation"));
       }
       FEEDLINE_ASSIGN_OR_RETURN(auto listing, fetch_listing(dir, /*look_first=*/visited == 1));
       if (!listing) {
-        if (visited == 1) return no_listing("the server answered the directory URL without a JSON listing");
-        return fail(Error(Errc::kCorrupt, "the server answered a directory URL without a JSON listing").with_object(shown(dir)));
+        if (visited == 1)
+          return no_listing("the server answered the directory URL without a JSON listing");
+        return fail(
+            Error(Errc::kCorrupt, "the server answered a directory URL without a JSON listing")
+                .with_object(shown(dir)));
       }
       for (const autoindex::Entry& e : *listing) {
         std::string key = dir + autoindex::encode_segment(e.name);
@@ -102,7 +110,8 @@ class HttpBackend final : public ObjectStore {
         }
       }
     }
-    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    std::sort(out.begin(), out.end(),
+              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
   }
 
@@ -121,7 +130,8 @@ class HttpBackend final : public ObjectStore {
     for (const auto& [dir, members] : by_dir) {
       if (members.size() < kListingMinKeys) continue;
       auto listing = fetch_listing(dir);  // no listing, or none to be had: HEADs as without one
-      if (!listing && listing.error().code() == Errc::kCancelled) return fail(std::move(listing).error());
+      if (!listing && listing.error().code() == Errc::kCancelled)
+        return fail(std::move(listing).error());
       if (!listing || !*listing) continue;
       std::unordered_map<std::string, std::uint64_t> sizes;
       sizes.reserve((*listing)->size());
@@ -154,8 +164,12 @@ class HttpBackend final : public ObjectStore {
     return std::unique_ptr<ObjectWriter>(std::make_unique<PutWriter>(*this, std::string(key)));
   }
 
-  std::string url_for(std::string_view key) const override { return fmt::format("{}://{}{}", scheme_, authority_, key); }
-  std::string shown(std::string_view key) const override { return redact_url(fmt::format("{}{}", shown_base_, key)); }
+  std::string url_for(std::string_view key) const override {
+    return fmt::format("{}://{}{}", scheme_, authority_, key);
+  }
+  std::string shown(std::string_view key) const override {
+    return redact_url(fmt::format("{}{}", shown_base_, key));
+  }
 
   Result<void> put(std::string_view key, ConstBytes body) {
     FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
@@ -168,7 +182,9 @@ class HttpBackend final : public ObjectStore {
     if (r.status < 200 || r.status > 299) {
       Error e = http_error(r, shown(key), "PUT");
       if (r.status == 405 || r.status == 501) {
-        e = std::move(e).with_hint("the server does not accept uploads (for nginx: dav_methods PUT); write with s3:// instead");
+        e = std::move(e).with_hint(
+            "the server does not accept uploads (for nginx: dav_methods PUT); write with s3:// "
+            "instead");
       }
       return fail(std::move(e));
     }
@@ -184,7 +200,8 @@ class HttpBackend final : public ObjectStore {
   // The directory's JSON listing; nullopt when the server answers without one (an HTML index, an
   // error page, nginx's 403 for a directory it does not list). An error for a directory that is
   // not there (404) and for what no answer explains (an unreachable server).
-  Result<std::optional<std::vector<autoindex::Entry>>> fetch_listing(const std::string& dir, bool look_first = false) {
+  Result<std::optional<std::vector<autoindex::Entry>>> fetch_listing(const std::string& dir,
+                                                                     bool look_first = false) {
     FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
     if (look_first) {
       // The dataset layer asks for root + '/' also when the root names one object, and some
@@ -197,7 +214,8 @@ class HttpBackend final : public ObjectStore {
       FEEDLINE_ASSIGN_OR_RETURN(HttpResponse h, c->perform(std::move(head)));
       if (h.status == 404) return fail(http_error(h, shown(dir), "HEAD"));
       const auto type = h.headers.find("content-type");
-      if (h.status != 200 || type == h.headers.end() || type->second.find("json") == std::string::npos) {
+      if (h.status != 200 || type == h.headers.end() ||
+          type->second.find("json") == std::string::npos) {
         return std::optional<std::vector<autoindex::Entry>>();
       }
     }
@@ -225,15 +243,18 @@ Result<void> PutWriter::commit() { return backend_.put(key_, buf_); }
 Result<Resolved> open_http_url(const ParsedUrl& url, const BackendConfig& config) {
   UrlUserinfo auth = split_userinfo(url.authority);
   if (auth.host.empty()) {
-    return fail(Error(Errc::kInvalidArgument, "the URL names no host").with_object(redact_url(url.text)));
+    return fail(
+        Error(Errc::kInvalidArgument, "the URL names no host").with_object(redact_url(url.text)));
   }
   std::optional<transports::BasicAuth> basic;
-  if (auth.has_userinfo) basic = transports::BasicAuth{std::move(auth.user), std::move(auth.password)};
+  if (auth.has_userinfo)
+    basic = transports::BasicAuth{std::move(auth.user), std::move(auth.password)};
   std::string key = url.path.empty() ? "/" : url.path;
   std::string shown_base = redact_url(fmt::format("{}://{}", url.scheme, url.authority));
-  return Resolved{std::make_unique<HttpBackend>(url.scheme, std::move(auth.host), std::move(shown_base), config.http,
-                                                config.stop, std::move(basic)),
-                  std::move(key)};
+  return Resolved{
+      std::make_unique<HttpBackend>(url.scheme, std::move(auth.host), std::move(shown_base),
+                                    config.http, config.stop, std::move(basic)),
+      std::move(key)};
 }
 
 }  // namespace feedline::storage::detail

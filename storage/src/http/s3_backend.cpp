@@ -23,11 +23,20 @@ std::string xml_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -92,18 +101,25 @@ class S3Backend final : public ObjectStore {
       if (r.status != 200) {
         const auto e = s3::parse_error(r.body);
         if (!e) {
-          return fail(Error(Errc::kInvalidArgument,
-                            fmt::format("the endpoint {} does not answer like S3 (ListObjectsV2: HTTP {}, {})", redact_url(endpoint_), r.status,
-                                        r.headers.contains("content-type") ? r.headers.at("content-type") : "no content type"))
-                          .with_http_status(static_cast<int>(r.status))
-                          .with_object(shown(prefix))
-                          .with_hint("check --endpoint / AWS_ENDPOINT_URL: it must be an S3-compatible server"));
+          return fail(
+              Error(Errc::kInvalidArgument,
+                    fmt::format(
+                        "the endpoint {} does not answer like S3 (ListObjectsV2: HTTP {}, {})",
+                        redact_url(endpoint_), r.status,
+                        r.headers.contains("content-type") ? r.headers.at("content-type")
+                                                           : "no content type"))
+                  .with_http_status(static_cast<int>(r.status))
+                  .with_object(shown(prefix))
+                  .with_hint(
+                      "check --endpoint / AWS_ENDPOINT_URL: it must be an S3-compatible server"));
         }
         if (e->code == "NoSuchBucket") {
-          return fail(Error(Errc::kInvalidArgument, fmt::format("the bucket '{}' does not exist", bucket_))
-                          .with_http_status(static_cast<int>(r.status))
-                          .with_object(shown(prefix))
-                          .with_hint("check the bucket name and the endpoint (--endpoint); `aws s3 ls` lists buckets"));
+          return fail(
+              Error(Errc::kInvalidArgument, fmt::format("the bucket '{}' does not exist", bucket_))
+                  .with_http_status(static_cast<int>(r.status))
+                  .with_object(shown(prefix))
+                  .with_hint("check the bucket name and the endpoint (--endpoint); `aws s3 ls` "
+                             "lists buckets"));
         }
         return fail(http_error(r, shown(prefix), "ListObjectsV2"));
       }
@@ -113,27 +129,32 @@ class S3Backend final : public ObjectStore {
       if (!page->truncated) break;
       token = std::move(page->next_token);
     }
-    std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    std::sort(out.begin(), out.end(),
+              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;  // empty: nothing under the prefix (the caller may still stat one object)
   }
 
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {
     if (key.empty() || key.ends_with('/')) {
-      return fail(Error(Errc::kInvalidArgument, "an object key must not be empty or end in '/'").with_object(shown(key)));
+      return fail(Error(Errc::kInvalidArgument, "an object key must not be empty or end in '/'")
+                      .with_object(shown(key)));
     }
-    return std::unique_ptr<ObjectWriter>(std::make_unique<S3Writer>(*this, std::string(key), http_config().part_size));
+    return std::unique_ptr<ObjectWriter>(
+        std::make_unique<S3Writer>(*this, std::string(key), http_config().part_size));
   }
 
   std::string url_for(std::string_view key) const override {
     return fmt::format("{}/{}", bucket_url_, uri_encode(key, true));
   }
   // Keys are the user's, and a query pasted into one ("?X-Amz-Signature=...") is hidden too.
-  std::string shown(std::string_view key) const override { return redact_url(fmt::format("s3://{}/{}", bucket_, key)); }
+  std::string shown(std::string_view key) const override {
+    return redact_url(fmt::format("s3://{}/{}", bucket_, key));
+  }
 
   // Control requests with a body or a query, for the writer.
   // cleaning_up: after a stop too (see ObjectStore::cleanup()).
-  Result<HttpResponse> request(std::string method, std::string_view key, std::string query, ConstBytes body,
-                               std::string_view what, bool cleaning_up = false) {
+  Result<HttpResponse> request(std::string method, std::string_view key, std::string query,
+                               ConstBytes body, std::string_view what, bool cleaning_up = false) {
     FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, cleaning_up ? cleanup() : control());
     HttpRequest req;
     req.method = std::move(method);
@@ -149,7 +170,8 @@ class S3Backend final : public ObjectStore {
  private:
   static std::optional<transports::SigV4> sigv4_for(const S3Config& s3) {
     if (s3.access_key_id.empty()) return std::nullopt;  // anonymous (public buckets)
-    return transports::SigV4{s3.access_key_id, s3.secret_access_key, s3.session_token, s3.region, "s3"};
+    return transports::SigV4{s3.access_key_id, s3.secret_access_key, s3.session_token, s3.region,
+                             "s3"};
   }
 
   std::string bucket_;
@@ -160,7 +182,8 @@ class S3Backend final : public ObjectStore {
 S3Writer::~S3Writer() {
   if (!committed_ && !upload_id_.empty()) {
     // Also after Ctrl-C: an upload left open keeps its parts (and their cost) on the server.
-    (void)backend_.request("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false), {}, "AbortMultipartUpload",
+    (void)backend_.request("DELETE", key_, "uploadId=" + uri_encode(upload_id_, false), {},
+                           "AbortMultipartUpload",
                            /*cleaning_up=*/true);
   }
 }
@@ -178,17 +201,20 @@ Result<void> S3Writer::append(ConstBytes data) {
 
 Result<void> S3Writer::flush_part() {
   if (upload_id_.empty()) {
-    FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, backend_.request("POST", key_, "uploads=", {}, "CreateMultipartUpload"));
+    FEEDLINE_ASSIGN_OR_RETURN(
+        HttpResponse r, backend_.request("POST", key_, "uploads=", {}, "CreateMultipartUpload"));
     FEEDLINE_ASSIGN_OR_RETURN(upload_id_, s3::parse_upload_id(r.body));
   }
   const std::size_t number = etags_.size() + 1;
-  FEEDLINE_ASSIGN_OR_RETURN(
-      HttpResponse r, backend_.request("PUT", key_,
-                                       fmt::format("partNumber={}&uploadId={}", number, uri_encode(upload_id_, false)),
-                                       buf_, "UploadPart"));
+  FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r,
+                            backend_.request("PUT", key_,
+                                             fmt::format("partNumber={}&uploadId={}", number,
+                                                         uri_encode(upload_id_, false)),
+                                             buf_, "UploadPart"));
   const auto it = r.headers.find("etag");
   if (it == r.headers.end()) {
-    return fail(Error(Errc::kCorrupt, fmt::format("no ETag in the answer to part {}", number)).with_object(backend_.shown(key_)));
+    return fail(Error(Errc::kCorrupt, fmt::format("no ETag in the answer to part {}", number))
+                    .with_object(backend_.shown(key_)));
   }
   etags_.push_back(it->second);
   buf_.clear();
@@ -205,16 +231,20 @@ Result<void> S3Writer::commit() {
   if (!buf_.empty()) FEEDLINE_TRY(flush_part());
   std::string xml = "<CompleteMultipartUpload>";
   for (std::size_t i = 0; i < etags_.size(); ++i) {
-    xml += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", i + 1, xml_escape(etags_[i]));
+    xml += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", i + 1,
+                       xml_escape(etags_[i]));
   }
   xml += "</CompleteMultipartUpload>";
   FEEDLINE_ASSIGN_OR_RETURN(
       HttpResponse r,
       backend_.request("POST", key_, "uploadId=" + uri_encode(upload_id_, false),
-                       ConstBytes(reinterpret_cast<const std::byte*>(xml.data()), xml.size()), "CompleteMultipartUpload"));
+                       ConstBytes(reinterpret_cast<const std::byte*>(xml.data()), xml.size()),
+                       "CompleteMultipartUpload"));
   // S3 may answer 200 with an <Error> body when the completion fails late.
   if (auto e = s3::parse_error(r.body)) {
-    return fail(Error(Errc::kIo, fmt::format("CompleteMultipartUpload: {}: {}", e->code, e->message)).with_object(backend_.shown(key_)));
+    return fail(
+        Error(Errc::kIo, fmt::format("CompleteMultipartUpload: {}: {}", e->code, e->message))
+            .with_object(backend_.shown(key_)));
   }
   committed_ = true;
   return {};
@@ -224,17 +254,21 @@ Result<void> S3Writer::commit() {
 
 Result<Resolved> open_s3_url(const ParsedUrl& url, const BackendConfig& config) {
   if (url.authority.empty()) {
-    return fail(Error(Errc::kInvalidArgument, "an s3:// URL needs a bucket").with_object(redact_url(url.text)).with_hint("s3://bucket/prefix"));
+    return fail(Error(Errc::kInvalidArgument, "an s3:// URL needs a bucket")
+                    .with_object(redact_url(url.text))
+                    .with_hint("s3://bucket/prefix"));
   }
   if (url.authority.find('@') != std::string::npos) {
     return fail(Error(Errc::kInvalidArgument, "an s3:// URL names a bucket, not credentials")
                     .with_object(redact_url(url.text))
-                    .with_hint("give the keys the AWS way (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --profile), "
+                    .with_hint("give the keys the AWS way (AWS_ACCESS_KEY_ID and "
+                               "AWS_SECRET_ACCESS_KEY, or --profile), "
                                "and write s3://bucket/prefix"));
   }
   std::string key = url.path;
   while (key.starts_with('/')) key.erase(0, 1);
-  return Resolved{std::make_unique<S3Backend>(url.authority, config.http, config.s3, config.stop), std::move(key)};
+  return Resolved{std::make_unique<S3Backend>(url.authority, config.http, config.s3, config.stop),
+                  std::move(key)};
 }
 
 }  // namespace feedline::storage::detail

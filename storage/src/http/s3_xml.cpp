@@ -23,10 +23,13 @@ Result<ListPage> parse_list_page(std::string_view xml) {
   pugi::xml_document doc;
   const pugi::xml_node root = load(doc, xml) ? doc.child("ListBucketResult") : pugi::xml_node();
   if (!root) {
-    return fail(Error(Errc::kCorrupt, fmt::format("the answer to ListObjectsV2 is not an S3 listing (it starts "
-                                                  "with '{}')",
-                                                  first_line(xml)))
-                    .with_hint("is the endpoint an S3-compatible server? check --endpoint / AWS_ENDPOINT_URL"));
+    return fail(
+        Error(Errc::kCorrupt,
+              fmt::format("the answer to ListObjectsV2 is not an S3 listing (it starts "
+                          "with '{}')",
+                          first_line(xml)))
+            .with_hint(
+                "is the endpoint an S3-compatible server? check --endpoint / AWS_ENDPOINT_URL"));
   }
   ListPage page;
   for (pugi::xml_node c : root.children("Contents")) {
@@ -35,8 +38,9 @@ Result<ListPage> parse_list_page(std::string_view xml) {
     const std::string_view size = c.child_value("Size");
     auto [p, ec] = std::from_chars(size.data(), size.data() + size.size(), info.size);
     if (info.key.empty() || ec != std::errc() || p != size.data() + size.size()) {
-      return fail(Error(Errc::kCorrupt, fmt::format("a listing entry without a valid Key and Size ('{}', '{}')",
-                                                    info.key, size)));
+      return fail(Error(Errc::kCorrupt,
+                        fmt::format("a listing entry without a valid Key and Size ('{}', '{}')",
+                                    info.key, size)));
     }
     page.objects.push_back(std::move(info));
   }
@@ -58,11 +62,13 @@ std::optional<ErrorBody> parse_error(std::string_view body) {
 
 Result<std::string> parse_upload_id(std::string_view xml) {
   pugi::xml_document doc;
-  const pugi::xml_node r = load(doc, xml) ? doc.child("InitiateMultipartUploadResult") : pugi::xml_node();
+  const pugi::xml_node r =
+      load(doc, xml) ? doc.child("InitiateMultipartUploadResult") : pugi::xml_node();
   const std::string id = r ? r.child_value("UploadId") : "";
   if (id.empty()) {
-    return fail(Error(Errc::kCorrupt, fmt::format("no UploadId in the answer to CreateMultipartUpload ('{}')",
-                                                  first_line(xml))));
+    return fail(Error(
+        Errc::kCorrupt,
+        fmt::format("no UploadId in the answer to CreateMultipartUpload ('{}')", first_line(xml))));
   }
   return id;
 }

@@ -65,7 +65,8 @@ std::shared_ptr<const CufileRuntime> CufileRuntime::from_api(const CufileApi& ap
   std::shared_ptr<CufileRuntime> rt(new CufileRuntime());
   rt->api_ = api;
   rt->library_ = std::move(library);
-  rt->batch_api_ = api.BatchIOSetUp && api.BatchIOSubmit && api.BatchIOGetStatus && api.BatchIODestroy;
+  rt->batch_api_ =
+      api.BatchIOSetUp && api.BatchIOSubmit && api.BatchIOGetStatus && api.BatchIODestroy;
   if (api.GetVersion) api.GetVersion(&rt->version_);
   if (!api.DriverOpen) {
     rt->reason_ = "the cuFile table has no cuFileDriverOpen";

@@ -43,11 +43,13 @@ std::function<bool()> stopped_by(const std::stop_token& stop) {
   return [stop] { return stop.stop_requested(); };
 }
 
-Error interrupted(std::string object) { return Error(Errc::kCancelled, "interrupted").with_object(std::move(object)); }
+Error interrupted(std::string object) {
+  return Error(Errc::kCancelled, "interrupted").with_object(std::move(object));
+}
 
 // Mounts `exp` on a new context: the context, or the error's rc and detail (no context then).
-int mount(const NfsUrl& url, const NfsOptions& options, const std::string& exp, const std::string& client,
-          nfs_context*& out, std::string& detail) {
+int mount(const NfsUrl& url, const NfsOptions& options, const std::string& exp,
+          const std::string& client, nfs_context*& out, std::string& detail) {
   out = nullptr;
   auto ctx = make_context(url, options, client);
   if (!ctx) {
@@ -55,9 +57,10 @@ int mount(const NfsUrl& url, const NfsOptions& options, const std::string& exp, 
     return -EINVAL;
   }
   nfs_context* nfs = *ctx;
-  const int rc = run_async(nfs, options.timeout, stopped_by(options.stop), detail, [&](nfs_context* n, nfs_cb cb, void* priv) {
-    return nfs_mount_async(n, url.server.c_str(), exp.c_str(), cb, priv);
-  });
+  const int rc = run_async(nfs, options.timeout, stopped_by(options.stop), detail,
+                           [&](nfs_context* n, nfs_cb cb, void* priv) {
+                             return nfs_mount_async(n, url.server.c_str(), exp.c_str(), cb, priv);
+                           });
   if (rc != 0) {
     if (nfs) nfs_destroy_context(nfs);
     return rc < 0 ? rc : -EIO;
@@ -77,7 +80,8 @@ bool backoff(const std::stop_token& stop, std::chrono::milliseconds d) {
 
 }  // namespace
 
-Result<std::unique_ptr<NfsSession>> NfsSession::connect(const NfsUrl& url, const NfsOptions& options) {
+Result<std::unique_ptr<NfsSession>> NfsSession::connect(const NfsUrl& url,
+                                                        const NfsOptions& options) {
   std::unique_ptr<NfsSession> s(new NfsSession(url, options));
   const std::string shown = redact_url(url.text);
   // The export is the shortest leading part of the path that mounts.
@@ -93,7 +97,8 @@ Result<std::unique_ptr<NfsSession>> NfsSession::connect(const NfsUrl& url, const
     if (options.stop.stop_requested()) return fail(interrupted(shown));
     nfs_context* nfs = nullptr;
     std::string detail;
-    const int rc = mount(url, options, exp, client_name("meta", 0, s->state_->generation++), nfs, detail);
+    const int rc =
+        mount(url, options, exp, client_name("meta", 0, s->state_->generation++), nfs, detail);
     if (rc == 0) {
       s->state_->nfs = nfs;
       s->export_ = exp;
@@ -103,19 +108,22 @@ Result<std::unique_ptr<NfsSession>> NfsSession::connect(const NfsUrl& url, const
     if (rc == -ECANCELED && options.stop.stop_requested()) return fail(interrupted(shown));
     if (rc == -EINVAL) return fail(Error(Errc::kInvalidArgument, detail).with_object(shown));
     if (is_transport_error(rc, detail)) {
-      return fail(Error(rc == -ETIMEDOUT ? Errc::kTimeout : Errc::kIo, fmt::format("cannot reach the NFS server {}: {}", url.server, detail))
+      return fail(Error(rc == -ETIMEDOUT ? Errc::kTimeout : Errc::kIo,
+                        fmt::format("cannot reach the NFS server {}: {}", url.server, detail))
                       .with_sys_errno(-rc)
                       .with_object(shown)
                       .with_hint(hint_for(Errc::kIo, url.version)));
     }
     if (-rc == EACCES || -rc == EPERM) {
-      return fail(make_error(rc, fmt::format("mounting {}", exp), detail, url.version).with_object(shown));
+      return fail(
+          make_error(rc, fmt::format("mounting {}", exp), detail, url.version).with_object(shown));
     }
     tried += tried.empty() ? exp : ", " + exp;
   }
-  return fail(Error(Errc::kNotFound, fmt::format("the server {} exports none of {}", url.server, tried))
-                  .with_object(shown)
-                  .with_hint("check the export path (the server's EXPORT Path/Pseudo)"));
+  return fail(
+      Error(Errc::kNotFound, fmt::format("the server {} exports none of {}", url.server, tried))
+          .with_object(shown)
+          .with_hint("check the export path (the server's EXPORT Path/Pseudo)"));
 }
 
 namespace {
@@ -123,9 +131,9 @@ namespace {
 // failures up to max_attempts times. Holds the session's lock. Once stop is requested: -ECANCELED
 // at once (detail "interrupted"), also from within a call or a backoff.
 template <typename Fn>
-int session_call(const NfsUrl& url, const NfsOptions& options, const std::string& exp, std::mutex& mu,
-                 nfs_context*& nfs, unsigned& generation, std::atomic<std::uint64_t>& reconnects,
-                 std::string& detail, Fn&& fn) {
+int session_call(const NfsUrl& url, const NfsOptions& options, const std::string& exp,
+                 std::mutex& mu, nfs_context*& nfs, unsigned& generation,
+                 std::atomic<std::uint64_t>& reconnects, std::string& detail, Fn&& fn) {
   std::lock_guard lock(mu);
   int rc = -EIO;
   auto stopped = [&] {
@@ -134,7 +142,8 @@ int session_call(const NfsUrl& url, const NfsOptions& options, const std::string
   };
   for (unsigned attempt = 0; attempt < std::max(1u, options.max_attempts); ++attempt) {
     if (options.stop.stop_requested()) return stopped();
-    if (attempt > 0 && !backoff(options.stop, std::chrono::milliseconds(std::min(1000u, 100u << std::min(attempt, 4u))))) {
+    if (attempt > 0 && !backoff(options.stop, std::chrono::milliseconds(std::min(
+                                                  1000u, 100u << std::min(attempt, 4u))))) {
       return stopped();
     }
     if (!nfs) {
@@ -148,7 +157,8 @@ int session_call(const NfsUrl& url, const NfsOptions& options, const std::string
     }
     rc = fn(nfs, detail);
     if (rc >= 0) return rc;
-    if (options.stop.stop_requested()) return stopped();  // run_async dropped a context it gave up on
+    if (options.stop.stop_requested())
+      return stopped();  // run_async dropped a context it gave up on
     if (!is_transport_error(rc, detail)) return rc;
     if (nfs) nfs_destroy_context(nfs);
     nfs = nullptr;
@@ -158,7 +168,8 @@ int session_call(const NfsUrl& url, const NfsOptions& options, const std::string
 
 // A failed call's error: kCancelled "interrupted" after a stop, else from the errno and libnfs's
 // message, naming the object.
-Error call_error(int rc, std::string_view what, const std::string& detail, int version, std::string object) {
+Error call_error(int rc, std::string_view what, const std::string& detail, int version,
+                 std::string object) {
   if (rc == -ECANCELED && detail == "interrupted") return interrupted(std::move(object));
   return make_error(rc, what, detail, version).with_object(std::move(object));
 }
@@ -173,12 +184,15 @@ int call(nfs_context*& nfs, const NfsOptions& options, std::string& detail, cons
 // open handles. A CLOSE queued just before the context is dropped is cancelled by the drop, and
 // libnfs frees the handle in that callback.
 void release(nfs_context* nfs, nfsfh* fh) {
-  if (nfs && fh) nfs_close_async(nfs, fh, [](int, nfs_context*, void*, void*) {}, nullptr);
+  if (nfs && fh)
+    nfs_close_async(
+        nfs, fh, [](int, nfs_context*, void*, void*) {}, nullptr);
 }
 }  // namespace
 
-#define FEEDLINE_NFS_CALL(detail, fn) \
-  session_call(url_, options_, export_, state_->mu, state_->nfs, state_->generation, reconnects_, detail, fn)
+#define FEEDLINE_NFS_CALL(detail, fn)                                                             \
+  session_call(url_, options_, export_, state_->mu, state_->nfs, state_->generation, reconnects_, \
+               detail, fn)
 
 namespace {
 std::string url_of(const NfsUrl& url, const std::string& exp, const std::string& path) {
@@ -191,13 +205,17 @@ Result<NfsStat> NfsSession::stat(const std::string& path) {
   std::string detail;
   const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context*& nfs, std::string& d) {
     return call(
-        nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) { return nfs_stat64_async(n, path.c_str(), cb, priv); },
+        nfs, options_, d,
+        [&](nfs_context* n, nfs_cb cb, void* priv) {
+          return nfs_stat64_async(n, path.c_str(), cb, priv);
+        },
         [&](int, void* data) {
           const auto* st = static_cast<const nfs_stat_64*>(data);
           out = NfsStat{st->nfs_size, S_ISDIR(st->nfs_mode), S_ISREG(st->nfs_mode)};
         });
   });
-  if (rc < 0) return fail(call_error(rc, "stat", detail, url_.version, url_of(url_, export_, path)));
+  if (rc < 0)
+    return fail(call_error(rc, "stat", detail, url_.version, url_of(url_, export_, path)));
   return out;
 }
 
@@ -208,7 +226,10 @@ Result<std::vector<NfsDirEntry>> NfsSession::list_dir(const std::string& path) {
     out.clear();
     const char* dir_path = path.empty() ? "/" : path.c_str();
     return call(
-        nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) { return nfs_opendir_async(n, dir_path, cb, priv); },
+        nfs, options_, d,
+        [&](nfs_context* n, nfs_cb cb, void* priv) {
+          return nfs_opendir_async(n, dir_path, cb, priv);
+        },
         [&](int, void* data) {
           // libnfs read the whole directory: walking it is local.
           auto* dir = static_cast<nfsdir*>(data);
@@ -220,7 +241,8 @@ Result<std::vector<NfsDirEntry>> NfsSession::list_dir(const std::string& path) {
           nfs_closedir(nfs, dir);
         });
   });
-  if (rc < 0) return fail(call_error(rc, "listing", detail, url_.version, url_of(url_, export_, path)));
+  if (rc < 0)
+    return fail(call_error(rc, "listing", detail, url_.version, url_of(url_, export_, path)));
   return out;
 }
 
@@ -231,11 +253,13 @@ Result<void> NfsSession::mkdir_p(const std::string& dir) {
     if (part == "/" || part.empty()) continue;
     std::string detail;
     const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context*& nfs, std::string& d) {
-      return call(nfs, options_, d,
-                  [&](nfs_context* n, nfs_cb cb, void* priv) { return nfs_mkdir_async(n, part.c_str(), cb, priv); });
+      return call(nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) {
+        return nfs_mkdir_async(n, part.c_str(), cb, priv);
+      });
     });
     if (rc < 0 && rc != -EEXIST) {
-      return fail(call_error(rc, "creating the directory", detail, url_.version, url_of(url_, export_, part)));
+      return fail(call_error(rc, "creating the directory", detail, url_.version,
+                             url_of(url_, export_, part)));
     }
   }
   return {};
@@ -253,12 +277,16 @@ Result<void> NfsSession::write_at(const std::string& path, std::uint64_t offset,
     const int flags = truncate ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY;
     int r = call(
         nfs, options_, d,
-        [&](nfs_context* n, nfs_cb cb, void* priv) { return nfs_open2_async(n, path.c_str(), flags, 0644, cb, priv); },
+        [&](nfs_context* n, nfs_cb cb, void* priv) {
+          return nfs_open2_async(n, path.c_str(), flags, 0644, cb, priv);
+        },
         [&](int, void* h) { fh = static_cast<nfsfh*>(h); });
     if (r < 0) return r;
     // On a failure below the handle is released (its context may be dropped right after).
     if (truncate) {
-      r = call(nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) { return nfs_fchmod_async(n, fh, 0644, cb, priv); });
+      r = call(nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) {
+        return nfs_fchmod_async(n, fh, 0644, cb, priv);
+      });
       if (r < 0) {
         release(nfs, fh);
         return r;
@@ -284,7 +312,9 @@ Result<void> NfsSession::write_at(const std::string& path, std::uint64_t offset,
       release(nfs, fh);
       return r;
     }
-    return call(nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) { return nfs_close_async(n, fh, cb, priv); });
+    return call(nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) {
+      return nfs_close_async(n, fh, cb, priv);
+    });
   });
   if (rc < 0) {
     Error e = call_error(rc, "writing", detail, url_.version, url_of(url_, export_, path));
@@ -301,17 +331,21 @@ Result<void> NfsSession::rename(const std::string& from, const std::string& to) 
       return nfs_rename_async(n, from.c_str(), to.c_str(), cb, priv);
     });
   });
-  if (rc < 0) return fail(call_error(rc, "rename into place", detail, url_.version, url_of(url_, export_, to)));
+  if (rc < 0)
+    return fail(
+        call_error(rc, "rename into place", detail, url_.version, url_of(url_, export_, to)));
   return {};
 }
 
 Result<void> NfsSession::unlink(const std::string& path) {
   std::string detail;
   const int rc = FEEDLINE_NFS_CALL(detail, [&](nfs_context*& nfs, std::string& d) {
-    return call(nfs, options_, d,
-                [&](nfs_context* n, nfs_cb cb, void* priv) { return nfs_unlink_async(n, path.c_str(), cb, priv); });
+    return call(nfs, options_, d, [&](nfs_context* n, nfs_cb cb, void* priv) {
+      return nfs_unlink_async(n, path.c_str(), cb, priv);
+    });
   });
-  if (rc < 0) return fail(call_error(rc, "unlink", detail, url_.version, url_of(url_, export_, path)));
+  if (rc < 0)
+    return fail(call_error(rc, "unlink", detail, url_.version, url_of(url_, export_, path)));
   return {};
 }
 

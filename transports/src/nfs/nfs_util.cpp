@@ -18,15 +18,18 @@ namespace detail {
 
 std::string hint_for(Errc code, int version) {
   switch (code) {
-    case Errc::kNotFound: return "check the path on the server";
+    case Errc::kNotFound:
+      return "check the path on the server";
     case Errc::kPermissionDenied:
       return "check the file's permissions and the export's Access_Type/Squash settings; requests "
              "run as this user's uid unless the URL says ?uid=";
     case Errc::kTimeout:
     case Errc::kIo:
-      return version == 4 ? "is the server up? NFSv4 listens on TCP port 2049 unless the URL says ?nfsport="
-                          : "is the server up? NFSv3 needs rpcbind (port 111) and mountd on the server";
-    default: return "";
+      return version == 4
+                 ? "is the server up? NFSv4 listens on TCP port 2049 unless the URL says ?nfsport="
+                 : "is the server up? NFSv3 needs rpcbind (port 111) and mountd on the server";
+    default:
+      return "";
   }
 }
 
@@ -49,10 +52,11 @@ Error make_error(int rc, std::string_view what, std::string_view detail, int ver
 // period, DELAY), which libnfs reports under various errnos with the status in the message. Other
 // statuses the server answers with (ENOENT, EACCES, ...) are final.
 bool is_transport_error(int rc, std::string_view detail) {
-  for (const char* status : {"NFS4ERR_STALE_CLIENTID", "NFS4ERR_STALE_STATEID", "NFS4ERR_BAD_STATEID",
-                             "NFS4ERR_OLD_STATEID", "NFS4ERR_EXPIRED", "NFS4ERR_BAD_SEQID",
-                             "NFS4ERR_GRACE", "NFS4ERR_DELAY", "NFS3ERR_JUKEBOX", "NFS4ERR_RESOURCE",
-                             "NFS4ERR_LEASE_MOVED", "NFS4ERR_ADMIN_REVOKED"}) {
+  for (const char* status :
+       {"NFS4ERR_STALE_CLIENTID", "NFS4ERR_STALE_STATEID", "NFS4ERR_BAD_STATEID",
+        "NFS4ERR_OLD_STATEID", "NFS4ERR_EXPIRED", "NFS4ERR_BAD_SEQID", "NFS4ERR_GRACE",
+        "NFS4ERR_DELAY", "NFS3ERR_JUKEBOX", "NFS4ERR_RESOURCE", "NFS4ERR_LEASE_MOVED",
+        "NFS4ERR_ADMIN_REVOKED"}) {
     if (detail.find(status) != std::string_view::npos) return true;
   }
   switch (-rc) {
@@ -61,8 +65,14 @@ bool is_transport_error(int rc, std::string_view detail) {
       // start connection", a name that does not resolve); a server's refusal names its status.
       return detail.find("ERR_PERM") == std::string_view::npos &&
              detail.find("ERR_ACCES") == std::string_view::npos;
-    case ETIMEDOUT: case ECONNRESET: case ECONNREFUSED: case ENOTCONN: case EPIPE: case EFAULT:
-    case EINTR: case ECANCELED:
+    case ETIMEDOUT:
+    case ECONNRESET:
+    case ECONNREFUSED:
+    case ENOTCONN:
+    case EPIPE:
+    case EFAULT:
+    case EINTR:
+    case ECANCELED:
       return true;
     case EIO:
       return detail.find("NFS4ERR_IO") == std::string_view::npos &&
@@ -79,9 +89,11 @@ std::string error_text(nfs_context* nfs) {
 
 // A context with the URL's arguments (version, nfsport, uid, ...) applied by libnfs's own parser,
 // libnfs's reconnect off (we reconnect, see the header), RPC timeouts on.
-Result<nfs_context*> make_context(const NfsUrl& url, const NfsOptions& options, const std::string& client) {
+Result<nfs_context*> make_context(const NfsUrl& url, const NfsOptions& options,
+                                  const std::string& client) {
   nfs_context* nfs = nfs_init_context();
-  if (!nfs) return fail(Errc::kResourceExhausted, "cannot create an NFS context (nfs_init_context)");
+  if (!nfs)
+    return fail(Errc::kResourceExhausted, "cannot create an NFS context (nfs_init_context)");
   nfs_url* parsed = nfs_parse_url_incomplete(nfs, url.text.c_str());
   if (!parsed) {
     Error e(Errc::kInvalidArgument, fmt::format("bad NFS URL: {}", error_text(nfs)));
@@ -123,8 +135,9 @@ void async_cb(int err, nfs_context*, void* data, void* priv) {
 }
 }  // namespace
 
-int run_async(nfs_context*& nfs, std::chrono::milliseconds timeout, const std::function<bool()>& give_up,
-              std::string& detail, const NfsStart& start, const NfsDone& on_done) {
+int run_async(nfs_context*& nfs, std::chrono::milliseconds timeout,
+              const std::function<bool()>& give_up, std::string& detail, const NfsStart& start,
+              const NfsDone& on_done) {
   AsyncCall call;
   call.on_done = &on_done;
   // The callback may run during the destruction: `call` outlives it here.
@@ -173,7 +186,6 @@ int run_async(nfs_context*& nfs, std::chrono::milliseconds timeout, const std::f
   return call.status;
 }
 
-
 }  // namespace detail
 
 using detail::error_text;
@@ -182,7 +194,8 @@ using detail::error_text;
 
 namespace {
 
-constexpr const char* kUrlForm = "write nfs://server/export/path[?version=4&nfsport=2049&uid=N&gid=N]";
+constexpr const char* kUrlForm =
+    "write nfs://server/export/path[?version=4&nfsport=2049&uid=N&gid=N]";
 // The query parameters feedline passes on to libnfs, and their ranges. libnfs itself takes any
 // name and reads values with atoi(): "nfsport=abc" became port 0 and then "nfs_service failed".
 // Left out: libnfs's debug (it prints), dircache and autoreconnect (feedline sets them itself),
@@ -224,7 +237,9 @@ Result<NfsUrl> parse_nfs_url(std::string_view text) {
   url.text = std::string(text);
   const std::string shown = redact_url(text);  // errors never show a password typed into the URL
   auto bad = [&](std::string msg, std::string hint = kUrlForm) {
-    return fail(Error(Errc::kInvalidArgument, std::move(msg)).with_object(shown).with_hint(std::move(hint)));
+    return fail(Error(Errc::kInvalidArgument, std::move(msg))
+                    .with_object(shown)
+                    .with_hint(std::move(hint)));
   };
   if (!text.starts_with("nfs://")) return bad("not an nfs:// URL");
   std::string_view rest = text.substr(6);
@@ -254,7 +269,9 @@ Result<NfsUrl> parse_nfs_url(std::string_view text) {
       port = host.substr(close + 2);
       host = host.substr(0, close + 1);
     }
-  } else if (const auto colon = host.find(':'); colon != std::string_view::npos && host.find(':', colon + 1) == std::string_view::npos) {
+  } else if (const auto colon = host.find(':');
+             colon != std::string_view::npos &&
+             host.find(':', colon + 1) == std::string_view::npos) {
     has_port = true;
     port = host.substr(colon + 1);
     host = host.substr(0, colon);
@@ -263,10 +280,15 @@ Result<NfsUrl> parse_nfs_url(std::string_view text) {
     if (!decimal(port)) {
       return bad(fmt::format("the server part '{}' holds a ':' that starts no port", url.server));
     }
-    const std::string fixed = fmt::format("nfs://{}{}?{}{}nfsport={}", host, url.path == "/" && slash == std::string_view::npos ? "" : url.path,
-                                          url.query, url.query.empty() ? "" : "&", port);
-    return bad(fmt::format("the port belongs in ?nfsport={}, not after the host (libnfs reads no port there)", port),
-               fmt::format("write {}", redact_url(fixed)));
+    const std::string fixed =
+        fmt::format("nfs://{}{}?{}{}nfsport={}", host,
+                    url.path == "/" && slash == std::string_view::npos ? "" : url.path, url.query,
+                    url.query.empty() ? "" : "&", port);
+    return bad(
+        fmt::format(
+            "the port belongs in ?nfsport={}, not after the host (libnfs reads no port there)",
+            port),
+        fmt::format("write {}", redact_url(fixed)));
   }
   // Every parameter checked here, each once: libnfs would ignore unknown names and read bad
   // numbers as 0.
@@ -283,21 +305,26 @@ Result<NfsUrl> parse_nfs_url(std::string_view text) {
       if (name == p.name) param = &p;
     }
     if (param == nullptr) {
-      return bad(fmt::format("unknown parameter '{}' in the query (known: {})", name, known_parameters()));
+      return bad(
+          fmt::format("unknown parameter '{}' in the query (known: {})", name, known_parameters()));
     }
-    if (std::find(seen.begin(), seen.end(), name) != seen.end()) return bad(fmt::format("{} is given twice", name));
+    if (std::find(seen.begin(), seen.end(), name) != seen.end())
+      return bad(fmt::format("{} is given twice", name));
     seen.push_back(name);
-    const std::string_view value = eq == std::string_view::npos ? std::string_view() : kv.substr(eq + 1);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view() : kv.substr(eq + 1);
     const auto v = decimal(value);
     if (!v || *v < param->min || *v > param->max) {
-      if (eq == std::string_view::npos || value.empty()) return bad(fmt::format("{} needs a value: {}={}", name, name, param->what));
+      if (eq == std::string_view::npos || value.empty())
+        return bad(fmt::format("{} needs a value: {}={}", name, name, param->what));
       return bad(fmt::format("{} must be {}, not '{}'", name, param->what, value));
     }
     if (name == "version") url.version = static_cast<int>(*v);
   }
   // And libnfs's own parser, for anything else it refuses.
   nfs_context* nfs = nfs_init_context();
-  if (!nfs) return fail(Errc::kResourceExhausted, "cannot create an NFS context (nfs_init_context)");
+  if (!nfs)
+    return fail(Errc::kResourceExhausted, "cannot create an NFS context (nfs_init_context)");
   nfs_url* parsed = nfs_parse_url_incomplete(nfs, url.text.c_str());
   if (!parsed) {
     std::string e = error_text(nfs);

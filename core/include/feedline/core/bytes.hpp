@@ -17,7 +17,9 @@ using ConstBytes = std::span<const std::byte>;
 
 inline constexpr std::size_t kPageAlign = 4096;
 
-constexpr std::uint64_t align_down(std::uint64_t v, std::uint64_t a) noexcept { return v & ~(a - 1); }
+constexpr std::uint64_t align_down(std::uint64_t v, std::uint64_t a) noexcept {
+  return v & ~(a - 1);
+}
 constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) noexcept {
   return (v + a - 1) & ~(a - 1);
 }

@@ -11,7 +11,8 @@ using Clock = std::chrono::steady_clock;
 // Monotonic time in nanoseconds since an arbitrary epoch; differences are meaningful.
 inline std::uint64_t now_ns() noexcept {
   return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count());
 }
 
 // CPU time consumed by the whole process (user, system), in seconds.

@@ -1,9 +1,9 @@
 // Error and Result: the data path returns values, never throws.
 //
-// Result<T> is a [[nodiscard]] std::expected<T, Error>. An Error carries a machine-readable code, the errno or HTTP
-// status behind it (0 when none), a human message, and the context a user needs to act on it: the
-// object (path, key or URL) and, where it matters, the byte offset. Error::what() renders all of it
-// as one line, e.g.
+// Result<T> is a [[nodiscard]] std::expected<T, Error>. An Error carries a machine-readable code,
+// the errno or HTTP status behind it (0 when none), a human message, and the context a user needs
+// to act on it: the object (path, key or URL) and, where it matters, the byte offset. Error::what()
+// renders all of it as one line, e.g.
 //   "not found: /data/train.bin: No such file or directory (check the path)".
 // Exceptions are reserved for bugs and for setup errors caught in main().
 #pragma once
@@ -18,17 +18,17 @@
 namespace feedline {
 
 enum class Errc : std::uint8_t {
-  kInvalidArgument,   // the caller (or user) asked for something malformed
-  kNotFound,          // object, bucket or path does not exist
-  kPermissionDenied,  // EACCES/EPERM, HTTP 401/403
-  kIsDirectory,       // expected a regular object, found a directory
-  kUnsupported,       // feature missing in this build, kernel or server
-  kIo,                // the storage failed the operation (EIO, HTTP 5xx, ...)
-  kTimeout,           // a bounded wait ran out
-  kCancelled,         // stopped by the caller (Ctrl-C, cancel())
-  kResourceExhausted, // ENOMEM, ENOSPC, EMFILE, memory budget exceeded
-  kCorrupt,           // bytes that do not parse (bad tar header, bad zstd frame)
-  kInternal,          // a bug: an invariant did not hold
+  kInvalidArgument,    // the caller (or user) asked for something malformed
+  kNotFound,           // object, bucket or path does not exist
+  kPermissionDenied,   // EACCES/EPERM, HTTP 401/403
+  kIsDirectory,        // expected a regular object, found a directory
+  kUnsupported,        // feature missing in this build, kernel or server
+  kIo,                 // the storage failed the operation (EIO, HTTP 5xx, ...)
+  kTimeout,            // a bounded wait ran out
+  kCancelled,          // stopped by the caller (Ctrl-C, cancel())
+  kResourceExhausted,  // ENOMEM, ENOSPC, EMFILE, memory budget exceeded
+  kCorrupt,            // bytes that do not parse (bad tar header, bad zstd frame)
+  kInternal,           // a bug: an invariant did not hold
 };
 
 std::string_view errc_name(Errc code) noexcept;
@@ -130,20 +130,19 @@ inline std::unexpected<Error> fail(Errc code, std::string message) {
 }  // namespace feedline
 
 // Propagates the error of a Result-returning expression, else yields nothing.
-#define FEEDLINE_TRY(expr)                                              \
-  do {                                                                  \
-    if (auto feedline_try_r_ = (expr); !feedline_try_r_) {              \
-      return std::unexpected<::feedline::Error>(                        \
-          std::move(feedline_try_r_).error());                          \
-    }                                                                   \
+#define FEEDLINE_TRY(expr)                                                           \
+  do {                                                                               \
+    if (auto feedline_try_r_ = (expr); !feedline_try_r_) {                           \
+      return std::unexpected<::feedline::Error>(std::move(feedline_try_r_).error()); \
+    }                                                                                \
   } while (false)
 
 #define FEEDLINE_CONCAT_INNER_(a, b) a##b
 #define FEEDLINE_CONCAT_(a, b) FEEDLINE_CONCAT_INNER_(a, b)
 // FEEDLINE_ASSIGN_OR_RETURN(auto x, f()) declares x from a Result or propagates its error.
-#define FEEDLINE_ASSIGN_OR_RETURN(decl, expr)                                             \
+#define FEEDLINE_ASSIGN_OR_RETURN(decl, expr) \
   FEEDLINE_ASSIGN_OR_RETURN_IMPL_(FEEDLINE_CONCAT_(feedline_aor_, __LINE__), decl, expr)
-#define FEEDLINE_ASSIGN_OR_RETURN_IMPL_(tmp, decl, expr)                     \
-  auto tmp = (expr);                                                         \
+#define FEEDLINE_ASSIGN_OR_RETURN_IMPL_(tmp, decl, expr)                       \
+  auto tmp = (expr);                                                           \
   if (!tmp) return std::unexpected<::feedline::Error>(std::move(tmp).error()); \
   decl = std::move(*tmp)

@@ -16,7 +16,7 @@ namespace feedline {
 
 class Histogram {
  public:
-  static constexpr int kSubBits = 6;                       // 64 sub-buckets per power of two
+  static constexpr int kSubBits = 6;  // 64 sub-buckets per power of two
   static constexpr std::uint64_t kExactLimit = 1u << (kSubBits + 1);  // 128
   static constexpr std::size_t kBuckets =
       kExactLimit + (64 - (kSubBits + 1)) * (std::size_t{1} << kSubBits);

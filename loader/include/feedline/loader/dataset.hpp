@@ -66,14 +66,14 @@ struct Sample {
 
 struct Dataset {
   DatasetFormat format = DatasetFormat::kFiles;  // as resolved (never kAuto)
-  std::string root;                        // key prefix the dataset was opened at
-  std::vector<storage::ObjectInfo> objects;  // files, or tar shards
-  std::vector<Sample> samples;             // in storage order (the unshuffled order)
+  std::string root;                              // key prefix the dataset was opened at
+  std::vector<storage::ObjectInfo> objects;      // files, or tar shards
+  std::vector<Sample> samples;                   // in storage order (the unshuffled order)
   std::vector<Member> members;
-  std::uint64_t total_bytes = 0;           // sum of sample lengths
-  std::uint64_t max_sample_bytes = 0;      // largest sample length
-  bool indexed = false;                    // every shard had an index
-  std::vector<std::string> skipped;        // objects left out with skip_bad_objects, and why
+  std::uint64_t total_bytes = 0;       // sum of sample lengths
+  std::uint64_t max_sample_bytes = 0;  // largest sample length
+  bool indexed = false;                // every shard had an index
+  std::vector<std::string> skipped;    // objects left out with skip_bad_objects, and why
   // Things the user should know that did not stop the open, one line each: an index that was
   // stale, corrupt or of the old format (the shard was scanned instead), a shard without an
   // end-of-archive marker.

@@ -38,8 +38,8 @@ struct SamplerConfig {
 };
 
 struct SampleSlot {
-  std::uint64_t seq = 0;        // position in this rank's whole run (all epochs)
-  std::uint32_t sample = 0;     // index into Dataset::samples
+  std::uint64_t seq = 0;     // position in this rank's whole run (all epochs)
+  std::uint32_t sample = 0;  // index into Dataset::samples
   std::uint32_t epoch = 0;
   std::uint64_t batch = 0;      // batch number in this rank's whole run
   std::uint32_t slot = 0;       // position in the batch
@@ -65,7 +65,7 @@ class Sampler {
   std::vector<std::uint32_t> interleaved(std::uint32_t epoch) const;
 
   SamplerConfig config_;
-  std::uint64_t per_epoch_ = 0;  // samples this rank delivers per epoch (after drop_last)
+  std::uint64_t per_epoch_ = 0;       // samples this rank delivers per epoch (after drop_last)
   std::vector<std::uint32_t> order_;  // this rank's samples for the current epoch
   std::uint32_t epoch_ = 0;
   std::uint64_t pos_ = 0;  // in order_

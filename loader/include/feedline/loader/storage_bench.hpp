@@ -32,7 +32,7 @@ struct StorageBenchConfig {
   // Reads re-issued per submission (fio's iodepth_batch_submit). 1 issues each read as soon as
   // its slot frees, which keeps the device queue fullest; larger values save system calls.
   unsigned iodepth_batch = 1;
-  std::uint64_t size = 0;  // bytes of the object to cover; 0 = the whole object
+  std::uint64_t size = 0;               // bytes of the object to cover; 0 = the whole object
   std::chrono::nanoseconds runtime{0};  // 0 = no limit
   bool time_based = false;              // loop until runtime (requires runtime > 0)
   bool register_buffers = true;
@@ -50,12 +50,12 @@ struct BenchProgress {
 };
 
 struct StorageBenchResult {
-  storage::QueueStats stats;  // merged over jobs
-  storage::QueueInfo info;    // engine and features of the first job's queue
-  double seconds = 0;         // first submission to last completion
-  CpuTimes cpu;               // process CPU during the run
-  bool interrupted = false;   // stopped early by the stop flag
-  std::optional<Error> error; // the first I/O error, when one stopped the run
+  storage::QueueStats stats;   // merged over jobs
+  storage::QueueInfo info;     // engine and features of the first job's queue
+  double seconds = 0;          // first submission to last completion
+  CpuTimes cpu;                // process CPU during the run
+  bool interrupted = false;    // stopped early by the stop flag
+  std::optional<Error> error;  // the first I/O error, when one stopped the run
 };
 
 // Checks the configuration against the object: kInvalidArgument with a message a user can act on.
@@ -75,6 +75,7 @@ Result<StorageBenchResult> run_storage_bench(storage::Backend& backend,
 // Writes size bytes of seeded pseudo-random (incompressible) data to key, as fio lays out a file.
 // A stop request abandons the object (nothing is left behind) and returns kCancelled.
 Result<void> create_random_object(storage::Backend& backend, std::string_view key,
-                                  std::uint64_t size, std::uint64_t seed, std::stop_token stop = {});
+                                  std::uint64_t size, std::uint64_t seed,
+                                  std::stop_token stop = {});
 
 }  // namespace feedline::loader

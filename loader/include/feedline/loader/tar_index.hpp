@@ -54,7 +54,7 @@
 namespace feedline::loader {
 
 inline constexpr std::string_view kTarIndexMagic = "feedline-tar-index";
-inline constexpr int kTarIndexVersion = 2;  // the version written
+inline constexpr int kTarIndexVersion = 2;         // the version written
 inline constexpr std::size_t kTarIndexProbes = 8;  // members a reader checks against the shard
 inline constexpr std::string_view kTarIndexSuffix = ".idx";  // "X.tar" -> "X.tar.idx"
 

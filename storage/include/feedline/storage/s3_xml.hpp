@@ -13,7 +13,8 @@
 namespace feedline::storage::s3 {
 
 struct ListPage {
-  std::vector<ObjectInfo> objects;  // keys as S3 returns them (not URL-decoded: we never ask for encoding-type=url)
+  std::vector<ObjectInfo>
+      objects;  // keys as S3 returns them (not URL-decoded: we never ask for encoding-type=url)
   bool truncated = false;
   std::string next_token;
 };

@@ -38,7 +38,8 @@ Result<std::uint64_t> count_brace_names(std::string_view text);
 // unbalanced, nested or empty groups, bad ranges, more than `limit` names ("'{0..4095}{0..4095}'
 // names 16777216 objects, more than 1000000") or names taking more than `max_bytes`; both limits
 // are checked before any name is built.
-Result<std::vector<std::string>> expand_braces(std::string_view text, std::size_t limit = kMaxBraceNames,
+Result<std::vector<std::string>> expand_braces(std::string_view text,
+                                               std::size_t limit = kMaxBraceNames,
                                                std::size_t max_bytes = kMaxBraceBytes);
 
 }  // namespace feedline::storage

@@ -73,7 +73,8 @@ struct CudaApi {
   cudaError (*StreamDestroy)(Stream stream) = nullptr;
   cudaError (*StreamSynchronize)(Stream stream) = nullptr;
   cudaError (*Memcpy)(void* dst, const void* src, std::size_t n, int kind) = nullptr;
-  cudaError (*MemcpyAsync)(void* dst, const void* src, std::size_t n, int kind, Stream stream) = nullptr;
+  cudaError (*MemcpyAsync)(void* dst, const void* src, std::size_t n, int kind,
+                           Stream stream) = nullptr;
   cudaError (*EventCreateWithFlags)(Event* event, unsigned flags) = nullptr;
   cudaError (*EventDestroy)(Event event) = nullptr;
   cudaError (*EventRecord)(Event event, Stream stream) = nullptr;
@@ -96,10 +97,10 @@ Result<LoadedApi> load_api();
 
 struct DeviceInfo {
   int index = 0;
-  std::string name;          // "NVIDIA H100 80GB HBM3" ("?" when the properties call failed)
+  std::string name;  // "NVIDIA H100 80GB HBM3" ("?" when the properties call failed)
   int cc_major = 0;
   int cc_minor = 0;
-  std::string pci_bus_id;    // "0000:17:00.0" ("" when unknown)
+  std::string pci_bus_id;          // "0000:17:00.0" ("" when unknown)
   std::uint64_t total_memory = 0;  // bytes (0 when unknown)
 };
 
@@ -110,15 +111,16 @@ class CudaRuntime {
   static std::shared_ptr<const CudaRuntime> load();
   // The same probing over a table the caller made (tests: fake devices, failing calls).
   // `library` is what the report names as the loaded library.
-  static std::shared_ptr<const CudaRuntime> from_api(const CudaApi& api, std::string library = "fake");
+  static std::shared_ptr<const CudaRuntime> from_api(const CudaApi& api,
+                                                     std::string library = "fake");
   // A runtime that is unavailable for `reason` (the library could not be loaded).
   static std::shared_ptr<const CudaRuntime> unavailable(std::string reason);
 
-  bool available() const noexcept { return available_; }  // at least one usable device
+  bool available() const noexcept { return available_; }          // at least one usable device
   const std::string& reason() const noexcept { return reason_; }  // why not, when not
   bool loaded() const noexcept { return loaded_; }  // the library loaded (even with no device)
   const std::string& library() const noexcept { return library_; }
-  int driver_version() const noexcept { return driver_version_; }    // 12040 = 12.4; 0 = none
+  int driver_version() const noexcept { return driver_version_; }  // 12040 = 12.4; 0 = none
   int runtime_version() const noexcept { return runtime_version_; }
   const std::vector<DeviceInfo>& devices() const noexcept { return devices_; }
   const CudaApi& api() const noexcept { return api_; }
@@ -148,7 +150,8 @@ class CudaRuntime {
 // cudaMemcpy host-to-device bandwidth on `device` in bytes per second (best of reps, after one
 // warm-up copy), from pinned (cudaHostAlloc) or pageable (4 KiB-aligned, malloc'd) memory.
 // The pinned figure is the calibration the device sink reports its copies against.
-Result<double> h2d_bandwidth(const CudaRuntime& cuda, int device, std::uint64_t bytes, int reps, bool pinned);
+Result<double> h2d_bandwidth(const CudaRuntime& cuda, int device, std::uint64_t bytes, int reps,
+                             bool pinned);
 
 // "12.4" from 12040.
 std::string version_string(int cuda_version);

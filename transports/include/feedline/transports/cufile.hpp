@@ -48,7 +48,7 @@ using Handle = void*;  // CUfileHandle_t
 // The batch API's types (cuFile 1.6+), same layouts as cufile.h: CUfileIOParams_t is
 // {CUfileBatchMode_t mode; union {struct {devPtr_base, file_offset, devPtr_offset, size} batch;} u;
 // CUfileHandle_t fh; CUfileOpcode_t opcode; void* cookie;}, CUfileIOEvents_t {cookie, status, ret}.
-using BatchHandle = void*;  // CUfileBatchHandle_t
+using BatchHandle = void*;            // CUfileBatchHandle_t
 inline constexpr int kBatchMode = 1;  // CUFILE_BATCH
 inline constexpr int kOpRead = 0;     // CUFILE_READ
 // CUfileStatus_t
@@ -76,7 +76,8 @@ struct CUfileIOEvents {
   int status = 0;
   std::size_t ret = 0;  // bytes done, or a negative error
 };
-static_assert(sizeof(CUfileIOParams) == 64 && sizeof(CUfileIOEvents) == 24, "cufile.h's layouts (LP64)");
+static_assert(sizeof(CUfileIOParams) == 64 && sizeof(CUfileIOEvents) == 24,
+              "cufile.h's layouts (LP64)");
 
 struct CufileApi {
   CUfileError (*DriverOpen)() = nullptr;
@@ -85,13 +86,15 @@ struct CufileApi {
   void (*HandleDeregister)(Handle fh) = nullptr;
   CUfileError (*BufRegister)(const void* base, std::size_t length, int flags) = nullptr;
   CUfileError (*BufDeregister)(const void* base) = nullptr;
-  ssize_t (*Read)(Handle fh, void* base, std::size_t size, off_t file_offset, off_t base_offset) = nullptr;
+  ssize_t (*Read)(Handle fh, void* base, std::size_t size, off_t file_offset,
+                  off_t base_offset) = nullptr;
   // Optional (cuFile 1.6+ / CUDA 12.2+): the batch API (used where all but Cancel are there, with
   // the nvidia-fs driver) and the version query.
   CUfileError (*BatchIOSetUp)(BatchHandle* batch, unsigned nr) = nullptr;
-  CUfileError (*BatchIOSubmit)(BatchHandle batch, unsigned nr, CUfileIOParams* params, unsigned flags) = nullptr;
-  CUfileError (*BatchIOGetStatus)(BatchHandle batch, unsigned min_nr, unsigned* nr, CUfileIOEvents* events,
-                                  struct timespec* timeout) = nullptr;
+  CUfileError (*BatchIOSubmit)(BatchHandle batch, unsigned nr, CUfileIOParams* params,
+                               unsigned flags) = nullptr;
+  CUfileError (*BatchIOGetStatus)(BatchHandle batch, unsigned min_nr, unsigned* nr,
+                                  CUfileIOEvents* events, struct timespec* timeout) = nullptr;
   CUfileError (*BatchIOCancel)(BatchHandle batch) = nullptr;
   void (*BatchIODestroy)(BatchHandle batch) = nullptr;
   CUfileError (*GetVersion)(int* version) = nullptr;
@@ -146,12 +149,12 @@ bool nvidia_fs_loaded();
 // are back) and are reaped with cuFileBatchIOGetStatus on the caller's thread: no threads of our
 // own. Otherwise (compatibility mode, an older libcufile, or a batch set-up that fails) cuFileRead,
 // which is synchronous, runs on a pool of `options.depth` threads (at most 64), as KvikIO's thread
-// pool does. info() says which ("batch-api" or "threads=N"). Each file is reopened with O_DIRECT (through /proc/self/fd; GDS needs it; a filesystem
-// that refuses it gets a plain descriptor, which cuFile serves in compatibility mode) and
-// registered once (cuFileHandleRegister), cached by device and inode while reads of it are in
-// flight and after, up to a bound; register_buffers() registers device regions with
-// cuFileBufRegister (reads into them then skip cuFile's per-call pinning; call it before any
-// read). Errors: a cuFile failure is EIO with FileRead::engine_error set to its code.
+// pool does. info() says which ("batch-api" or "threads=N"). Each file is reopened with O_DIRECT
+// (through /proc/self/fd; GDS needs it; a filesystem that refuses it gets a plain descriptor, which
+// cuFile serves in compatibility mode) and registered once (cuFileHandleRegister), cached by device
+// and inode while reads of it are in flight and after, up to a bound; register_buffers() registers
+// device regions with cuFileBufRegister (reads into them then skip cuFile's per-call pinning; call
+// it before any read). Errors: a cuFile failure is EIO with FileRead::engine_error set to its code.
 // kUnsupported when the runtime is not available.
 Result<std::unique_ptr<FileEngine>> make_cufile_engine(std::shared_ptr<const CufileRuntime> runtime,
                                                        const EngineOptions& options);

@@ -27,21 +27,21 @@ namespace feedline::transports {
 
 // One read. The caller owns it (and dst) until reap() hands it back.
 struct FileRead {
-  int fd = -1;               // an open file descriptor
-  int fixed_file = -1;       // index from register_file(), or -1
-  std::uint64_t offset = 0;  // byte offset in the file
-  std::uint32_t length = 0;  // bytes wanted
-  std::byte* dst = nullptr;  // length bytes; 4 KiB-aligned for O_DIRECT
-  void* user = nullptr;      // opaque to the engine
+  int fd = -1;                  // an open file descriptor
+  int fixed_file = -1;          // index from register_file(), or -1
+  std::uint64_t offset = 0;     // byte offset in the file
+  std::uint32_t length = 0;     // bytes wanted
+  std::byte* dst = nullptr;     // length bytes; 4 KiB-aligned for O_DIRECT
+  void* user = nullptr;         // opaque to the engine
   void* engine_data = nullptr;  // the engine's own (the cuFile engine: the registered handle)
 
   // Filled by the engine.
-  std::uint32_t done = 0;        // bytes read (< length only at end of file or on error)
-  int error = 0;                 // positive errno when the read failed, 0 on success
-  int engine_error = 0;          // the engine's own code behind `error`, 0 if none (cuFile: its
-                                 // CUfileOpError, 5000 and up)
-  std::uint64_t issued_ns = 0;   // when the kernel (or a worker) accepted it: fio's slat end
-  std::uint32_t resubmits = 0;   // short-read continuations and EAGAIN retries
+  std::uint32_t done = 0;       // bytes read (< length only at end of file or on error)
+  int error = 0;                // positive errno when the read failed, 0 on success
+  int engine_error = 0;         // the engine's own code behind `error`, 0 if none (cuFile: its
+                                // CUfileOpError, 5000 and up)
+  std::uint64_t issued_ns = 0;  // when the kernel (or a worker) accepted it: fio's slat end
+  std::uint32_t resubmits = 0;  // short-read continuations and EAGAIN retries
 };
 
 enum class EngineKind { kAuto, kUring, kPosix };
@@ -49,16 +49,16 @@ std::string_view engine_name(EngineKind kind) noexcept;
 Result<EngineKind> parse_engine(std::string_view text);
 
 struct EngineOptions {
-  unsigned depth = 32;          // reads in flight at most (the queue depth)
-  bool sqpoll = false;          // io_uring: kernel thread polls the submission queue
-  bool single_thread = false;   // io_uring: the creating thread is the only user (enables
-                                // SINGLE_ISSUER|DEFER_TASKRUN where the kernel has them)
-  unsigned posix_threads = 0;   // pread pool size; 0 means one thread per depth slot (max 256)
+  unsigned depth = 32;         // reads in flight at most (the queue depth)
+  bool sqpoll = false;         // io_uring: kernel thread polls the submission queue
+  bool single_thread = false;  // io_uring: the creating thread is the only user (enables
+                               // SINGLE_ISSUER|DEFER_TASKRUN where the kernel has them)
+  unsigned posix_threads = 0;  // pread pool size; 0 means one thread per depth slot (max 256)
 };
 
 // What an engine ended up using, after probing and fallbacks, for the report.
 struct EngineInfo {
-  std::string name;                 // "uring" or "posix"
+  std::string name;                   // "uring" or "posix"
   std::vector<std::string> features;  // e.g. "registered-buffers", "sqpoll", "defer-taskrun"
   std::vector<std::string> notes;     // fallbacks and why, e.g. "registered buffers refused: ..."
 };

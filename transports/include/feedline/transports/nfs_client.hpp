@@ -144,12 +144,12 @@ struct NfsRead {
   const std::atomic<std::uint64_t>* cancel_epoch = nullptr;
   std::uint64_t epoch = 0;
   // Filled in by the connection:
-  std::uint64_t sent_ns = 0;       // first time on the wire
-  std::uint64_t done = 0;          // bytes read (fewer than length at end of file)
-  std::uint64_t copied = 0;        // bytes copied from libnfs's buffer into dst
-  std::uint32_t attempts = 0;      // times sent
+  std::uint64_t sent_ns = 0;          // first time on the wire
+  std::uint64_t done = 0;             // bytes read (fewer than length at end of file)
+  std::uint64_t copied = 0;           // bytes copied from libnfs's buffer into dst
+  std::uint32_t attempts = 0;         // times sent
   std::vector<std::uint64_t> rtt_ns;  // per RPC answered
-  std::unique_ptr<Error> error;    // null on success
+  std::unique_ptr<Error> error;       // null on success
   // Internal:
   std::uint64_t deadline_ns = 0;
 };

@@ -13,12 +13,12 @@ namespace feedline::transports {
 
 struct UringProbe {
   bool compiled_in = false;
-  bool available = false;            // the kernel accepted io_uring_setup
-  std::string reason;                // why not, when not
-  std::string kernel;                // uname release
-  std::vector<std::string> features; // IORING_FEAT_* the kernel reported, by short name
-  std::vector<std::string> setup;    // setup modes accepted: "sqpoll", "single-issuer", ...
-  bool read_fixed = false;           // IORING_OP_READ_FIXED supported (registered buffers)
+  bool available = false;             // the kernel accepted io_uring_setup
+  std::string reason;                 // why not, when not
+  std::string kernel;                 // uname release
+  std::vector<std::string> features;  // IORING_FEAT_* the kernel reported, by short name
+  std::vector<std::string> setup;     // setup modes accepted: "sqpoll", "single-issuer", ...
+  bool read_fixed = false;            // IORING_OP_READ_FIXED supported (registered buffers)
 };
 UringProbe probe_uring();
 

@@ -34,10 +34,14 @@ Error make_error(int rc, std::string_view what, std::string_view detail, int ver
 // libnfs's last error on a context ("" when none).
 std::string error_text(nfs_context* nfs);
 // A context with the URL's arguments applied, libnfs's reconnect off, RPC timeouts on.
-Result<nfs_context*> make_context(const NfsUrl& url, const NfsOptions& options, const std::string& client);
-// A distinct NFSv4 client name per context: contexts sharing one would take over each other's state.
+Result<nfs_context*> make_context(const NfsUrl& url, const NfsOptions& options,
+                                  const std::string& client);
+// A distinct NFSv4 client name per context: contexts sharing one would take over each other's
+// state.
 std::string client_name(std::string_view role, unsigned index, unsigned generation);
-inline std::uint64_t io_max(std::uint64_t reported) { return reported == 0 ? kDefaultIoMax : reported; }
+inline std::uint64_t io_max(std::uint64_t reported) {
+  return reported == 0 ? kDefaultIoMax : reported;
+}
 
 // One asynchronous libnfs call (a mount, an RPC) run to its end on the calling thread, which
 // polls the context's socket in slices of 100 ms: libnfs's synchronous calls block in poll() until
@@ -55,7 +59,8 @@ inline std::uint64_t io_max(std::uint64_t reported) { return reported == 0 ? kDe
 // -1 when the call could not be queued (libnfs's synchronous calls return the same).
 using NfsStart = std::function<int(nfs_context*, nfs_cb, void*)>;
 using NfsDone = std::function<void(int, void*)>;
-int run_async(nfs_context*& nfs, std::chrono::milliseconds timeout, const std::function<bool()>& give_up,
-              std::string& detail, const NfsStart& start, const NfsDone& on_done = {});
+int run_async(nfs_context*& nfs, std::chrono::milliseconds timeout,
+              const std::function<bool()>& give_up, std::string& detail, const NfsStart& start,
+              const NfsDone& on_done = {});
 
 }  // namespace feedline::transports::detail
