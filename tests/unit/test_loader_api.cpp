@@ -193,3 +193,23 @@ TEST_CASE(
   CHECK(c.starved_fraction > 0.1);  // waiting for the last items and for the close
   CHECK(p.busy_fraction + p.starved_fraction + p.blocked_fraction == Approx(1.0).margin(1e-6));
 }
+
+TEST_CASE(
+    "a worker that outlives the run's window is set against its own lifetime, never over 100%",
+    "[loader][api][stage]") {
+  using detail::StageRunner;
+  using detail::Worker;
+  StageRunner runner(StageId::kStorage, 1, true);
+  runner.start([](Worker& w) {
+    std::this_thread::sleep_for(60ms);                     // busy
+    w.blocked([] { std::this_thread::sleep_for(60ms); });  // blocked
+  });
+  runner.join();
+  // The run's window (the consumer's) was shorter than the worker's 120 ms: a drain after a stop.
+  const StageReport r = runner.report(0.05);
+  CHECK(r.busy_fraction <= 1.0);
+  CHECK(r.busy_fraction > 0.3);
+  CHECK(r.blocked_fraction > 0.3);
+  CHECK(r.busy_fraction + r.starved_fraction + r.blocked_fraction == Approx(1.0).margin(1e-6));
+  CHECK(r.busy_seconds > 0.05);
+}

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "feedline/core/thread_name.hpp"
 
 namespace feedline::loader::detail {
@@ -20,9 +22,11 @@ void StageRunner::start(std::function<void(Worker&)> body, std::function<void(Wo
     const std::string name = numbered ? fmt::format("fl-{}-{}", stage_name(id_), worker->index())
                                       : fmt::format("fl-{}", stage_name(id_));
     threads_.emplace_back([worker, name, body, on_thread] {
+      // Set-up first (a nice value), then the name: a thread that shows its stage's name is set up
+      // (a test that reads the name and the nice of each thread relies on that order).
+      if (on_thread) on_thread(*worker);
       // Named threads: top -H, perf and gdb show which stage is which.
       name_this_thread(name);
-      if (on_thread) on_thread(*worker);
       worker->start();
       body(*worker);
       worker->stop();
@@ -35,27 +39,34 @@ void StageRunner::join() { threads_.clear(); }
 StageReport StageRunner::report(double wall_seconds) const {
   StageReport r;
   r.stage = id_;
-  std::uint64_t busy = 0, starved = 0, blocked = 0;
+  const double wall_ns = wall_seconds * 1e9;
+  // Each worker's time is set against the run's wall time. A worker that ended before the run
+  // did (its input was exhausted) was idle for the rest of it: that time counts as starved. One
+  // that outlived the run's end (draining its reads after a stop, while the report was taken)
+  // is set against its own lifetime instead, so no fraction exceeds 100% and the three always add
+  // up to 100%.
+  double busy = 0, starved = 0, blocked = 0, denom = 0;
   for (const auto& w : workers_) {
     const WorkerClock& c = w->clock();
-    busy += c.ns(WorkState::kBusy);
-    starved += c.ns(WorkState::kStarved);
-    blocked += c.ns(WorkState::kBlocked);
+    const auto b = static_cast<double>(c.ns(WorkState::kBusy));
+    const auto s = static_cast<double>(c.ns(WorkState::kStarved));
+    const auto k = static_cast<double>(c.ns(WorkState::kBlocked));
+    const double lifetime = b + s + k;
+    const double d = std::max(std::max(wall_ns, 0.0), lifetime);
+    busy += b;
+    starved += s + (d - lifetime);
+    blocked += k;
+    denom += d;
     r.cpu_seconds += c.cpu_seconds();
     r.items += c.items();
     r.bytes += c.bytes();
     ++r.threads;
   }
-  const double denom = wall_seconds * 1e9 * r.threads;
-  if (denom <= 0) return r;
-  // A worker that ended before the run did (its input was exhausted) was idle for the rest of it:
-  // that time counts as starved, so busy + starved + blocked = 100% of threads x wall.
-  const double accounted = static_cast<double>(busy + starved + blocked);
-  if (accounted < denom) starved += static_cast<std::uint64_t>(denom - accounted);
-  r.busy_fraction = static_cast<double>(busy) / denom;
-  r.starved_fraction = static_cast<double>(starved) / denom;
-  r.blocked_fraction = static_cast<double>(blocked) / denom;
-  r.busy_seconds = static_cast<double>(busy) / 1e9;
+  r.busy_seconds = busy / 1e9;
+  if (wall_ns <= 0 || denom <= 0) return r;
+  r.busy_fraction = busy / denom;
+  r.starved_fraction = starved / denom;
+  r.blocked_fraction = blocked / denom;
   return r;
 }
 

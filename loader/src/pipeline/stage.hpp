@@ -112,7 +112,8 @@ class StageRunner {
   Worker& worker(unsigned i = 0) noexcept { return *workers_[i]; }
   StageId id() const noexcept { return id_; }
   // Busy / starved / blocked fractions of threads x wall (time a worker was not running counts as
-  // starved: it had ended, its input exhausted).
+  // starved: it had ended, its input exhausted). A worker that outlived the window (draining after
+  // a stop) is set against its own lifetime: no fraction exceeds 100%.
   StageReport report(double wall_seconds) const;
 
  private:
