@@ -100,28 +100,39 @@ void refuse_bare_non_ascii(std::string_view text, const std::string& source) {
   auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   enum class In { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral } in = In::kCode;
   const std::size_t bom = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;  // toml++ skips it
+  // A quote opens a string only where TOML allows one: at a line's start (a quoted key) or after
+  // '=', '[', ',', '{' or '.' (a value, an array item, a dotted key part). Elsewhere (after a
+  // bare value: 8"""...) toml++ does not see a string either, so its contents stay code here.
+  char last = '\n';  // the last character of code that was not a space or a tab
   for (std::size_t i = bom; i < text.size(); ++i) {
     const char c = text[i];
     switch (in) {
-      case In::kCode:
+      case In::kCode: {
+        const bool opens =
+            last == '\n' || last == '=' || last == '[' || last == ',' || last == '{' || last == '.';
+        if (c != ' ' && c != '\t' && c != '\r') last = c;
         if (c == '#') {
           in = In::kComment;
-        } else if (at(i, "\"\"\"")) {
+        } else if (opens && at(i, "\"\"\"")) {
           in = In::kMultiBasic;
           i += 2;
-        } else if (at(i, "'''")) {
+        } else if (opens && at(i, "'''")) {
           in = In::kMultiLiteral;
           i += 2;
-        } else if (c == '"') {
+        } else if (opens && c == '"') {
           in = In::kBasic;
-        } else if (c == '\'') {
+        } else if (opens && c == '\'') {
           in = In::kLiteral;
         } else if (static_cast<unsigned char>(c) >= 0x80) {
           refuse(i);
         }
         break;
+      }
       case In::kComment:
-        if (c == '\n') in = In::kCode;
+        if (c == '\n') {
+          in = In::kCode;
+          last = '\n';
+        }
         break;
       case In::kBasic:
         if (c == '\\') {
