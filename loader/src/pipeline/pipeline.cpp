@@ -110,15 +110,11 @@ void Pipeline::finish_run(std::uint64_t end) {
   const std::uint64_t end_ns = consumer_->end_ns();
   const double wall = static_cast<double>(end_ns - consumer_->start_ns()) / 1e9;
   auto queue = [&](QueueId id, auto& q) {
-    const QueueOccupancy o = q.report(wall, end_ns);
-    return QueueReport{id,
-                       o.capacity,
-                       o.mean_occupancy,
-                       o.max_occupancy,
-                       o.producer_blocked_fraction,
-                       o.consumer_starved_fraction,
-                       o.items};
+    QueueReport r{q.report(wall, end_ns)};
+    r.queue = id;
+    return r;
   };
+
   end_queues_ = {queue(QueueId::kReads, run_->reads), queue(QueueId::kDecoded, run_->decoded),
                  queue(QueueId::kBatches, run_->batches),
                  queue(QueueId::kBatchPool, run_->pool->free())};

@@ -17,6 +17,7 @@
 
 #include "feedline/core/error.hpp"
 #include "feedline/core/histogram.hpp"
+#include "feedline/loader/accounting.hpp"
 #include "feedline/storage/backend.hpp"
 
 namespace feedline::loader {
@@ -64,14 +65,9 @@ struct StageReport {
   std::uint64_t bytes = 0;
 };
 
-struct QueueReport {
+// What a queue measured of itself (accounting.hpp), and which queue it was.
+struct QueueReport : QueueOccupancy {
   QueueId queue = QueueId::kReads;
-  std::size_t capacity = 0;
-  double mean_occupancy = 0;
-  std::size_t max_occupancy = 0;
-  double producer_blocked_fraction = 0;  // of wall time, per producer thread
-  double consumer_starved_fraction = 0;  // of wall time, per consumer thread
-  std::uint64_t items = 0;
 };
 
 // What the consumer (the training loop, or the emulated accelerator) saw.
