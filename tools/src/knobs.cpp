@@ -27,6 +27,8 @@ std::string_view knob_flag(loader::Knob k) noexcept {
       return "--connections";
     case Knob::kPartSize:
       return "--part-size";
+    case Knob::kStorageThreads:
+      return "--storage-threads";
   }
   return "?";
 }

@@ -59,6 +59,7 @@ struct Options {
   bool drop_last = false;
   unsigned io_depth = 64;
   unsigned decode_threads = 2;
+  unsigned storage_threads = 0;  // 0: auto
   int decode_nice = 5;
   unsigned prefetch = 2;
   std::string memory_budget = "1GiB";
@@ -174,6 +175,7 @@ Setup make_setup(const Options& o) {
   c.sampler.drop_last = o.drop_last;
   c.io_depth = o.io_depth;
   c.decode_threads = o.decode_threads;
+  c.storage_threads = o.storage_threads;
   c.decode_nice = o.decode_nice;
   c.prefetch_batches = o.prefetch;
   {
@@ -498,6 +500,11 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")
       ->capture_default_str()
       ->check(whole_number(1, loader::kMaxIoDepth));
+  cmd->add_option("--storage-threads", o->storage_threads,
+                  "Storage threads, each with its own I/O queue and a share of --io-depth (0: "
+                  "auto: one per core, at most 4, for local page-cache reads; one otherwise)")
+      ->capture_default_str()
+      ->check(whole_number(0, loader::kMaxStorageThreads));
   cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")
       ->capture_default_str()
       ->check(whole_number(1, loader::kMaxDecodeThreads));

@@ -24,6 +24,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
                       {"blocked_fraction", s.blocked_fraction},
                       {"cpu_seconds", s.cpu_seconds},
                       {"items", s.items},
+                      {"items_inline", s.items_inline},
                       {"bytes", s.bytes}});
   }
   json queues = json::array();
@@ -43,6 +44,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
   io["reads"] = r.io.stats.ops;
   io["bytes"] = r.io.storage_bytes;
   io["depth_cap"] = r.io.io_depth;
+  io["storage_threads"] = r.io.storage_threads;
   io["window_limited_fraction"] = r.io.window_limited_fraction;
   io["budget_limited_fraction"] = r.io.budget_limited_fraction;
   io["window_samples"] = r.io.window_samples;
@@ -106,6 +108,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"world_size", ctx.config.sampler.world_size},
         {"drop_last", ctx.config.sampler.drop_last},
         {"io_depth", ctx.config.io_depth},
+        {"storage_threads", ctx.config.storage_threads},
         {"decode_threads", ctx.config.decode_threads},
         {"decode_nice", ctx.config.decode_nice},
         {"prefetch_batches", ctx.config.prefetch_batches},
@@ -190,7 +193,9 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   for (const auto& s : r.stages) {
     line(fmt::format("  {:<10} {:>7} {:>5.0f}% {:>7.0f}% {:>7.0f}% {:>7.2f} {:>9}",
                      loader::stage_name(s.stage), s.threads, s.busy_fraction * 100,
-                     s.starved_fraction * 100, s.blocked_fraction * 100, s.cpu_seconds, s.items));
+                     s.starved_fraction * 100, s.blocked_fraction * 100, s.cpu_seconds,
+                     s.items_inline > s.items ? fmt::format("{} inline", s.items_inline)
+                                              : fmt::format("{}", s.items)));
   }
   line("  queue        cap  mean-occ  producer-blocked  consumer-starved");
   for (const auto& q : r.queues) {
@@ -200,8 +205,9 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   }
   const auto& io = r.io.stats;
   line(fmt::format(
-      "  storage: {} reads, {} in flight on average (cap {}), latency p50 {} p99 {}, engine {}",
+      "  storage: {} reads, {} in flight on average (cap {}{}), latency p50 {} p99 {}, engine {}",
       io.ops, fmt::format("{:.1f}", io.mean_depth()), r.io.io_depth,
+      r.io.storage_threads > 1 ? fmt::format(" over {} queues", r.io.storage_threads) : "",
       format_duration_ns(static_cast<double>(io.lat.percentile(0.5))),
       format_duration_ns(static_cast<double>(io.lat.percentile(0.99))), r.io.engine));
   for (const auto& [name, h] : io.histograms) {

@@ -69,7 +69,7 @@ class Pipeline {
 
   storage::Backend& backend_;
   const Dataset& dataset_;
-  const LoaderConfig config_;
+  LoaderConfig config_;  // as given, but storage_threads resolved by start()
   Sampler sampler_;
   std::unique_ptr<detail::RunState> run_;
   std::unique_ptr<detail::StorageStage> storage_;

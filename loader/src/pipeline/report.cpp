@@ -92,6 +92,8 @@ std::string_view knob_name(Knob k) noexcept {
       return "connections";
     case Knob::kPartSize:
       return "part_size";
+    case Knob::kStorageThreads:
+      return "storage_threads";
   }
   return "?";
 }

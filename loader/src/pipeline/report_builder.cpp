@@ -12,10 +12,14 @@ PipelineReport build_report(const RunParts& p) {
   PipelineReport r;
   r.consumer = p.consumer.report();
   r.stages = p.stages;
+  for (StageReport& s : r.stages) {
+    if (s.stage == StageId::kDecode) s.items_inline = p.storage.decoded_inline;
+  }
   r.queues = p.queues;
 
   IoReport& io = r.io;
   io.engine = p.storage.engine;
+  io.storage_threads = p.storage.threads();
   io.stats = p.storage.io_stats;
   io.storage_bytes = p.storage.storage_bytes;
   io.io_depth = run.config.io_depth;

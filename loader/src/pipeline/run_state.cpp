@@ -23,7 +23,7 @@ RunState::RunState(storage::Backend& backend_, const Dataset& dataset_, const Lo
       pool(std::make_shared<BatchPool>(std::max<std::size_t>(sizing.buffers, 1),
                                        config.diagnostics.accounting, sink)),
       reads("reads", std::max<std::size_t>(2 * config.io_depth, 64), config.diagnostics.accounting,
-            1, config.decode_threads),
+            std::max(1u, config.storage_threads), config.decode_threads),
       decoded("decoded", std::max<std::size_t>(2 * config.sampler.batch_size, 64),
               config.diagnostics.accounting, config.decode_threads, 1),
       batches("batches", std::max(1u, config.prefetch_batches), config.diagnostics.accounting),

@@ -237,9 +237,44 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
     for (InFlightSample& s : cache) detail::decode_sample(dataset, s, zstd, nullptr, decode_limit);
   }
 
-  // Collate alone: the batch copy, one thread, one reused buffer. (On the direct path and with
-  // decode in place the run's collate copies nothing: this overstates its cost there.)
-  {
+  // Collate alone on the direct path and with decode in place: the run's collate copies nothing,
+  // it records where each sample's members lie in the batch its reads landed in.
+  const bool in_slots = reads_into_slot(plan.path) || in_place;
+  if (in_slots) {
+    std::vector<BatchMember> members;
+    std::vector<BatchSample> samples;
+    std::uint64_t bytes = 0;
+    std::uint64_t offset = 0;
+    const double cpu0 = process_cpu_times().total();
+    const std::uint64_t t0 = now_ns();
+    for (const InFlightSample& s : cache) {
+      if (stop) return fail(Errc::kCancelled, "interrupted while measuring collate alone");
+      const Sample& smp = dataset.samples[s.slot.sample];
+      const auto dm = dataset.members_of(smp);
+      BatchSample bs;
+      bs.key = smp.key;
+      bs.sample = s.slot.sample;
+      bs.first_member = static_cast<std::uint32_t>(members.size());
+      bs.member_count = static_cast<std::uint32_t>(s.members.size());
+      bs.offset = offset;
+      for (std::size_t i = 0; i < s.members.size() && i < dm.size(); ++i) {
+        members.push_back({dm[i].name, offset + dm[i].offset, s.members[i].size});
+      }
+      bs.size = smp.length;
+      offset += align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign);
+      samples.push_back(bs);
+      bytes += s.decoded_bytes;
+      if (samples.size() == config.sampler.batch_size) {
+        detail::spin_for(config.diagnostics.collate_cost, stop);
+        samples.clear();
+        members.clear();
+        offset = 0;
+      }
+    }
+    out.stages.push_back(finish(StageId::kCollate, cache.size(), bytes, t0, cpu0));
+  }
+  // Collate alone: the batch copy, one thread, one reused buffer.
+  if (!in_slots) {
     FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<BatchBuffer> grown,
                               BatchBuffer::allocate(kPageAlign, config.lock_memory));
     BatchBuffer& buffer = *grown;

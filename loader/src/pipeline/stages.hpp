@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "feedline/loader/sampler.hpp"
@@ -20,19 +22,30 @@ namespace feedline::loader::detail {
 
 class StorageStage {
  public:
-  StorageStage(RunState& run, Sampler& sampler) : run_(run), sampler_(sampler) {}
+  // threads: how many storage threads run run() (each with an IoQueue of its own and io_depth
+  // split between them); they admit samples in sampler order from one shared admission.
+  StorageStage(RunState& run, Sampler& sampler, unsigned threads);
+  ~StorageStage();
   void run(Worker& w);
 
-  // Read after the stage's thread was joined.
+  // Read after the stage's threads were joined: summed over them (the limited times averaged).
   std::string engine;  // the queue's (QueueInfo::engine)
   storage::QueueStats io_stats;
   std::uint64_t window_limited_ns = 0;  // admission stopped by collate's window
   std::uint64_t budget_limited_ns = 0;  // ... by the memory budget
   std::uint64_t storage_bytes = 0;
+  std::uint64_t decoded_inline = 0;  // samples whose digest the storage threads took (no decode)
+  unsigned threads() const noexcept { return threads_; }
 
  private:
+  struct Admission;  // what the threads share: the sampler's next samples, the batch layout
+  struct Admitted;
+  Admitted admit(Worker& w);
+
   RunState& run_;
   Sampler& sampler_;
+  const unsigned threads_;
+  std::unique_ptr<Admission> admission_;
 };
 
 class DecodeStage {

@@ -1,9 +1,14 @@
 // The storage stage: admits samples in sampler order (memory budget, window ahead of collate),
 // lays out each batch's slots on the direct and decode-in-place paths, and keeps up to io_depth
-// reads in flight on one IoQueue owned by its thread.
+// reads in flight. It may run on several threads, each with an IoQueue of its own and its share
+// of io_depth: small local files cost CPU per sample (open, the page-cache copy, close: ~16 us
+// for 64 KiB here), which one thread cannot spread over the cores. They take samples from one
+// admission (a mutex held only to pick the next sample and its slot, never over an open or a
+// read), so samples still enter in sampler order.
 #include <fmt/format.h>
 
 #include <deque>
+#include <mutex>
 
 #include "device_sink.hpp"
 #include "feedline/storage/device_reads.hpp"
@@ -52,7 +57,46 @@ class LimitTimer {
 
 }  // namespace
 
-void StorageStage::run(Worker& w) {
+struct StorageStage::Admission {
+  std::mutex mu;
+  // The sampler's next sample (and, on the direct path, the rest of its batch, pulled at the
+  // batch's first sample to lay out its slots).
+  std::optional<SampleSlot> pending;
+  std::deque<SampleSlot> ahead;
+  // Direct path: the buffer the current batch is read into, and each slot's offset in it.
+  BatchBuffer* batch_buf = nullptr;
+  std::uint64_t laid_out_batch = ~std::uint64_t{0};
+  std::vector<std::uint64_t> slot_offsets;
+  bool noted_growth = false;
+  bool failed = false;  // the run failed while admitting: every thread stops
+  // Over every thread's queue.
+  std::atomic<std::uint64_t> bytes_in_flight{0};
+  std::atomic<std::size_t> reads_in_flight{0};
+  std::atomic<unsigned> exited{0};
+  std::mutex merge_mu;  // the threads' counters, merged as each ends
+};
+
+// What admit() decided for the calling thread.
+struct StorageStage::Admitted {
+  enum Kind { kRead, kDeliver, kLimited, kEnd, kFailed } kind = kEnd;
+  InFlightSample sample;  // kRead: to read; kDeliver: an error to hand on as it is
+  LimitTimer::Limit why = LimitTimer::kNone;  // kLimited
+};
+
+StorageStage::StorageStage(RunState& run, Sampler& sampler, unsigned threads)
+    : run_(run),
+      sampler_(sampler),
+      threads_(std::max(threads, 1u)),
+      admission_(std::make_unique<Admission>()) {
+  admission_->pending = sampler_.next();
+}
+
+StorageStage::~StorageStage() = default;
+
+// The next sample this thread may read, under the admission lock: the window ahead of collate,
+// a free batch buffer for a new batch (its slots laid out), the memory budget. A sample too large
+// to admit comes back as kDeliver with its error.
+StorageStage::Admitted StorageStage::admit(Worker& w) {
   const Dataset& dataset = run_.dataset;
   const LoaderConfig& config = run_.config;
   const PoolSizing& sizing = run_.sizing;
@@ -61,8 +105,130 @@ void StorageStage::run(Worker& w) {
   const bool device_reads = reads_into_device(path);
   const bool in_place = path == DataPath::kDecodeInPlace;
   const bool lays_out_batches = direct || in_place;
+  Admission& a = *admission_;
+  Admitted out;
+  std::lock_guard lock(a.mu);
+  if (a.failed) {
+    out.kind = Admitted::kFailed;
+    return out;
+  }
+  if (!a.pending) return out;  // kEnd
+  auto next_slot = [&]() -> std::optional<SampleSlot> {
+    if (a.ahead.empty()) return sampler_.next();
+    const SampleSlot s = a.ahead.front();
+    a.ahead.pop_front();
+    return s;
+  };
+  const SampleSlot pending = *a.pending;
+  if (pending.seq >= run_.collate_cursor.load(std::memory_order_acquire) + sizing.window) {
+    out.kind = Admitted::kLimited;
+    out.why = LimitTimer::kWindow;
+    return out;
+  }
+  const Sample& smp = dataset.samples[pending.sample];
+  if (lays_out_batches && pending.batch != a.laid_out_batch) {
+    // A new batch: take a free buffer without blocking (reads in flight must be polled) and lay
+    // out its slots, growing the buffer before anything lands in it.
+    auto b = w.pop_for(run_.pool->free(), std::chrono::nanoseconds(0));
+    if (!b) {
+      out.kind = Admitted::kLimited;
+      out.why = LimitTimer::kWindow;  // the consumer has not handed back a buffer yet
+      return out;
+    }
+    while (a.ahead.size() + 1 < pending.batch_len) {
+      auto more = sampler_.next();
+      if (!more) break;
+      a.ahead.push_back(*more);
+    }
+    a.slot_offsets.assign(pending.batch_len, 0);
+    std::uint64_t off = 0;
+    auto place = [&](const SampleSlot& sl) {
+      a.slot_offsets[sl.slot] = off;
+      const Sample& x = dataset.samples[sl.sample];
+      if (sizing.footprints[sl.sample] > sizing.sample_limit) return;  // skipped below: no slot
+      off += in_place ? align_up(decoded_slot_bytes(dataset, x), kMemberAlign)
+                      : align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
+    };
+    place(pending);
+    for (const auto& sl : a.ahead) place(sl);
+    auto grown = device_reads ? fits_device_twin(**b, off) : (*b)->grow_empty(off, run_.sink.get());
+    if (!grown) {
+      run_.fail(std::move(grown).error());
+      a.failed = true;
+      out.kind = Admitted::kFailed;
+      return out;
+    }
+    if (*grown) {
+      run_.pool_grown_bytes += *grown;
+      if (!a.noted_growth) {
+        a.noted_growth = true;
+        run_.note_path(
+            fmt::format("a batch buffer grew past its start-up size{}: raise --memory-budget "
+                        "to size every buffer for the largest batch",
+                        direct ? " (no longer a registered buffer)" : ""));
+      }
+    }
+    a.batch_buf = *b;
+    a.laid_out_batch = pending.batch;
+  }
+  InFlightSample& s = out.sample;
+  s.slot = pending;
+  if (lays_out_batches) s.direct_buffer = a.batch_buf;  // the batch's buffer travels with each
+  // The direct path reserves nothing per sample (its slot in the batch buffer is charged with
+  // the pool), but a sample too large for the budget is skipped all the same.
+  const std::uint64_t need = direct ? 0 : sizing.footprints[pending.sample];
+  if (sizing.footprints[pending.sample] > sizing.sample_limit) {  // only with on_error = skip
+    s.error =
+        sizing.footprints[pending.sample] == kOversized
+            ? larger_than_max(dataset, pending.sample, oversized(dataset, smp, config), config)
+            : Error(
+                  Errc::kResourceExhausted,
+                  fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
+                              smp.key, need, sizing.sample_limit))
+                  .with_object(dataset.objects[smp.object].key)
+                  .with_offset(smp.offset);
+    a.pending = next_slot();
+    out.kind = Admitted::kDeliver;
+    return out;
+  }
+  if (!run_.budget.try_acquire(need)) {
+    out.sample = InFlightSample{};
+    out.kind = Admitted::kLimited;
+    out.why = LimitTimer::kBudget;
+    return out;
+  }
+  s.reserved = need;
+  if (lays_out_batches) {
+    s.direct_offset = a.slot_offsets[s.slot.slot];
+    s.on_device = device_reads;
+    s.decode_in_place = in_place;
+  }
+  a.pending = next_slot();
+  out.kind = Admitted::kRead;
+  return out;
+}
+
+void StorageStage::run(Worker& w) {
+  const Dataset& dataset = run_.dataset;
+  const LoaderConfig& config = run_.config;
+  const PoolSizing& sizing = run_.sizing;
+  const DataPath path = run_.plan.path;
+  const bool direct = reads_into_slot(path);
+  const bool device_reads = reads_into_device(path);
+  const bool first_thread = w.index() == 0;
+  // Samples read into their batch slot on the host need no decoding, only their digest: taken
+  // here as each read lands, while its bytes are fresh, and handed straight to collate. A trip
+  // through the decode threads cost a hand-off and a cold read of the bytes on another core
+  // (64 KiB files: XXH3 took ~10 us there, ~7 us here). A planted decode cost keeps the stage.
+  const bool inline_decode =
+      direct && !device_reads && config.diagnostics.decode_cost == std::chrono::nanoseconds(0);
+  Decompressor zstd;  // unused on the direct path (no zstd members), needed by decode_sample's API
+  Admission& a = *admission_;
+  // io_depth split between the threads (the first ones take the remainder).
+  const unsigned depth =
+      std::max(1u, config.io_depth / threads_ + (w.index() < config.io_depth % threads_ ? 1 : 0));
   storage::QueueOptions qo;
-  qo.depth = config.io_depth;
+  qo.depth = depth;
   qo.single_thread = true;
   qo.caller_mostly_polls = direct;  // reads land in batch slots: no buffers to allocate here
   qo.coalesce = true;  // nearby reads (tar members in storage order) may share a request
@@ -70,33 +236,47 @@ void StorageStage::run(Worker& w) {
     qo.memory = storage::QueueMemory::kDevice;
     qo.device_reads = storage::make_device_reads(run_.cufile);
   }
+  // The last thread out closes the reads queue behind it.
+  auto exit_stage = [&](storage::IoQueue* queue, std::uint64_t bytes, std::uint64_t window_ns,
+                        std::uint64_t budget_ns, std::uint64_t decoded) {
+    {
+      std::lock_guard lock(a.merge_mu);
+      if (queue) {
+        // The queues ran side by side: their depths add up over the longest span, and the time
+        // at the cap is the mean of each queue's (all of io_depth in flight, roughly).
+        const storage::QueueStats q = queue->stats();
+        const double depth_ns = io_stats.depth_ns;
+        const std::uint64_t span = io_stats.span_ns;
+        const double mean = io_stats.mean_depth() + q.mean_depth();
+        io_stats.merge(q);
+        io_stats.span_ns = std::max(span, q.span_ns);
+        io_stats.depth_ns =
+            io_stats.span_ns ? mean * static_cast<double>(io_stats.span_ns) : depth_ns + q.depth_ns;
+        io_stats.at_cap_ns = (io_stats.at_cap_ns - q.at_cap_ns) + q.at_cap_ns / threads_;
+        if (engine.empty()) engine = queue->info().engine;
+      }
+      storage_bytes += bytes;
+      decoded_inline += decoded;
+      window_limited_ns += window_ns / threads_;
+      budget_limited_ns += budget_ns / threads_;
+    }
+    if (++a.exited == threads_) run_.reads.close();
+  };
   auto queue_r = run_.backend.make_queue(qo);
   if (!queue_r) {
     run_.fail(std::move(queue_r).error());
-    run_.reads.close();
+    exit_stage(nullptr, 0, 0, 0, 0);
     return;
   }
   std::unique_ptr<storage::IoQueue> queue = std::move(*queue_r);
-  engine = queue->info().engine;
   HandleCache handles(run_.backend, dataset);
-  std::vector<ReadSlot> slots(config.io_depth);
+  std::vector<ReadSlot> slots(depth);
   std::vector<ReadSlot*> free_slots;
   for (auto& s : slots) free_slots.push_back(&s);
   ReadDone done;
-  std::uint64_t bytes_in_flight = 0;
-  // Direct path: the rest of the current batch, pulled from the sampler at the batch's first
-  // sample to lay out its slots; the buffer it is read into, and each slot's offset.
-  std::deque<SampleSlot> ahead;
-  auto next_slot = [&]() -> std::optional<SampleSlot> {
-    if (ahead.empty()) return sampler_.next();
-    const SampleSlot s = ahead.front();
-    ahead.pop_front();
-    return s;
-  };
-  BatchBuffer* batch_buf = nullptr;
-  std::uint64_t laid_out_batch = ~std::uint64_t{0};
-  std::vector<std::uint64_t> slot_offsets;
-  bool noted_growth = false;
+  std::uint64_t bytes_in_flight = 0;  // this thread's
+  std::uint64_t bytes_read = 0;
+  std::uint64_t decoded_here = 0;  // digests taken inline
   if (direct) {
     // The pool's buffers become the queue's registered (io_uring fixed) buffers: O_DIRECT reads
     // then DMA into the batch slot without per-read page pinning. With reads into GPU memory,
@@ -108,23 +288,34 @@ void StorageStage::run(Worker& w) {
                             : b->span());
     }
     auto reg = queue->register_buffers(regions);
-    if (device_reads) {
-      run_.note_path(
-          fmt::format("cuFile reads into 4 KiB-aligned slots of {} GPU batch buffers of {} bytes",
-                      regions.size(), regions.front().size()));
-    } else {
-      run_.note_path(
-          run_.backend.caps().alignment >= kPageAlign
-              ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
-              : "buffered reads: the kernel copies from its page cache into the batch slot "
-                "(--direct makes it DMA)");
+    if (first_thread) {
+      if (device_reads) {
+        run_.note_path(
+            fmt::format("cuFile reads into 4 KiB-aligned slots of {} GPU batch buffers of {} bytes",
+                        regions.size(), regions.front().size()));
+      } else {
+        run_.note_path(
+            run_.backend.caps().alignment >= kPageAlign
+                ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
+                : "buffered reads: the kernel copies from its page cache into the batch slot "
+                  "(--direct makes it DMA)");
+      }
+      run_.note_path(reg ? fmt::format("{} batch buffers registered with the I/O queue{}",
+                                       regions.size(),
+                                       threads_ > 1 ? fmt::format(" (each of {})", threads_) : "")
+                         : fmt::format("batch buffers not registered with the I/O queue: {}",
+                                       reg.error().message()));
     }
-    run_.note_path(
-        reg ? fmt::format("{} batch buffers registered with the I/O queue", regions.size())
-            : fmt::format("batch buffers not registered with the I/O queue: {}",
-                          reg.error().message()));
   }
-  std::optional<SampleSlot> pending = next_slot();
+  if (first_thread && inline_decode) {
+    run_.note_path(
+        "nothing to decode: the storage threads take each sample's digest as its read lands and "
+        "hand it straight to collate");
+  }
+  if (first_thread && threads_ > 1) {
+    run_.note_path(fmt::format("{} storage threads, each with its own I/O queue of depth {}",
+                               threads_, depth));
+  }
   std::vector<storage::ReadOp*> batch;
   std::vector<InFlightSample> finished;
 
@@ -136,107 +327,50 @@ void StorageStage::run(Worker& w) {
     }
     return w.push(run_.reads, s);
   };
-  LimitTimer limits(window_limited_ns, budget_limited_ns);
+  std::uint64_t window_ns = 0, budget_ns = 0;
+  LimitTimer limits(window_ns, budget_ns);
+  bool ended = false;  // the admission has nothing more for anyone
 
   while (!run_.stopping()) {
     batch.clear();
     bool limited = false;
+    bool stop = false;
     LimitTimer::Limit why = LimitTimer::kNone;
-    while (pending && !free_slots.empty() && bytes_in_flight < config.io_max_bytes) {
-      if (pending->seq >= run_.collate_cursor.load(std::memory_order_acquire) + sizing.window) {
-        limited = true;
-        why = LimitTimer::kWindow;
+    while (!free_slots.empty() &&
+           a.bytes_in_flight.load(std::memory_order_relaxed) < config.io_max_bytes) {
+      Admitted got = admit(w);
+      if (got.kind == Admitted::kEnd) {
+        ended = true;
         break;
       }
-      const Sample& smp = dataset.samples[pending->sample];
-      if (lays_out_batches && pending->batch != laid_out_batch) {
-        // A new batch: take a free buffer without blocking (reads in flight must be polled) and
-        // lay out its slots, growing the buffer before anything lands in it.
-        auto b = w.pop_for(run_.pool->free(), std::chrono::nanoseconds(0));
-        if (!b) {
-          limited = true;
-          why = LimitTimer::kWindow;  // the consumer has not handed back a buffer yet
-          break;
-        }
-        while (ahead.size() + 1 < pending->batch_len) {
-          auto more = sampler_.next();
-          if (!more) break;
-          ahead.push_back(*more);
-        }
-        slot_offsets.assign(pending->batch_len, 0);
-        std::uint64_t off = 0;
-        auto place = [&](const SampleSlot& sl) {
-          slot_offsets[sl.slot] = off;
-          const Sample& x = dataset.samples[sl.sample];
-          if (sizing.footprints[sl.sample] > sizing.sample_limit) return;  // skipped below: no slot
-          off += in_place ? align_up(decoded_slot_bytes(dataset, x), kMemberAlign)
-                          : align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
-        };
-        place(*pending);
-        for (const auto& sl : ahead) place(sl);
-        auto grown =
-            device_reads ? fits_device_twin(**b, off) : (*b)->grow_empty(off, run_.sink.get());
-        if (!grown) {
-          run_.fail(std::move(grown).error());
-          break;
-        }
-        if (*grown) {
-          run_.pool_grown_bytes += *grown;
-          if (!noted_growth) {
-            noted_growth = true;
-            run_.note_path(
-                fmt::format("a batch buffer grew past its start-up size{}: raise --memory-budget "
-                            "to size every buffer for the largest batch",
-                            direct ? " (no longer a registered buffer)" : ""));
-          }
-        }
-        batch_buf = *b;
-        laid_out_batch = pending->batch;
+      if (got.kind == Admitted::kFailed) {
+        stop = true;
+        break;
       }
-      // The direct path reserves nothing per sample (its slot in the batch buffer is charged with
-      // the pool), but a sample too large for the budget is skipped all the same.
-      const std::uint64_t need = direct ? 0 : sizing.footprints[pending->sample];
-      if (sizing.footprints[pending->sample] > sizing.sample_limit) {  // only with on_error = skip
-        InFlightSample s;
-        s.slot = *pending;
-        s.direct_buffer =
-            lays_out_batches ? batch_buf : nullptr;  // the batch's buffer travels with every sample
-        s.error =
-            sizing.footprints[pending->sample] == kOversized
-                ? larger_than_max(dataset, pending->sample, oversized(dataset, smp, config), config)
-                : Error(Errc::kResourceExhausted,
-                        fmt::format(
-                            "sample '{}' needs {} bytes, more than the memory budget allows ({})",
-                            smp.key, need, sizing.sample_limit))
-                      .with_object(dataset.objects[smp.object].key)
-                      .with_offset(smp.offset);
-        pending = next_slot();
-        if (!deliver(std::move(s))) break;
+      if (got.kind == Admitted::kLimited) {
+        limited = true;
+        why = got.why;
+        break;
+      }
+      InFlightSample& s = got.sample;
+      if (got.kind == Admitted::kDeliver) {
+        if (!deliver(std::move(s))) {
+          stop = true;
+          break;
+        }
         continue;
       }
-      if (!run_.budget.try_acquire(need)) {
-        limited = true;
-        why = LimitTimer::kBudget;
-        break;
-      }
-      ReadSlot* slot = free_slots.back();
-      InFlightSample s;
-      s.slot = *pending;
-      s.reserved = need;
-      if (lays_out_batches) {
-        s.direct_buffer = batch_buf;
-        s.direct_offset = slot_offsets[s.slot.slot];
-        s.on_device = device_reads;
-        s.decode_in_place = in_place;
-      }
-      pending = next_slot();
+      const Sample& smp = dataset.samples[s.slot.sample];
       std::unique_ptr<storage::ObjectHandle> opened;
       auto handle = handles.get(smp.object, opened);
       if (!handle) {
         s.error = std::move(handle).error();
         run_.budget.release(s.reserved);
         s.reserved = 0;
-        if (!deliver(std::move(s))) break;
+        if (!deliver(std::move(s))) {
+          stop = true;
+          break;
+        }
         continue;
       }
       MutableBytes dst;
@@ -246,12 +380,15 @@ void StorageStage::run(Worker& w) {
       } else {
         auto buf = run_.buffers.get(smp.length);
         if (!buf) {
+          run_.budget.release(s.reserved);
           run_.fail(std::move(buf).error());
+          stop = true;
           break;
         }
         s.raw = std::move(*buf);
         dst = s.raw.span();
       }
+      ReadSlot* slot = free_slots.back();
       free_slots.pop_back();
       slot->sample = std::move(s);
       slot->own_handle = std::move(opened);
@@ -263,18 +400,23 @@ void StorageStage::run(Worker& w) {
       slot->op.done = &done;
       slot->op.user = slot;
       bytes_in_flight += smp.length;
+      a.bytes_in_flight.fetch_add(smp.length, std::memory_order_relaxed);
+      a.reads_in_flight.fetch_add(1, std::memory_order_relaxed);
       batch.push_back(&slot->op);
     }
     // The window counts as "held back by downstream" only while most of it has already been
     // read (fewer than half its samples in flight); otherwise storage is still working on it.
-    if (why == LimitTimer::kWindow && queue->in_flight() * 2 >= sizing.window)
+    if (why == LimitTimer::kWindow &&
+        a.reads_in_flight.load(std::memory_order_relaxed) * 2 >= sizing.window)
       why = LimitTimer::kNone;
     limits.set(why);
     if (!batch.empty()) queue->submit(batch);
+    if (stop) break;
     if (queue->in_flight() == 0) {
-      if (!pending) break;  // everything read
-      // Nothing in flight and nothing admissible: waiting on memory or on collate's window.
-      w.blocked([&] { run_.budget.wait_release(std::chrono::milliseconds(limited ? 2 : 0)); });
+      if (ended) break;  // everything read
+      // Nothing in flight and nothing admissible: waiting on memory, on collate's window, or on
+      // the other threads' reads in flight (io_max_bytes).
+      w.blocked([&] { run_.budget.wait_release(std::chrono::milliseconds(limited ? 2 : 1)); });
       continue;
     }
     done.done.clear();
@@ -284,6 +426,8 @@ void StorageStage::run(Worker& w) {
       const storage::ReadOp& op = slot->op;
       const Sample& smp = dataset.samples[s.slot.sample];
       bytes_in_flight -= smp.length;
+      a.bytes_in_flight.fetch_sub(smp.length, std::memory_order_relaxed);
+      a.reads_in_flight.fetch_sub(1, std::memory_order_relaxed);
       if (!op.result) {
         s.error = op.result.error();
       } else if (*op.result < smp.length) {
@@ -294,8 +438,12 @@ void StorageStage::run(Worker& w) {
                       .with_offset(smp.offset + *op.result);
       } else {
         s.raw_len = *op.result;
-        storage_bytes += *op.result;
+        bytes_read += *op.result;
         w.count(1, *op.result);
+        if (inline_decode) {
+          decode_sample(dataset, s, zstd, &run_.buffers, sizing.decode_limit);
+          if (!s.error) ++decoded_here;
+        }
       }
       slot->own_handle.reset();
       free_slots.push_back(slot);
@@ -311,22 +459,23 @@ void StorageStage::run(Worker& w) {
       finished.push_back(std::move(s));
     }
     // One hand-off for everything this poll completed (not one wake-up per sample).
-    if (!finished.empty() && !w.push_all(run_.reads, finished)) break;
+    if (!finished.empty() && !w.push_all(inline_decode ? run_.decoded : run_.reads, finished))
+      break;
     finished.clear();
   }
   if (queue->in_flight() > 0) {
     queue->cancel();
     while (queue->in_flight() > 0) queue->poll(1, std::chrono::milliseconds(100));
   }
+  a.bytes_in_flight.fetch_sub(bytes_in_flight, std::memory_order_relaxed);
   limits.set(LimitTimer::kNone);
-  io_stats = queue->stats();
-  if (device_reads) {
+  if (device_reads && first_thread) {
     // How cuFile was driven (batch API or threads, handles registered) and any fallback, as run.
     const auto info = queue->info();
     run_.note_path(fmt::format("cuFile engine: {}", fmt::join(info.features, ", ")));
     for (const auto& n : info.notes) run_.note_path(n);
   }
-  run_.reads.close();
+  exit_stage(queue.get(), bytes_read, window_ns, budget_ns, decoded_here);
 }
 
 }  // namespace feedline::loader::detail

@@ -252,6 +252,40 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   if (const std::uint64_t rc = counter(st, "reconnects"); rc > 0)
     v.evidence += fmt::format("; {} reconnects to the server", rc);
   if (!v.advice.empty()) return v;
+  // Per-sample overhead: the storage threads were on the CPU for most of their busy time, so the
+  // reads cost host CPU (opening, copying out of the page cache, closing each small file), not
+  // waiting for a device. More reads in flight cannot help; more threads (or less work per
+  // sample) can.
+  const StageReport* storage = r.stage(StageId::kStorage);
+  const double on_cpu =
+      storage && storage->busy_seconds > 0 ? storage->cpu_seconds / storage->busy_seconds : 0;
+  if (storage && storage->items > 0 && storage->busy_fraction >= kMostlyBusy && on_cpu >= 0.7) {
+    const unsigned cores = detail::usable_cores();
+    const double us_per_sample = storage->cpu_seconds * 1e6 / static_cast<double>(storage->items);
+    v.evidence += fmt::format(
+        "; the {} storage thread(s) were busy {} of the time and on the CPU for {} of it: {:.1f} "
+        "us of CPU per sample ({:.0f} samples/s per core){}",
+        storage->threads, pct(storage->busy_fraction), pct(std::min(on_cpu, 1.0)), us_per_sample,
+        1e6 / std::max(us_per_sample, 1e-3),
+        decode && decode->items == 0 ? ", the digest taken there too (nothing to decode)" : "");
+    if (storage->threads < cores) {
+      v.next.push_back({Knob::kStorageThreads, num(storage->threads),
+                        num(std::min(cores, 2 * storage->threads))});
+      v.advice = fmt::format(
+          "storage is CPU-bound on per-sample work (each small object's open, copy and close), "
+          "not waiting for the device: more reads in flight will not help; more storage threads "
+          "spread it over the {} cores",
+          cores);
+    } else {
+      v.advice = fmt::format(
+          "storage is CPU-bound on per-sample work (each small object's open, copy and close) "
+          "on {} threads for {} cores: more reads in flight will not help; fewer, larger "
+          "objects (tar shards: one open per shard) or direct I/O (the device copies, not the "
+          "CPU) cut the work per sample, or give the job more CPU",
+          storage->threads, cores);
+    }
+    return v;
+  }
   if (at_cap >= 0.5) {
     v.next.push_back({Knob::kIoDepth, depth, twice});
     v.advice =

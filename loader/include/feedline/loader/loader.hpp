@@ -66,6 +66,7 @@ struct DeviceConfig {
 // Limits Loader::open() enforces (kInvalidArgument beyond them).
 inline constexpr unsigned kMaxIoDepth = 65536;
 inline constexpr unsigned kMaxDecodeThreads = 256;
+inline constexpr unsigned kMaxStorageThreads = 64;
 inline constexpr unsigned kMaxPrefetchBatches = 1024;
 inline constexpr unsigned kMaxBatchSize = 1u << 24;
 
@@ -75,6 +76,11 @@ struct LoaderConfig {
   SamplerConfig sampler;
   unsigned io_depth = 64;                  // reads in flight at most
   std::uint64_t io_max_bytes = 256 << 20;  // bytes of reads in flight at most
+  // Storage threads, each with an I/O queue of its own and its share of io_depth (0: chosen at
+  // start: one for network and direct-I/O storage, whose reads cost the host little; for local
+  // page-cache reads, where every sample's open and copy is CPU work, one per core, at most 4).
+  // The run's report says how many ran (IoReport::storage_threads).
+  unsigned storage_threads = 0;
   unsigned decode_threads = 2;
   // Added to the decode threads' nice value (Linux, per thread; 0..19, 0 leaves it). Decode is
   // CPU-bound; storage, collate and the consumer do short hand-offs that must not wait out a

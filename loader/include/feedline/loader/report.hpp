@@ -63,6 +63,10 @@ struct StageReport {
   double busy_seconds = 0;  // summed over threads
   std::uint64_t items = 0;
   std::uint64_t bytes = 0;
+  // Items whose work for this stage another stage's threads did, counted there and not in
+  // items: decode's, when there was nothing to decode but the digest and the storage threads
+  // took it as each read landed (their CPU time includes it).
+  std::uint64_t items_inline = 0;
 };
 
 // What a queue measured of itself (accounting.hpp), and which queue it was.
@@ -99,6 +103,7 @@ struct IoReport {
   storage::QueueStats stats;        // latency, depth, at-cap time, backend counters
   std::uint64_t storage_bytes = 0;  // bytes read from storage
   unsigned io_depth = 0;
+  unsigned storage_threads = 1;  // threads of the storage stage (each its own queue)
   // Time (of wall) the storage stage could not issue more reads because downstream had not
   // caught up (the window ahead of collate) or because the memory budget was full.
   double window_limited_fraction = 0;
@@ -169,6 +174,7 @@ enum class Knob : std::uint8_t {
   kCudaStreams,      // device.streams
   kConnections,      // the storage's connections (BackendConfig)
   kPartSize,         // the HTTP part size (BackendConfig)
+  kStorageThreads,   // storage_threads
 };
 std::string_view knob_name(Knob k) noexcept;  // the config field: "io_depth", "decode_threads", ...
 
