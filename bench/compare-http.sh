@@ -24,6 +24,13 @@
 #            feedline-s3 feedline run s3://bench/small/ --endpoint http://nginx (same objects, listed,
 #                        signed)
 #            feedline-s3-unsigned  the same with --no-sign-request
+#   nolist the first 4,000 of those objects (at most --count) from a location of the same nginx with
+#          no listing (autoindex off: a CDN's case):
+#            curl        curl --parallel --parallel-max C over a -K list of their URLs
+#            feedline    feedline run 'http://.../nolist/{00000..03999}.bin' --format files --io-depth C:
+#                        no HEAD; each object one GET of up to 1 MiB, its size learned from the answer
+#            feedline-base  the same with --baseline_feedline PATH (a binary to compare with), if given
+#          targets: objects/s >= 1.0 x curl, CPU s/GiB <= curl's
 #          targets: objects/s >= 2 x aws and >= 1.0 x curl; each feedline row is set against the
 #          curl row that does the same work: unsigned rows against curl, the signed one against
 #          curl-sigv4 (signing costs ~50 us of CPU per request in curl 7.88 + OpenSSL 3, in both)
@@ -64,7 +71,8 @@ Usage: $0 [options]
   --count N          small objects (default: $count)
   --small_size SIZE  bytes per small object (default: $small_size)
   --pairs N          rounds of every tool, at least 1 (default: $pairs)
-  --jobs LIST        comma-separated subset of large,small (default: $jobs)
+  --jobs LIST        comma-separated subset of large,small,nolist (default: $jobs)
+  --baseline_feedline PATH  also run this feedline binary in the nolist job (row feedline-base)
   --feedline PATH    feedline binary (default: build/release/tools/feedline if present, else build/dev)
   --workdir DIR      where the served files live (default: bench/out/http; reused when present)
   --out PATH         JSON report (default: bench/out/compare-http.json)
@@ -72,11 +80,12 @@ Usage: $0 [options]
                      and wait (until Ctrl-C) instead of measuring: for profiling one tool by hand
 USAGE
 }
-parse_options "concurrency size count small_size pairs jobs feedline workdir out" "hold" "$@"
+baseline_feedline=""
+parse_options "concurrency size count small_size pairs jobs feedline workdir out baseline_feedline" "hold" "$@"
 [[ $concurrency =~ ^[0-9]+$ && $concurrency -ge 1 ]] || die "--concurrency must be a whole number >= 1"
 [[ $pairs =~ ^[0-9]+$ && $pairs -ge 1 ]] || die "--pairs must be a whole number >= 1"
 [[ $count =~ ^[0-9]+$ && $count -ge 1 && $count -le 100000 ]] || die "--count must be 1..100000"
-check_jobs large,small
+check_jobs large,small,nolist
 to_bytes() { "$python" -c '
 import re, sys
 m = re.fullmatch(r"(\d+)\s*([kmgt]?)(i?b)?", sys.argv[1].strip().lower())
@@ -167,6 +176,8 @@ http {
     location = /rclone/ { autoindex on; }
     # feedline's http:// brace list takes its sizes from this JSON listing (no HEAD per object).
     location = /bench/small/ { autoindex on; autoindex_format json; }
+    # The same objects without a listing (the nolist job).
+    location /bench/nolist/ { alias $www/bench/small/; }
   }
 }
 CONF
@@ -216,6 +227,13 @@ fi
     printf 'url = "%s/bench/small/%0*d.bin"\noutput = "/dev/null"\n' "$base" "$digits" "$i"
   done
 } >"$servers_dir/curl-small.cfg"
+nolist_count=$((count < 4000 ? count : 4000))
+nolist_last=$(printf "%0${digits}d" $((nolist_count - 1)))
+{
+  for ((i = 0; i < nolist_count; i++)); do
+    printf 'url = "%s/bench/nolist/%0*d.bin"\noutput = "/dev/null"\n' "$base" "$digits" "$i"
+  done
+} >"$servers_dir/curl-nolist.cfg"
 {
   printf 'aws-sigv4 = "aws:amz:us-east-1:s3"\nuser = "BENCH:BENCH"\n'
   cat "$servers_dir/curl-small.cfg"
@@ -307,6 +325,17 @@ for ((round = 1; round <= pairs; round++)); do
         --format files --batch-size 64 --io-depth "$concurrency" --decode-threads 2 --json "$servers_dir/run.json" || failed=1
       measure small feedline-s3-unsigned "$count" $((count * small_bytes)) "${aws_env[@]}" "$feedline" run s3://bench/small/ --endpoint "$base" \
         --no-sign-request --format files --batch-size 64 --io-depth "$concurrency" --decode-threads 2 --json "$servers_dir/run.json" || failed=1
+    fi
+  fi
+  if [[ ,$jobs, == *,nolist,* ]]; then
+    measure nolist curl "$nolist_count" $((nolist_count * small_bytes)) curl -sS --fail --parallel --parallel-max "$concurrency" -K "$servers_dir/curl-nolist.cfg" || failed=1
+    if ((feedline_ok)); then
+      measure nolist feedline "$nolist_count" $((nolist_count * small_bytes)) "$feedline" run "$base/bench/nolist/{$(printf "%0${digits}d" 0)..$nolist_last}.bin" \
+        --format files --batch-size 64 --io-depth "$concurrency" --decode-threads 2 --json "$servers_dir/run.json" || failed=1
+      if [[ -n $baseline_feedline ]]; then
+        measure nolist feedline-base "$nolist_count" $((nolist_count * small_bytes)) "$baseline_feedline" run "$base/bench/nolist/{$(printf "%0${digits}d" 0)..$nolist_last}.bin" \
+          --format files --batch-size 64 --io-depth "$concurrency" --decode-threads 2 --json "$servers_dir/run.json" || failed=1
+      fi
     fi
   fi
 done

@@ -42,7 +42,7 @@ def main():
         runs.append(r)
 
     med = {}
-    for job in ("large", "small"):
+    for job in ("large", "small", "nolist"):
         for tool in sorted({r["tool"] for r in runs if r["job"] == job}):
             rs = [r for r in runs if r["job"] == job and r["tool"] == tool]
             m = {k: statistics.median([r[k] for r in rs]) for k in ("gb_per_s", "objects_per_s", "cpu_s_per_gib", "wall_s")}
@@ -110,6 +110,19 @@ def main():
             if peer in S:
                 ratio("small: %s / %s objects/s" % (ours, peer), o["objects_per_s"], S[peer]["objects_per_s"], 1.0)
                 ratio("small: %s / %s CPU s/GiB" % (ours, peer), o["cpu_s_per_gib"], S[peer]["cpu_s_per_gib"], 1.0, False)
+    if "nolist" in med:
+        # A brace list on a server without a listing (a CDN, nginx without autoindex): feedline
+        # learns each object's size from its one GET (no HEAD per object).
+        lines.append("small objects, no listing on the server:")
+        lines.append("  %-22s %10s %14s %8s" % ("tool", "objects/s", "CPU s/GiB", "runs"))
+        for tool, m in med["nolist"].items():
+            lines.append("  %-22s %10.0f %14.3f %8d" % (tool, m["objects_per_s"], m["cpu_s_per_gib"], m["runs"]))
+        N = med["nolist"]
+        for ours in sorted(t for t in N if t.startswith("feedline")):
+            if "curl" in N:
+                ratio("nolist: %s / curl objects/s" % ours, N[ours]["objects_per_s"], N["curl"]["objects_per_s"], 1.0)
+                ratio("nolist: %s / curl CPU s/GiB" % ours, N[ours]["cpu_s_per_gib"], N["curl"]["cpu_s_per_gib"], 1.0,
+                      False)
     if feedline_ok != "1":
         lines.append("feedline: NOT MEASURED (it cannot read http:// in this build; see the message above)")
     print("\n".join(lines))

@@ -40,9 +40,19 @@ void QueueStats::merge_measurements(const QueueStats& o) {
 namespace {
 
 // submit()'s checks, the same for every backend: the error, or nullopt for a good op.
-std::optional<Error> check(const ReadOp& op, std::uint64_t max_request) {
+std::optional<Error> check(const ReadOp& op, std::uint64_t max_request, bool unknown_lengths) {
   if (op.object == nullptr) {
     return Error(Errc::kInvalidArgument, "the read names no object (ReadOp::object is null)")
+        .with_offset(op.offset);
+  }
+  if (op.length_unknown &&
+      (!unknown_lengths || op.grow == nullptr || op.offset != 0 || op.length == 0)) {
+    return Error(unknown_lengths ? Errc::kInvalidArgument : Errc::kUnsupported,
+                 unknown_lengths
+                     ? "a read of unknown length must start at offset 0, guess at least a byte and "
+                       "say where a larger object goes (ReadOp::grow)"
+                     : "this storage cannot read an object of unknown size")
+        .with_object(op.object->display_name())
         .with_offset(op.offset);
   }
   if (op.dst.size() < op.length) {
@@ -82,7 +92,7 @@ void IoQueue::submit(std::span<ReadOp* const> ops) {
   std::size_t refused = 0;
   for (ReadOp* op : ops) {
     op->times = OpTimes{now, 0, 0};
-    if (auto e = check(*op, max_request_)) {
+    if (auto e = check(*op, max_request_, takes_unknown_lengths())) {
       op->result = fail(std::move(*e));
       ++refused;
     } else {
@@ -159,7 +169,8 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
   // A short read is the object ending first. If it ends before the size it had when opened, it
   // shrank under the read (truncated, replaced): an error, not a fast read of fewer bytes, for
   // every backend and every caller alike.
-  if (op.result && *op.result < op.length && op.object &&
+  // (A read of unknown length reads its object whole, whatever its guess said.)
+  if (op.result && *op.result < op.length && op.object && !op.length_unknown &&
       op.offset + *op.result < std::min(op.offset + op.length, op.object->size())) {
     op.result =
         fail(Error(Errc::kIo,
@@ -171,7 +182,8 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
   }
   if (op.result) {
     stats_.bytes += *op.result;
-    if (*op.result < op.length) ++stats_.short_reads;
+    // A read of unknown length reads its whole object: fewer bytes than its guess is no short read.
+    if (*op.result < op.length && !op.length_unknown) ++stats_.short_reads;
     stats_.slat.record(op.times.issued_ns - op.times.queued_ns);
     stats_.clat.record(now - op.times.issued_ns);
     stats_.lat.record(now - op.times.queued_ns);

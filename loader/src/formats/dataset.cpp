@@ -349,14 +349,20 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   bool listed = false;  // the objects came from listing a directory or prefix
   if (storage::has_brace_pattern(root)) {
     // Objects named by brace notation (train-{000000..000127}.tar): no listing, one stat each
-    // (concurrent on network backends); tar indexes are used when every shard has one.
+    // (concurrent on network backends); tar indexes are used when every shard has one. A files
+    // dataset asks only for the sizes a listing gives: a web server without one would answer a
+    // HEAD per object, each a round trip before its GET, so those objects are read with their
+    // size unknown (storage::kUnknownSize) and learn it from their GET. Tar shards need their
+    // sizes (the index's check, the header scan's end): they keep the HEADs.
     FEEDLINE_ASSIGN_OR_RETURN(std::vector<std::string> keys, storage::expand_braces(root));
     const std::string_view head = root.substr(0, root.find('{'));
     const std::size_t slash = head.rfind('/');
     prefix =
         slash == std::string_view::npos ? std::string() : std::string(head.substr(0, slash + 1));
     resolve_format(keys);
-    FEEDLINE_ASSIGN_OR_RETURN(listing, backend.stat_many(keys));
+    FEEDLINE_ASSIGN_OR_RETURN(listing, format == DatasetFormat::kTar
+                                           ? backend.stat_many(keys)
+                                           : backend.stat_many_if_listed(keys));
     if (format == DatasetFormat::kTar && options.use_index) {
       std::vector<std::string> idx_keys;
       for (const auto& k : keys) idx_keys.push_back(k + std::string(kTarIndexSuffix));
@@ -482,7 +488,9 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
       const std::string_view rel = relative(o);
       if (rel.empty() || skipped(rel) || rel.ends_with(kTarIndexSuffix)) continue;
       const auto object = static_cast<std::uint32_t>(ds.objects.size());
-      builder.add(object, rel, 0, o.size, is_zstd(rel) ? 0 : o.size);
+      // Size unknown: the sample's length and its member's size are kUnknownSize until read.
+      const bool unknown = o.size == storage::kUnknownSize;
+      builder.add(object, rel, 0, o.size, is_zstd(rel) || unknown ? 0 : o.size);
       builder.close();
       ds.objects.push_back(std::move(o));
     }
@@ -582,6 +590,7 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   ds.total_bytes = 0;
   ds.max_sample_bytes = 0;
   for (const Sample& s : ds.samples) {
+    if (s.length == storage::kUnknownSize) continue;  // counted by no total until read
     ds.total_bytes += s.length;
     ds.max_sample_bytes = std::max(ds.max_sample_bytes, s.length);
   }

@@ -4,7 +4,9 @@
 
 #include "feedline/loader/data_path.hpp"
 
+#include "feedline/loader/dataset.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/storage/backend.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "feedline/transports/cufile.hpp"
 
@@ -36,6 +38,14 @@ namespace {
 // a sample must be one stored member, not compressed, covering the sample's whole byte range.
 std::string why_not_direct(const Dataset& d) {
   for (const Sample& s : d.samples) {
+    // Its slot cannot be laid out before its size is known: read into a sample buffer.
+    if (s.length == storage::kUnknownSize) {
+      return fmt::format(
+          "the size of sample '{}' is not known before it is read (the server has no listing "
+          "of its objects): each is read with one GET of up to --max-sample-size (1 MiB when "
+          "unset) into a sample buffer, a second GET for the rest of a larger one",
+          s.key);
+    }
     const auto members = d.members_of(s);
     if (members.size() != 1) {
       return fmt::format("samples have several members (e.g. '{}' has {}): collate must pack them",
@@ -56,6 +66,7 @@ std::string why_not_direct(const Dataset& d) {
 bool decoded_sizes_known(const Dataset& d) {
   for (const Member& m : d.members) {
     if (m.zstd && m.decoded_size == 0) return false;
+    if (m.size == storage::kUnknownSize) return false;
   }
   return !d.samples.empty();
 }

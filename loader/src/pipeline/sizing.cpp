@@ -6,6 +6,7 @@
 
 #include "feedline/core/units.hpp"
 #include "stage_work.hpp"
+#include "unknown_size.hpp"
 
 namespace feedline::loader::detail {
 namespace {
@@ -37,7 +38,18 @@ std::size_t wanted_batch_buffers(const LoaderConfig& c, bool networked) {
 
 }  // namespace
 
-std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path) {
+std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path,
+                        std::uint64_t guess) {
+  if (size_unknown(s)) {
+    // What its read allocates first (unknown_size.hpp); a larger object is charged when its
+    // buffer grows, and what the object did not need is given back once it is read. A zstd
+    // file: its frame's decoded size, estimated from the guess.
+    std::uint64_t bytes = guess;
+    for (const Member& m : dataset.members_of(s)) {
+      if (m.zstd && path != DataPath::kDecodeInPlace) bytes += guess * kZstdEstimate;
+    }
+    return bytes;
+  }
   std::uint64_t bytes = align_up(s.length, kPageAlign);
   if (path == DataPath::kDecodeInPlace)
     return bytes;  // decoded bytes go into the batch buffer (the pool's share)
@@ -49,7 +61,7 @@ std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path) 
 
 std::uint64_t oversized(const Dataset& dataset, const Sample& s, const LoaderConfig& config) {
   const std::uint64_t max = config.max_sample_bytes;
-  if (max == 0) return 0;
+  if (max == 0 || size_unknown(s)) return 0;  // unknown: checked once read (unknown_size.hpp)
   if (s.length > max) return s.length;
   std::uint64_t decoded = 0;
   for (const Member& m : dataset.members_of(s)) decoded += m.zstd ? m.decoded_size : m.size;
@@ -98,19 +110,22 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
   z.footprints.reserve(dataset.samples.size());
   std::uint64_t largest = 0;
   std::size_t largest_index = 0;
+  const std::uint64_t guess = size_guess(config);
   for (std::size_t i = 0; i < dataset.samples.size(); ++i) {
     if (const std::uint64_t size = oversized(dataset, dataset.samples[i], config)) {
       if (config.on_error == OnError::kFail) return fail(larger_than_max(dataset, i, size, config));
       z.footprints.push_back(kOversized);  // skipped when its turn comes
       continue;
     }
-    const std::uint64_t f = footprint(dataset, dataset.samples[i], path);
+    const std::uint64_t f = footprint(dataset, dataset.samples[i], path, guess);
     z.footprints.push_back(f);
     if (f > sample_cap) {
       if (config.on_error == OnError::kFail) return fail(too_large(i, f, sample_cap));
       continue;  // skipped when its turn comes
     }
-    est_total += f;
+    // A sample of unknown size holds its guess while it is read, but batches hold what it turns
+    // out to be: sized for a typical small sample, grown on demand.
+    est_total += size_unknown(dataset.samples[i]) ? std::min(f, kUnknownSizeBatchEstimate) : f;
     ++counted;
     if (f > largest) {
       largest = f;

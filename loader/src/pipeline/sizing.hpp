@@ -46,8 +46,10 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
                              bool networked, std::uint64_t samples_per_epoch);
 
 // The footprint of sample s on this path (its stored bytes, plus decoded zstd bytes unless
-// decode writes into the batch buffer).
-std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path);
+// decode writes into the batch buffer); for a sample of unknown size, `guess` (size_guess() of
+// unknown_size.hpp) stands for its stored bytes.
+std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path,
+                        std::uint64_t guess);
 
 // With config.max_sample_bytes: the size by which s is too large (stored, or decoded as the
 // index says), else 0; and the error for it.

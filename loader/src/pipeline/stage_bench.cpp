@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "stage_work.hpp"
+#include "unknown_size.hpp"
 
 namespace feedline::loader {
 
@@ -115,6 +116,14 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
 
 Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Dataset& dataset,
                                          const LoaderConfig& config, std::uint64_t max_samples) {
+  if (detail::has_unknown_sizes(dataset)) {
+    return fail(Error(Errc::kUnsupported,
+                      "measuring the stages alone needs every sample's size, and this dataset's "
+                      "objects have none yet (a brace list on a server without a listing)")
+                    .with_object(dataset.root)
+                    .with_hint("serve a JSON listing (nginx: autoindex on; autoindex_format json) "
+                               "or measure the run itself"));
+  }
   SamplerConfig sc = config.sampler;
   sc.num_samples = dataset.samples.size();
   sc.epochs = 1;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "feedline/loader/digest.hpp"
+#include "unknown_size.hpp"
 
 namespace feedline::loader::detail {
 
@@ -133,7 +134,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
   s.members.clear();
   s.members.reserve(members.size());
   for (const Member& m : members) {
-    if (m.offset + m.size > s.raw_len) {
+    if (m.offset + stored_size(m, s) > s.raw_len) {
       s.error =
           Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
               .with_object(object)
@@ -150,13 +151,13 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
   std::uint64_t estimated = 0;
   for (const Member& m : members) {
     if (m.zstd) {
-      auto size = Decompressor::content_size(ConstBytes(s.bytes() + m.offset, m.size));
+      auto size = Decompressor::content_size(ConstBytes(s.bytes() + m.offset, stored_size(m, s)));
       if (!size) {
         s.error = std::move(size).error().with_object(object).with_offset(smp.offset + m.offset);
         return 0;
       }
       zstd_total += align_up(std::min<std::uint64_t>(*size, ~std::uint64_t{0} / 2), kMemberAlign);
-      estimated += decoded_estimate(m);
+      estimated += m.decoded_size ? m.decoded_size : stored_size(m, s) * kZstdEstimate;
       if (max_decoded && zstd_total > max_decoded) {
         s.error =
             Error(
@@ -184,7 +185,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
   }
   std::uint64_t zpos = 0;
   for (const Member& m : members) {
-    const ConstBytes stored(s.bytes() + m.offset, m.size);
+    const ConstBytes stored(s.bytes() + m.offset, stored_size(m, s));  // unknown_size.hpp
     if (!m.zstd) {
       s.members.push_back({stored.data(), stored.size()});
       continue;

@@ -14,6 +14,7 @@
 #include "feedline/storage/device_reads.hpp"
 #include "stage_work.hpp"
 #include "stages.hpp"
+#include "unknown_size.hpp"
 
 namespace feedline::loader::detail {
 namespace {
@@ -274,6 +275,10 @@ void StorageStage::run(Worker& w) {
   std::vector<ReadSlot*> free_slots;
   for (auto& s : slots) free_slots.push_back(&s);
   ReadDone done;
+  // Reads of samples of unknown size get a larger buffer here when their object outgrows the guess.
+  GrowUnknown grow_unknown(run_, [](storage::ReadOp& op) -> InFlightSample& {
+    return static_cast<ReadSlot*>(op.user)->sample;
+  });
   std::uint64_t bytes_in_flight = 0;  // this thread's
   std::uint64_t bytes_read = 0;
   std::uint64_t decoded_here = 0;  // digests taken inline
@@ -378,7 +383,7 @@ void StorageStage::run(Worker& w) {
         dst = MutableBytes(const_cast<std::byte*>(s.bytes()),
                            align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
       } else {
-        auto buf = run_.buffers.get(smp.length);
+        auto buf = run_.buffers.get(read_length(smp, config));
         if (!buf) {
           run_.budget.release(s.reserved);
           run_.fail(std::move(buf).error());
@@ -395,12 +400,13 @@ void StorageStage::run(Worker& w) {
       slot->op = storage::ReadOp{};
       slot->op.object = *handle;
       slot->op.offset = smp.offset;
-      slot->op.length = smp.length;
+      slot->op.length = read_length(smp, config);
       slot->op.dst = dst;
       slot->op.done = &done;
       slot->op.user = slot;
-      bytes_in_flight += smp.length;
-      a.bytes_in_flight.fetch_add(smp.length, std::memory_order_relaxed);
+      mark_unknown_size(slot->op, smp, grow_unknown);
+      bytes_in_flight += slot->op.length;
+      a.bytes_in_flight.fetch_add(slot->op.length, std::memory_order_relaxed);
       a.reads_in_flight.fetch_add(1, std::memory_order_relaxed);
       batch.push_back(&slot->op);
     }
@@ -425,18 +431,19 @@ void StorageStage::run(Worker& w) {
       InFlightSample s = std::move(slot->sample);
       const storage::ReadOp& op = slot->op;
       const Sample& smp = dataset.samples[s.slot.sample];
-      bytes_in_flight -= smp.length;
-      a.bytes_in_flight.fetch_sub(smp.length, std::memory_order_relaxed);
+      bytes_in_flight -= op.length;
+      a.bytes_in_flight.fetch_sub(op.length, std::memory_order_relaxed);
       a.reads_in_flight.fetch_sub(1, std::memory_order_relaxed);
       if (!op.result) {
         s.error = op.result.error();
-      } else if (*op.result < smp.length) {
+      } else if (*op.result < expected_length(smp, op)) {
         s.error = Error(Errc::kCorrupt,
                         fmt::format("object ends after {} of the sample's {} bytes (truncated?)",
                                     *op.result, smp.length))
                       .with_object(dataset.objects[smp.object].key)
                       .with_offset(smp.offset + *op.result);
       } else {
+        if (size_unknown(smp)) finish_unknown_size(run_, smp, *op.result, s);
         s.raw_len = *op.result;
         bytes_read += *op.result;
         w.count(1, *op.result);

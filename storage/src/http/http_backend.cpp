@@ -118,6 +118,16 @@ class HttpBackend final : public ObjectStore {
   // Sizes for a brace list: from the directory's JSON listing where the server has one and the
   // directory holds many of the keys (one GET instead of a HEAD each); HEADs for the rest.
   Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys) override {
+    return size_keys(keys, /*head_the_rest=*/true);
+  }
+  // The same without the HEADs: what no listing sizes is read with ReadOp::length_unknown (a
+  // GET each, the size learned from its answer), so a server without listings (a CDN, nginx
+  // without autoindex) costs one round trip per object, not two.
+  Result<std::vector<ObjectInfo>> stat_many_if_listed(std::span<const std::string> keys) override {
+    return size_keys(keys, /*head_the_rest=*/false);
+  }
+
+  Result<std::vector<ObjectInfo>> size_keys(std::span<const std::string> keys, bool head_the_rest) {
     std::map<std::string, std::vector<std::size_t>> by_dir;
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const std::string& k = keys[i];
@@ -127,6 +137,9 @@ class HttpBackend final : public ObjectStore {
     }
     std::vector<ObjectInfo> out(keys.size());
     std::vector<bool> known(keys.size(), false);
+    // Without the HEADs, still one for a name its directory's listing lacks: most likely a
+    // missing object, said at once (a 404 naming it) as with the HEADs.
+    std::vector<bool> head(keys.size(), head_the_rest);
     for (const auto& [dir, members] : by_dir) {
       if (members.size() < kListingMinKeys) continue;
       auto listing = fetch_listing(dir);  // no listing, or none to be had: HEADs as without one
@@ -140,7 +153,10 @@ class HttpBackend final : public ObjectStore {
       }
       for (const std::size_t i : members) {
         const auto it = sizes.find(keys[i].substr(dir.size()));
-        if (it == sizes.end()) continue;  // not listed: its HEAD says what is there
+        if (it == sizes.end()) {  // not listed: its HEAD says what is there
+          head[i] = true;
+          continue;
+        }
         out[i] = ObjectInfo{keys[i], it->second};
         known[i] = true;
       }
@@ -148,7 +164,9 @@ class HttpBackend final : public ObjectStore {
     std::vector<std::string> rest;
     std::vector<std::size_t> rest_at;
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (!known[i]) {
+      if (!known[i] && !head[i]) {
+        out[i] = ObjectInfo{keys[i], kUnknownSize};
+      } else if (!known[i]) {
         rest.push_back(keys[i]);
         rest_at.push_back(i);
       }
@@ -182,7 +200,8 @@ class HttpBackend final : public ObjectStore {
     if (r.status < 200 || r.status > 299) {
       Error e = http_error(r, shown(key), "PUT");
       if (r.status == 405 || r.status == 501) {
-        e = std::move(e).with_hint(
+        // In place: `e = std::move(e).with_hint(...)` would move e onto itself.
+        e.with_hint(
             "the server does not accept uploads (for nginx: dav_methods PUT); write with s3:// "
             "instead");
       }

@@ -71,6 +71,8 @@ class HttpQueue final : public IoQueue {
     for (auto& l : loops_) l.client->cancel_all();
   }
 
+  bool takes_unknown_lengths() const noexcept override { return true; }
+
   QueueInfo info() const override {
     QueueInfo i{"http", {"curl-multi-socket", "asio"}, {}};
     i.features.push_back(fmt::format("{} connections", connections_));
@@ -91,6 +93,24 @@ class HttpQueue final : public IoQueue {
             *op, fail(Error(Errc::kInvalidArgument, "not an object of this HTTP backend")
                           .with_object(op->object->display_name())
                           .with_offset(op->offset)));
+        continue;
+      }
+      if (op->length_unknown) {  // submit() checked: offset 0, a guess, a grow callback
+        auto st = std::make_shared<OpState>();
+        st->op = op;
+        st->shown = h->shown();
+        st->parts_left = 1;
+        st->unknown = true;
+        op->times.issued_ns = now;
+        HttpRequest req = request_for(*h, 0, op->length);
+        req.whole = false;
+        req.size_unknown = true;
+        req.dst = op->dst.first(static_cast<std::size_t>(op->length));
+        std::vector<Member> m;
+        m.push_back(Member{std::move(st), 0, op->length});
+        // On the main loop whatever the guess: most such objects are small, and a large guess
+        // (1 MiB, --max-sample-size) must not send each of them through a helper loop's thread.
+        issue(std::move(req), std::move(m), std::min(op->length, kLargePart - 1));
         continue;
       }
       // Reads stop at the object's end (a short read, as from a file): no 416 answers.
@@ -165,6 +185,9 @@ class HttpQueue final : public IoQueue {
     std::uint32_t retries = 0;
     std::optional<Error> error;
     std::string shown;
+    // ReadOp::length_unknown: until the first answer came (then the size is known: `size`).
+    bool unknown = false;
+    std::uint64_t size = 0;
   };
   // An op's share of a request: its bytes are the request's [at, at + length).
   struct Member {
@@ -330,12 +353,15 @@ class HttpQueue final : public IoQueue {
       }
       if (r.status == 200 || r.status == 206) {
         body = r.bytes;
+      } else if (r.status == 416 && first_of_unknown(p) && r.object_size == 0) {
+        body = 0;  // "Content-Range: bytes */0": an empty object
       } else {
         error = Error(r.status == 404                        ? Errc::kNotFound
                       : (r.status == 401 || r.status == 403) ? Errc::kPermissionDenied
                                                              : Errc::kIo,
                       fmt::format("HTTP {} to a ranged GET", r.status))
                     .with_http_status(static_cast<int>(r.status));
+        if (r.status == 404) error->with_hint("no object there: check the URL (`curl -I URL`)");
       }
     } else {
       ++stats.counters["http_requests"];
@@ -343,18 +369,98 @@ class HttpQueue final : public IoQueue {
       if (p.r.error().code() != Errc::kCancelled) ++stats.counters["http_failed_requests"];
       error = p.r.error();
     }
+    if (!error && first_of_unknown(p)) return learned_size(p, *p.r, retries);
     for (Member& m : p.members) {
       OpState& st = *m.st;
       st.retries += retries;
       if (error && !st.error) {
         st.error = *error;
-        if (p.r) st.error = std::move(*st.error).with_object(st.shown).with_offset(st.op->offset);
+        // In place: `st.error = std::move(*st.error).with_object(...)` would move it onto itself.
+        if (p.r) st.error->with_object(st.shown).with_offset(st.op->offset);
       } else if (!error) {
         st.bytes += body > m.at ? std::min(m.length, body - m.at) : 0;
       }
       if (--st.parts_left == 0) finished += finish(st);
     }
     return finished;
+  }
+
+  // The first answer to a read of unknown length (ReadOp::length_unknown).
+  static bool first_of_unknown(const Part& p) {
+    return p.members.size() == 1 && p.members.front().st->unknown;
+  }
+
+  // The first answer to a read of unknown length came: the object's size is known. Finishes the
+  // op when the object fit in the guess; otherwise gets a larger destination from op.grow and
+  // reads the rest there: a ranged GET for the rest after a 206, the whole object again after a
+  // 200 (the server ignores Range: a Range for the rest would get the object from its start).
+  // Returns the ops finished (0 or 1).
+  std::size_t learned_size(Part& p, const HttpResponse& r, std::uint32_t retries) {
+    const std::shared_ptr<OpState> keep = p.members.front().st;
+    OpState& st = *keep;
+    ReadOp& op = *st.op;
+    st.unknown = false;
+    st.retries += retries;
+    const std::uint64_t got = r.status == 416 ? 0 : r.bytes;
+    auto failed = [&](Error e) {
+      st.error = std::move(e).with_object(st.shown);
+      return finish(st);
+    };
+    std::uint64_t size = got;
+    if (r.object_size) {
+      size = *r.object_size;
+    } else if (got >= op.length) {  // a guess filled, and no word of what comes after
+      return failed(
+          Error(Errc::kUnsupported,
+                fmt::format("the server gave no size for the object (no Content-Length or "
+                            "Content-Range total) and it is at least {} bytes",
+                            got))
+              .with_hint("pass --max-sample-size larger than the largest object, or serve the "
+                         "directory with a JSON listing (nginx: autoindex on; autoindex_format "
+                         "json;)"));
+    }
+    if (size < got || (size > got && got < op.length)) {
+      return failed(Error(Errc::kIo, fmt::format("the server sent {} bytes of the object's first "
+                                                 "{} for an object of {} bytes",
+                                                 got, op.length, size))
+                        .with_http_status(static_cast<int>(r.status)));
+    }
+    st.bytes = got;
+    if (size == got) return finish(st);
+    auto room = op.grow->grow(op, size, got);
+    if (!room) {
+      Error e = std::move(room).error();
+      if (e.object().empty()) e.with_object(st.shown);
+      st.error = std::move(e);
+      return finish(st);
+    }
+    if (room->size() < size) {
+      return failed(Error(Errc::kInternal, fmt::format("ReadOp::grow gave {} bytes for an object "
+                                                       "of {}",
+                                                       room->size(), size)));
+    }
+    op.dst = *room;
+    st.size = size;
+    const auto* h = static_cast<const HttpObject*>(op.object);
+    const bool ranges = r.status == 206;
+    const std::uint64_t from = ranges ? got : 0;
+    if (!ranges) st.bytes = 0;  // all of it again, from the start
+    const std::uint64_t len = size - from;
+    const std::uint64_t parts = ranges ? (len + part_size_ - 1) / part_size_ : 1;
+    st.parts_left = static_cast<unsigned>(parts);
+    for (std::uint64_t i = 0; i < parts; ++i) {
+      const std::uint64_t off = from + i * part_size_;
+      const std::uint64_t n = ranges ? std::min(part_size_, size - off) : len;
+      HttpRequest req = request_for(*h, off, n);
+      req.whole = !ranges;  // a plain GET of the object, exactly `size` bytes
+      req.dst = op.dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
+      std::vector<Member> m;
+      m.push_back(Member{keep, 0, n});
+      issue(std::move(req), std::move(m), n);
+    }
+    mutable_stats().counters["http_unknown_size_rest_reads"] += 1;
+    if (!main_batch_.empty()) loops_[0].client->start_many(std::exchange(main_batch_, {}));
+    return 0;
   }
 
   std::size_t finish(OpState& st) {
@@ -367,6 +473,12 @@ class HttpQueue final : public IoQueue {
     ReadOp& op = *st.op;
     if (st.error) {
       op.result = fail(std::move(*st.error));
+    } else if (st.size != 0 && st.bytes != st.size) {  // the rest of an object of unknown size
+      op.result = fail(Error(Errc::kCorrupt, fmt::format("the object ended after {} of the {} "
+                                                         "bytes its server gave as its size",
+                                                         st.bytes, st.size))
+                           .with_object(st.shown)
+                           .with_hint("datasets must not change while they are read"));
     } else {
       op.result = st.bytes;
     }

@@ -168,7 +168,8 @@ class CurlClient final : public HttpClient, private detail::TransferSink {
     t->resp.connections += static_cast<std::uint64_t>(connects);
     t->resp.status = status;
 
-    const detail::AttemptOutcome outcome{rc, status, t->range_ignored, t->overflow, t->errbuf};
+    const detail::AttemptOutcome outcome{rc,          status,    t->range_ignored,
+                                         t->overflow, t->errbuf, t->filled};
     AttemptVerdict v =
         detail::judge_attempt(outcome, t->shape(), t->resp.attempts, options_.max_attempts);
     switch (v.next) {

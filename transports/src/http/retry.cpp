@@ -63,6 +63,9 @@ AttemptVerdict failed(Error error) {
 AttemptVerdict judge_attempt(const AttemptOutcome& outcome, const RequestShape& request,
                              unsigned attempts, unsigned max_attempts) {
   const long status = outcome.status;
+  // A 200 to a read of unknown size filled its destination: what it holds is the object's start,
+  // and the answer's Content-Length says how much more there is (the caller reads it).
+  if (outcome.rc == CURLE_WRITE_ERROR && outcome.filled && request.size_unknown) return {};
   // The body callback refused the bytes (CURLE_WRITE_ERROR): why it did decides the error.
   if (outcome.rc == CURLE_WRITE_ERROR && outcome.range_ignored) {
     return failed(

@@ -16,8 +16,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "feedline/core/redact.hpp"
@@ -30,16 +32,48 @@ constexpr std::size_t kErrorBodyLimit = 64 * 1024;
 // Body bytes still to come below which every read is ACKed at once (see on_write).
 constexpr std::uint64_t kAckTail = 256 * 1024;
 
+std::optional<std::uint64_t> to_u64(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' '))
+    s.remove_suffix(1);
+  std::uint64_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// A read of unknown size (HttpRequest::size_unknown) learns the object's size from the answer's
+// headers: a 200's Content-Length, a 206's or a 416's Content-Range ("bytes 0-99/1234",
+// "bytes */0"; a total of "*" says nothing).
+void learn_size(Transfer& t, std::string_view line) {
+  auto value_of = [&](std::string_view name) -> std::optional<std::string_view> {
+    if (line.size() <= name.size() || strncasecmp(line.data(), name.data(), name.size()) != 0)
+      return std::nullopt;
+    return line.substr(name.size());
+  };
+  if (t.status == 200) {
+    if (const auto v = value_of("content-length:")) t.resp.object_size = to_u64(*v);
+  } else if (t.status == 206 || t.status == 416) {
+    if (const auto v = value_of("content-range:")) {
+      const auto slash = v->rfind('/');
+      t.resp.object_size =
+          slash == std::string_view::npos ? std::nullopt : to_u64(v->substr(slash + 1));
+    }
+  }
+}
+
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* ud) {
   auto* t = static_cast<Transfer*>(ud);
   std::string_view line(data, size * n);
   if (line.starts_with("HTTP/")) {  // a new response (after 100 Continue or a redirect)
     t->resp.headers.clear();
+    t->resp.object_size.reset();
     const auto sp = line.find(' ');
     if (sp != std::string_view::npos)
       t->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
     return size * n;
   }
+  if (t->req.size_unknown) learn_size(*t, line);
   // A ranged read's successful answer: nobody reads its headers, and keeping them (a map node
   // and strings each) was ~3% of the CPU of 10,000 small GETs.
   if (t->ranged() && (t->status == 200 || t->status == 206)) return size * n;
@@ -62,12 +96,23 @@ std::size_t on_write(char* data, std::size_t size, std::size_t n, void* ud) {
   if (t->ranged() && ok) {
     // 200 to a ranged request: the server ignored Range. Fine only when we asked for the
     // object from its first byte (the body is then the object, cut at our length).
-    if (t->status == 200 && *t->req.range_offset + t->received != 0 && t->resp.bytes == 0) {
+    if (t->status == 200 && *t->req.range_offset + t->received != 0 && t->attempt_bytes == 0) {
       t->range_ignored = true;
       return 0;
     }
     const std::uint64_t room = t->req.range_length - t->received;
     if (len > room) {
+      if (t->status == 200 && t->req.size_unknown) {
+        // The server ignored Range and the object is larger than the guess: keep what fits,
+        // refuse the rest (never past dst); its Content-Length says how much more there is.
+        const auto fits = static_cast<std::size_t>(room);
+        if (fits) t->store(data, fits);
+        t->received += fits;
+        t->resp.bytes += fits;
+        t->attempt_bytes += fits;
+        t->filled = true;
+        return 0;
+      }
       if (t->status == 200 && t->req.whole) {
         t->overflow = true;  // the object grew since it was listed
       } else if (t->status == 200) {
@@ -80,6 +125,7 @@ std::size_t on_write(char* data, std::size_t size, std::size_t n, void* ud) {
     t->store(data, len);
     t->received += len;
     t->resp.bytes += len;
+    t->attempt_bytes += len;
     // curl has just read the socket dry: near the end of the body, ACK now (see ack_at_once).
     // A delayed ACK here cost the GET 40 ms, and the in-order read-ahead window behind it
     // waited as long. Earlier in a large body the stream of segments brings ACKs anyway, and
@@ -165,8 +211,11 @@ void Transfer::begin_attempt() {
   fd = CURL_SOCKET_BAD;
   range_ignored = false;
   overflow = false;
+  filled = false;
+  attempt_bytes = 0;
   errbuf[0] = '\0';
   resp.headers.clear();
+  resp.object_size.reset();
   if (!ranged()) resp.body.clear();
   upload_pos = 0;
 }

@@ -58,6 +58,8 @@ struct Member {
 struct Sample {
   std::uint32_t object = 0;  // index into Dataset::objects
   std::uint64_t offset = 0;  // byte range in the object covering every member
+  // storage::kUnknownSize (and so its one member's size): a file whose object's size the open
+  // did not ask for (a brace list over a web server without a listing); learned when it is read.
   std::uint64_t length = 0;
   std::uint32_t first_member = 0;  // range in Dataset::members
   std::uint32_t member_count = 0;
@@ -70,8 +72,8 @@ struct Dataset {
   std::vector<storage::ObjectInfo> objects;      // files, or tar shards
   std::vector<Sample> samples;                   // in storage order (the unshuffled order)
   std::vector<Member> members;
-  std::uint64_t total_bytes = 0;       // sum of sample lengths
-  std::uint64_t max_sample_bytes = 0;  // largest sample length
+  std::uint64_t total_bytes = 0;       // sum of sample lengths (those known)
+  std::uint64_t max_sample_bytes = 0;  // largest sample length (of those known)
   bool indexed = false;                // every shard had an index
   std::vector<std::string> skipped;    // objects left out with skip_bad_objects, and why
   // Things the user should know that did not stop the open, one line each: an index that was

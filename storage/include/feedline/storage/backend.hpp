@@ -37,9 +37,14 @@
 
 namespace feedline::storage {
 
+// ObjectInfo::size (and ObjectHandle::size()) of an object whose size was not asked for: a brace
+// list over a web server without a listing (Backend::stat_many_if_listed), where a HEAD per object
+// would cost a round trip each. Such an object is read whole, with ReadOp::length_unknown.
+inline constexpr std::uint64_t kUnknownSize = ~std::uint64_t{0};
+
 struct ObjectInfo {
   std::string key;
-  std::uint64_t size = 0;
+  std::uint64_t size = 0;  // kUnknownSize: not known (see above)
   // Not a regular object (a FIFO, socket or device in a local directory): listed so that the
   // dataset layer can say it left it out; opening one for reads is refused.
   bool special = false;
@@ -65,6 +70,21 @@ class ObjectHandle {
 
 struct ReadOp;
 
+// Where a read of unknown length (ReadOp::length_unknown) gets room for an object larger than its
+// guess. Called by the queue at most once per op, in the thread that called IoQueue::poll().
+class ReadGrowth {
+ public:
+  // The object has `size` bytes, more than op.dst holds; its first `filled` bytes are in op.dst.
+  // Returns a destination of at least `size` bytes whose first `filled` bytes are those (the
+  // callee copies them: op.dst may be freed once it returns), or the error the op then fails with
+  // (an object larger than the caller allows: nothing more is read).
+  virtual Result<MutableBytes> grow(ReadOp& op, std::uint64_t size,
+                                    std::uint64_t filled) noexcept = 0;
+
+ protected:
+  ~ReadGrowth() = default;
+};
+
 // Called once per op, in the thread that called IoQueue::poll(). May submit new ops.
 class ReadCompletion {
  public:
@@ -89,6 +109,15 @@ struct ReadOp {
   // IoQueue::poll(..., completed), which hands it back instead.
   ReadCompletion* done = nullptr;
   void* user = nullptr;  // for the caller
+  // The object's size is unknown (kUnknownSize): the op reads the whole object (offset 0) and
+  // `length` is a guess, dst's first `length` bytes the room for it. The queue asks for the first
+  // `length` bytes (HTTP: one GET with Range: bytes=0-(length-1)), learns the size from the answer
+  // and, for a larger object, asks `grow` for a destination that holds it (dst then names that
+  // one) and reads the rest there. result: the object's size, all of it in dst. Only queues that
+  // say so (IoQueue::takes_unknown_lengths(): HTTP) take such ops; the others refuse them
+  // (kUnsupported) at submit().
+  bool length_unknown = false;
+  ReadGrowth* grow = nullptr;  // length_unknown: required
   // Filled in by the queue:
   OpTimes times;
   // Bytes read: equal to length, or fewer when the object ends first (a short read, not an
@@ -199,6 +228,8 @@ class IoQueue {
   unsigned depth() const noexcept { return depth_; }
   // The most bytes one ReadOp may read (BackendCaps::max_request of the backend).
   std::uint64_t max_request() const noexcept { return max_request_; }
+  // Takes ReadOp::length_unknown ops (reads of objects of unknown size).
+  virtual bool takes_unknown_lengths() const noexcept { return false; }
 
  protected:
   static constexpr std::uint64_t kDefaultMaxRequest = 1ull << 30;
@@ -265,6 +296,13 @@ class Backend {
   // Sizes of many named objects, in the order given (a brace-expanded dataset needs no listing).
   // The default asks one by one; network backends ask concurrently.
   virtual Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys);
+  // The same where sizes come without a request per object (a listing); the objects a listing
+  // does not size come back with size kUnknownSize, unasked, to be read with
+  // ReadOp::length_unknown (HTTP: no HEAD per object before its GET). The default, and every
+  // backend whose queues do not take unknown lengths (decorators too), is stat_many().
+  virtual Result<std::vector<ObjectInfo>> stat_many_if_listed(std::span<const std::string> keys) {
+    return stat_many(keys);
+  }
   // Objects whose key starts with prefix, in key order. A directory prefix lists recursively.
   virtual Result<std::vector<ObjectInfo>> list(std::string_view prefix) = 0;
   virtual Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) = 0;

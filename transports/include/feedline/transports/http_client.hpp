@@ -109,6 +109,12 @@ struct HttpRequest {
   // for the rest with a Range. Servers answer plain GETs at least as well (nginx with
   // tcp_nopush stalls 206 answers 40 ms at a time, about 1 in 200); a larger body is an error.
   bool whole = false;
+  // The object's size is unknown: a ranged GET from offset 0 whose range_length is a guess. Its
+  // answer says the size (HttpResponse::object_size): a 206's Content-Range, a 200's
+  // Content-Length (the server ignored Range: the body's first range_length bytes land in dst,
+  // the rest is not read and the request succeeds), or a 416's "Content-Range: bytes */N" (an
+  // answer with status 416 and no body: N is 0 for an empty object).
+  bool size_unknown = false;
   ConstBytes upload;  // PUT / POST body; must stay valid until the completion
   std::size_t max_body = 16u << 20;
   // The object as the user named it, for error messages (the URL may carry a signature).
@@ -127,6 +133,9 @@ struct HttpResponse {
   std::uint64_t ttfb_ns = 0;      // last attempt: request start to first response byte
   std::uint64_t total_ns = 0;     // last attempt: start to end
   std::uint64_t connections = 0;  // new connections this request opened (all attempts)
+  // HttpRequest::size_unknown: the object's size as the answer gave it (nullopt: it did not, as
+  // a chunked 200 or "Content-Range: bytes 0-9/*").
+  std::optional<std::uint64_t> object_size;
 };
 
 using HttpCallback = std::function<void(Result<HttpResponse>)>;

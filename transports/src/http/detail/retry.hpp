@@ -62,6 +62,7 @@ struct AttemptOutcome {
   bool range_ignored = false;  // the body callback refused a 200 to a range that starts past 0
   bool overflow = false;       // ... refused bytes past what was asked for (or past max_body)
   std::string_view detail;     // curl's error buffer for this attempt ("" when curl wrote none)
+  bool filled = false;         // the body callback refused the rest of a 200 once dst was full
 };
 
 // The request, as far as what happens after an attempt depends on it.
@@ -70,6 +71,7 @@ struct RequestShape {
   bool whole = false;   // HttpRequest::whole
   std::uint64_t range_length = 0;
   std::size_t max_body = 0;
+  bool size_unknown = false;  // HttpRequest::size_unknown
 };
 
 // The step after an attempt.

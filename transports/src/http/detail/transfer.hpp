@@ -90,6 +90,9 @@ struct Transfer {
   curl_socket_t fd = CURL_SOCKET_BAD;
   bool range_ignored = false;
   bool overflow = false;
+  // size_unknown: a 200 (Range ignored) filled dst; the rest of its body was refused on purpose.
+  bool filled = false;
+  std::uint64_t attempt_bytes = 0;  // body bytes of this attempt stored (range_ignored's test)
   std::unique_ptr<boost::asio::steady_timer> backoff;  // a retry's wait, on the client's loop
   char errbuf[CURL_ERROR_SIZE] = {};
   // Last: destroyed first (the header list, then the handle that points to it and to errbuf).
@@ -104,7 +107,9 @@ struct Transfer {
   // next attempt asks only for the rest (attempt_range).
   void begin_attempt();
   // What the end of an attempt depends on (detail::judge_attempt).
-  RequestShape shape() const { return {ranged(), req.whole, req.range_length, req.max_body}; }
+  RequestShape shape() const {
+    return {ranged(), req.whole, req.range_length, req.max_body, req.size_unknown};
+  }
   // Puts `len` body bytes that start `received` bytes into the range where they belong: into
   // dst, or over the scatter segments (bytes between segments are dropped).
   void store(const char* data, std::size_t len);

@@ -1,0 +1,97 @@
+// Samples of unknown size: the objects of a brace list over a web server without a listing (a
+// CDN, nginx without autoindex). The dataset open asks no HEAD per object
+// (storage::Backend::stat_many_if_listed), so such a sample's length, and its one member's size,
+// are storage::kUnknownSize until it is read. What the storage stage needs for them is here:
+//
+//  - the read's destination: a guess (size_guess: --max-sample-size when set, else 1 MiB; at
+//    most what io_depth reads in flight can hold in half the memory budget). Fixed, not learned
+//    from the objects seen so far: the budget reserves a sample's footprint at admission
+//    (sizing.cpp) before its object is read, the recycled buffers are kept by size (one size
+//    class for every read: no fresh allocation once the pool is warm), and a buffer's pages are
+//    only touched as far as the bytes read (1 MiB of address space for a 64 KiB object costs
+//    64 KiB of memory). An object larger than the guess costs one more GET for the rest, and only
+//    its own;
+//  - the ReadOp: length_unknown, the guess as its length, and GrowUnknown as its ReadOp::grow:
+//    the queue reads the first guess bytes, learns the size from the answer and, for a larger
+//    object, gets a buffer that holds it from GrowUnknown (which charges the budget for it and
+//    refuses an object larger than --max-sample-size or the budget allows), then reads the rest.
+//    The op completes once, with the object's size, so the stage's own part stays two lines;
+//  - the completion: finish_unknown_size() gives back the part of the reservation the object did
+//    not need.
+//
+// Samples of unknown size never take the direct path (data_path.cpp): their slot in a batch
+// cannot be laid out before their size is known.
+#pragma once
+
+#include <cstdint>
+
+#include "feedline/loader/dataset.hpp"
+#include "feedline/storage/backend.hpp"
+#include "run_state.hpp"
+
+namespace feedline::loader::detail {
+
+inline constexpr std::uint64_t kDefaultSizeGuess = std::uint64_t{1} << 20;
+// Batch buffers are sized from the average sample; one of unknown size counts as this much
+// (small samples are the common case; batch buffers grow on demand for larger ones).
+inline constexpr std::uint64_t kUnknownSizeBatchEstimate = std::uint64_t{64} << 10;
+
+inline bool size_unknown(const Sample& s) noexcept { return s.length == storage::kUnknownSize; }
+bool has_unknown_sizes(const Dataset& dataset) noexcept;
+
+// The destination of the first read of a sample of unknown size: config.max_sample_bytes when
+// set, else kDefaultSizeGuess; at most memory_budget / (2 x io_depth), at least 4 KiB; a multiple
+// of 4 KiB.
+std::uint64_t size_guess(const LoaderConfig& config) noexcept;
+
+// The bytes a read of s allocates and asks for: s.length, or size_guess() for a sample of
+// unknown size.
+inline std::uint64_t read_length(const Sample& s, const LoaderConfig& config) noexcept {
+  return size_unknown(s) ? size_guess(config) : s.length;
+}
+
+// A member's stored bytes in the sample as read: m.size, or for a sample of unknown size (one
+// member, from offset 0) the bytes read.
+inline std::uint64_t stored_size(const Member& m, const InFlightSample& s) noexcept {
+  return m.size == storage::kUnknownSize ? (s.raw_len > m.offset ? s.raw_len - m.offset : 0)
+                                         : m.size;
+}
+
+// ReadOp::grow for one storage thread's reads of unknown size (it runs in that thread's poll()).
+// sample_of finds the InFlightSample an op reads into (through ReadOp::user). A larger object
+// gets a buffer from run.buffers holding the bytes already read, the sample's raw buffer becomes
+// it, and the budget is charged for the difference (MemoryBudget::force: a read in flight cannot
+// wait; it shows as overshoot). Refused, naming the object: more than --max-sample-size
+// (kInvalidArgument), or more than a sample may hold in the budget (kResourceExhausted).
+class GrowUnknown final : public storage::ReadGrowth {
+ public:
+  using SampleOf = InFlightSample& (*)(storage::ReadOp& op);
+  GrowUnknown(RunState& run, SampleOf sample_of) : run_(run), sample_of_(sample_of) {}
+  Result<MutableBytes> grow(storage::ReadOp& op, std::uint64_t size,
+                            std::uint64_t filled) noexcept override;
+
+ private:
+  RunState& run_;
+  SampleOf sample_of_;
+};
+
+// Makes op (its object, dst of read_length() bytes and length set as for any read) a read of
+// unknown size when s is one; nothing otherwise.
+inline void mark_unknown_size(storage::ReadOp& op, const Sample& s, GrowUnknown& grow) noexcept {
+  if (!size_unknown(s)) return;
+  op.length_unknown = true;
+  op.grow = &grow;
+}
+
+// The length a completed read of sample smp must have: smp.length, or for a sample of unknown
+// size what was read (the object's size: the queue read all of it).
+inline std::uint64_t expected_length(const Sample& smp, const storage::ReadOp& op) noexcept {
+  return size_unknown(smp) && op.result ? *op.result : smp.length;
+}
+
+// A read of a sample of unknown size completed with `size` bytes (its object's size): gives back
+// what its reservation holds beyond the pages those bytes take. A size over --max-sample-size
+// (GrowUnknown refuses those, so only as a safeguard) sets s.error naming the object.
+void finish_unknown_size(RunState& run, const Sample& smp, std::uint64_t size, InFlightSample& s);
+
+}  // namespace feedline::loader::detail

@@ -1,0 +1,396 @@
+// Reads of objects of unknown size over HTTP (ReadOp::length_unknown): a brace list over a web
+// server without a listing sends no HEAD per object; each object is one GET with
+// "Range: bytes=0-(guess-1)", its size learned from Content-Range (206) or Content-Length (200:
+// the server ignored Range), and a second GET only for the rest of an object larger than the
+// guess. Against the scripted server of http_test_server.hpp for the odd answers (a 200 to a
+// range, a 416 for an empty object, a 404, a size the server does not give) and, where
+// FEEDLINE_TEST_HTTP_URL names one (tests/servers/conformance.sh sets it), against nginx.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "feedline/loader/dataset.hpp"
+#include "feedline/storage/registry.hpp"
+#include "http_test_server.hpp"
+#include "test_support.hpp"
+
+using namespace feedline;
+using namespace feedline::storage;
+using feedline::test::HttpTestReply;
+using feedline::test::HttpTestRequest;
+using feedline::test::HttpTestServer;
+using feedline::test::object_bytes;
+using feedline::test::range_of;
+
+namespace {
+
+constexpr std::uint64_t kGuess = 16384;
+
+// Objects by path. No listing ("/d/" is a 403, as nginx without autoindex answers); HEADs are
+// answered but counted (none may come). ignore_range: every GET is a 200 with the whole object.
+// no_size: 200s without Content-Length (the connection closes after the body), as a server that
+// streams.
+struct NoListServer {
+  std::map<std::string, std::string> objects;
+  bool ignore_range = false;
+  bool no_size = false;
+  HttpTestServer server;
+
+  NoListServer() : server([this](const HttpTestRequest& r) { return answer(r); }) {}
+
+  HttpTestReply answer(const HttpTestRequest& r) {
+    const auto it = objects.find(r.target);
+    if (it == objects.end()) {
+      const int status = r.target.ends_with("/") ? 403 : 404;
+      return HttpTestReply{HttpTestServer::reply(status, "<html>no</html>")};
+    }
+    const std::string& obj = it->second;
+    if (r.method == "HEAD") {
+      return HttpTestReply{
+          fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
+    }
+    if (no_size) return HttpTestReply{"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + obj, true};
+    if (ignore_range || r.header("range").empty())
+      return HttpTestReply{HttpTestServer::reply(200, obj)};
+    auto [a, b] = range_of(r);
+    if (a >= obj.size()) {
+      return HttpTestReply{
+          HttpTestServer::reply(416, "", {fmt::format("Content-Range: bytes */{}", obj.size())})};
+    }
+    b = std::min(b, obj.size() - 1);
+    return HttpTestReply{
+        HttpTestServer::reply(206, obj.substr(a, b - a + 1),
+                              {fmt::format("Content-Range: bytes {}-{}/{}", a, b, obj.size())})};
+  }
+
+  std::vector<HttpTestRequest> requests_for(const std::string& path) const {
+    std::vector<HttpTestRequest> out;
+    for (const auto& r : server.requests())
+      if (r.target == path) out.push_back(r);
+    return out;
+  }
+  std::size_t heads() const {
+    std::size_t n = 0;
+    for (const auto& r : server.requests()) n += r.method == "HEAD";
+    return n;
+  }
+  std::string base() const { return fmt::format("http://127.0.0.1:{}", server.port()); }
+};
+
+// ReadOp::grow: a buffer of the object's size, holding what the guess's buffer had. refuse: the
+// error it gives instead (an object larger than the caller allows).
+struct TestGrow final : ReadGrowth {
+  AlignedBuffer big;
+  std::optional<Error> refuse;
+  int calls = 0;
+  std::uint64_t asked = 0, filled_seen = 0;
+  Result<MutableBytes> grow(ReadOp& op, std::uint64_t size,
+                            std::uint64_t filled) noexcept override {
+    ++calls;
+    asked = size;
+    filled_seen = filled;
+    if (refuse) return fail(*refuse);
+    auto b = AlignedBuffer::allocate(size);
+    if (!b) return fail(b.error());
+    big = std::move(*b);
+    std::memcpy(big.data(), op.dst.data(), filled);
+    return big.span();
+  }
+};
+
+struct Opened {
+  std::unique_ptr<Backend> backend;
+  std::string key;
+};
+
+Opened open_url(const std::string& url) {
+  BackendConfig config;
+  config.http.connect_timeout = std::chrono::milliseconds(2000);
+  config.http.max_attempts = 2;
+  Registry registry;
+  register_builtin_backends(registry);
+  auto r = registry.open(url, config);
+  REQUIRE(r);
+  return Opened{std::move(r->backend), r->key};
+}
+
+// One read of unknown length of `key`, the guess's buffer followed by canary bytes that must stay.
+struct UnknownRead {
+  AlignedBuffer buf;
+  ReadOp op;
+  TestGrow grow;
+  std::unique_ptr<ObjectHandle> handle;
+  std::uint64_t guess = kGuess;
+
+  UnknownRead(Backend& backend, const std::string& key, std::uint64_t g = kGuess) : guess(g) {
+    auto h = backend.open_known(ObjectInfo{key, kUnknownSize});
+    REQUIRE(h);
+    handle = std::move(*h);
+    CHECK(handle->size() == kUnknownSize);
+    buf = AlignedBuffer::allocate(guess + 4096).value();
+    std::memset(buf.data(), 0x5a, buf.size());
+    op.object = handle.get();
+    op.offset = 0;
+    op.length = guess;
+    op.dst = buf.span().first(guess);
+    op.length_unknown = true;
+    op.grow = &grow;
+  }
+  bool canary_intact() const {
+    for (std::size_t i = guess; i < buf.size(); ++i)
+      if (buf.data()[i] != std::byte{0x5a}) return false;
+    return true;
+  }
+  std::string got() const {
+    return op.result ? std::string(reinterpret_cast<const char*>(op.dst.data()), *op.result)
+                     : std::string();
+  }
+};
+
+void run_reads(Backend& backend, std::vector<UnknownRead*> reads, bool driven) {
+  QueueOptions qo;
+  qo.depth = 8;
+  qo.caller_mostly_polls = driven;
+  auto q = backend.make_queue(qo);
+  REQUIRE(q);
+  REQUIRE((*q)->takes_unknown_lengths());
+  std::vector<ReadOp*> ops;
+  for (auto* r : reads) ops.push_back(&r->op);
+  (*q)->submit(ops);
+  std::vector<ReadOp*> done;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (done.size() < ops.size() && std::chrono::steady_clock::now() < deadline)
+    (*q)->poll(1, std::chrono::milliseconds(50), done);
+  REQUIRE(done.size() == ops.size());
+}
+
+}  // namespace
+
+TEST_CASE("http reads of unknown size: one GET capped at the guess, a second only for the rest",
+          "[http][storage][unknown-size]") {
+  for (const bool driven : {true, false}) {
+    DYNAMIC_SECTION((driven ? "loop in poll()" : "loop thread")) {
+      NoListServer s;
+      s.objects["/d/small.bin"] = object_bytes(1000);
+      s.objects["/d/exact.bin"] = object_bytes(kGuess);
+      s.objects["/d/large.bin"] = object_bytes(5 * kGuess + 123);
+      s.objects["/d/empty.bin"] = "";
+      auto o = open_url(s.base() + "/d/");
+      UnknownRead small(*o.backend, "/d/small.bin"), exact(*o.backend, "/d/exact.bin"),
+          large(*o.backend, "/d/large.bin"), empty(*o.backend, "/d/empty.bin");
+      run_reads(*o.backend, {&small, &exact, &large, &empty}, driven);
+
+      REQUIRE(small.op.result);
+      CHECK(*small.op.result == 1000);
+      CHECK(small.got() == s.objects["/d/small.bin"]);
+      CHECK(small.grow.calls == 0);
+
+      REQUIRE(exact.op.result);
+      CHECK(*exact.op.result == kGuess);
+      CHECK(exact.got() == s.objects["/d/exact.bin"]);
+      CHECK(exact.grow.calls == 0);
+
+      REQUIRE(large.op.result);
+      CHECK(*large.op.result == 5 * kGuess + 123);
+      CHECK(large.grow.calls == 1);
+      CHECK(large.grow.asked == 5 * kGuess + 123);
+      CHECK(large.grow.filled_seen == kGuess);
+      CHECK(large.op.dst.data() == large.grow.big.data());  // dst now names the larger buffer
+      CHECK(large.got() == s.objects["/d/large.bin"]);
+
+      REQUIRE(empty.op.result);  // a 416 "bytes */0": an empty object, not an error
+      CHECK(*empty.op.result == 0);
+
+      for (auto* r : {&small, &exact, &large, &empty}) CHECK(r->canary_intact());
+      // Exactly one GET each, with the guess as its range; two for the larger object, the second
+      // for the rest only. No HEAD.
+      for (const char* p : {"/d/small.bin", "/d/exact.bin", "/d/empty.bin"}) {
+        const auto rq = s.requests_for(p);
+        REQUIRE(rq.size() == 1);
+        CHECK(rq[0].method == "GET");
+        CHECK(rq[0].header("range") == fmt::format("bytes=0-{}", kGuess - 1));
+      }
+      const auto rq = s.requests_for("/d/large.bin");
+      REQUIRE(rq.size() == 2);
+      CHECK(rq[0].header("range") == fmt::format("bytes=0-{}", kGuess - 1));
+      CHECK(rq[1].header("range") == fmt::format("bytes={}-{}", kGuess, 5 * kGuess + 122));
+      CHECK(s.heads() == 0);
+    }
+  }
+}
+
+TEST_CASE("http reads of unknown size: a server that ignores Range never writes past the guess",
+          "[http][storage][unknown-size]") {
+  NoListServer s;
+  s.ignore_range = true;
+  s.objects["/d/small.bin"] = object_bytes(3000);
+  s.objects["/d/large.bin"] = object_bytes(3 * kGuess + 5);
+  auto o = open_url(s.base() + "/d/");
+  UnknownRead small(*o.backend, "/d/small.bin"), large(*o.backend, "/d/large.bin");
+  run_reads(*o.backend, {&small, &large}, true);
+  REQUIRE(small.op.result);
+  CHECK(small.got() == s.objects["/d/small.bin"]);
+  // The 200's body filled the guess and the rest was refused (nothing past dst); its
+  // Content-Length gave the size, and the object came whole with a plain GET into the larger
+  // buffer (a Range for the rest would get the object from its start again).
+  REQUIRE(large.op.result);
+  CHECK(*large.op.result == 3 * kGuess + 5);
+  CHECK(large.grow.filled_seen == kGuess);
+  CHECK(large.got() == s.objects["/d/large.bin"]);
+  CHECK(small.canary_intact());
+  CHECK(large.canary_intact());
+  const auto rq = s.requests_for("/d/large.bin");
+  REQUIRE(rq.size() == 2);
+  CHECK(rq[0].header("range") == fmt::format("bytes=0-{}", kGuess - 1));
+  CHECK(rq[1].header("range").empty());
+  CHECK(s.heads() == 0);
+}
+
+TEST_CASE(
+    "http reads of unknown size: a 404, a refused growth and a size nobody gives fail "
+    "clearly, naming the object",
+    "[http][storage][unknown-size]") {
+  NoListServer s;
+  s.objects["/d/large.bin"] = object_bytes(2 * kGuess);
+  auto o = open_url(s.base() + "/d/");
+  SECTION("404") {
+    UnknownRead missing(*o.backend, "/d/missing.bin");
+    run_reads(*o.backend, {&missing}, true);
+    REQUIRE_FALSE(missing.op.result);
+    const Error& e = missing.op.result.error();
+    CHECK(e.code() == Errc::kNotFound);
+    CHECK(e.object() == s.base() + "/d/missing.bin");
+    CHECK(e.http_status() == 404);
+    CHECK_FALSE(e.hint().empty());
+    CHECK(missing.grow.calls == 0);
+  }
+  SECTION("growth refused: nothing more is read") {
+    UnknownRead large(*o.backend, "/d/large.bin");
+    large.grow.refuse = Error(Errc::kInvalidArgument, "too large for --max-sample-size");
+    run_reads(*o.backend, {&large}, false);
+    REQUIRE_FALSE(large.op.result);
+    CHECK(large.op.result.error().code() == Errc::kInvalidArgument);
+    CHECK(large.op.result.error().object() == s.base() + "/d/large.bin");
+    CHECK(s.requests_for("/d/large.bin").size() == 1);
+    CHECK(large.canary_intact());
+  }
+  SECTION("a 200 without a size, larger than the guess") {
+    s.no_size = true;
+    UnknownRead large(*o.backend, "/d/large.bin");
+    run_reads(*o.backend, {&large}, true);
+    REQUIRE_FALSE(large.op.result);
+    CHECK(large.op.result.error().code() == Errc::kUnsupported);
+    CHECK(large.op.result.error().object() == s.base() + "/d/large.bin");
+    CHECK(large.canary_intact());
+  }
+  SECTION("a 200 without a size, smaller than the guess: the body is the object") {
+    s.no_size = true;
+    s.objects["/d/small.bin"] = object_bytes(777);
+    UnknownRead small(*o.backend, "/d/small.bin");
+    run_reads(*o.backend, {&small}, true);
+    REQUIRE(small.op.result);
+    CHECK(small.got() == s.objects["/d/small.bin"]);
+  }
+  SECTION("a queue that does not take unknown lengths refuses them") {
+    auto mem = open_url("mem://x/");
+    const std::string content = object_bytes(5000);
+    REQUIRE(mem.backend->write(
+        mem.key + "k",
+        ConstBytes(reinterpret_cast<const std::byte*>(content.data()), content.size())));
+    auto h = mem.backend->open_known(ObjectInfo{mem.key + "k", kUnknownSize});
+    REQUIRE(h);
+    {
+      auto q = mem.backend->make_queue({});
+      REQUIRE(q);
+      CHECK_FALSE((*q)->takes_unknown_lengths());
+      AlignedBuffer b = AlignedBuffer::allocate(4096).value();
+      TestGrow g;
+      ReadOp op;
+      op.object = h->get();
+      op.length = 4096;
+      op.dst = b.span();
+      op.length_unknown = true;
+      op.grow = &g;
+      (*q)->submit(op);
+      std::vector<ReadOp*> done;
+      (*q)->poll(1, std::chrono::milliseconds(100), done);
+      REQUIRE(done.size() == 1);
+      REQUIRE_FALSE(op.result);
+      CHECK(op.result.error().code() == Errc::kUnsupported);
+    }
+  }
+}
+
+TEST_CASE(
+    "a files brace list over a server without a listing sends no HEAD; tar shards keep "
+    "theirs",
+    "[http][unknown-size][dataset]") {
+  NoListServer s;
+  for (int i = 0; i < 40; ++i) s.objects[fmt::format("/d/{:03}.bin", i)] = object_bytes(100 + i);
+  auto o = open_url(s.base() + "/d/{000..039}.bin");
+  loader::DatasetOptions opts;
+  opts.format = loader::DatasetFormat::kFiles;
+  auto ds = loader::open_dataset(*o.backend, o.key, opts);
+  REQUIRE(ds);
+  REQUIRE(ds->samples.size() == 40);
+  for (const auto& smp : ds->samples) CHECK(smp.length == kUnknownSize);
+  for (const auto& obj : ds->objects) CHECK(obj.size == kUnknownSize);
+  CHECK(ds->total_bytes == 0);
+  CHECK(s.heads() == 0);
+  CHECK(s.requests_for("/d/").size() == 1);  // the listing it tried (a 403: none)
+
+  // stat_many() (bench, tar) still asks.
+  std::vector<std::string> keys{"/d/000.bin", "/d/001.bin"};
+  auto sized = o.backend->stat_many(keys);
+  REQUIRE(sized);
+  CHECK((*sized)[1].size == 101);
+  CHECK(s.heads() == 2);
+}
+
+TEST_CASE("http reads of unknown size against nginx: smaller, exactly the guess, larger, empty",
+          "[http][unknown-size][nginx][conformance]") {
+  const char* url = std::getenv("FEEDLINE_TEST_HTTP_URL");
+  if (url == nullptr) {
+    return testing::skip_test(
+        "FEEDLINE_TEST_HTTP_URL is not set (tests/servers/conformance.sh sets it and starts "
+        "nginx)");
+  }
+  auto o = open_url(std::string(url));
+  const std::map<std::string, std::string> objects{
+      {"unknown-size/small.bin", object_bytes(1000)},
+      {"unknown-size/exact.bin", object_bytes(kGuess)},
+      {"unknown-size/large.bin", object_bytes(40 * kGuess + 7)},
+      {"unknown-size/empty.bin", ""}};
+  for (const auto& [k, v] : objects) {
+    REQUIRE(o.backend->write(o.key + k,
+                             ConstBytes(reinterpret_cast<const std::byte*>(v.data()), v.size())));
+  }
+  for (const bool driven : {true, false}) {
+    std::vector<std::unique_ptr<UnknownRead>> reads;
+    std::vector<UnknownRead*> ptrs;
+    for (const auto& [k, v] : objects) {
+      reads.push_back(std::make_unique<UnknownRead>(*o.backend, o.key + k));
+      ptrs.push_back(reads.back().get());
+    }
+    run_reads(*o.backend, ptrs, driven);
+    std::size_t i = 0;
+    for (const auto& [k, v] : objects) {
+      const UnknownRead& r = *reads[i++];
+      INFO(k << (driven ? " (loop in poll())" : " (loop thread)"));
+      REQUIRE(r.op.result);
+      CHECK(*r.op.result == v.size());
+      CHECK(r.got() == v);
+      CHECK(r.grow.calls == (v.size() > kGuess ? 1 : 0));
+      CHECK(r.canary_intact());
+    }
+  }
+}
