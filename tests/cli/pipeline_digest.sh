@@ -133,6 +133,11 @@ if "decode_threads" in exp:
     d = [s for s in stages if isinstance(s, dict) and s.get("name") == "decode"]
     if not d or d[0].get("threads") != int(exp["decode_threads"]):
         bad("the decode stage reports %r threads, expected %s" % (d[0].get("threads") if d else None, exp["decode_threads"]))
+if "storage_threads" in exp:
+    st = [s for s in stages if isinstance(s, dict) and s.get("name") == "storage"]
+    io = doc.get("io", {})
+    if not st or st[0].get("threads") != int(exp["storage_threads"]) or io.get("storage_threads") != int(exp["storage_threads"]):
+        bad("the storage stage reports %r threads (io.storage_threads %r), expected %s" % (st[0].get("threads") if st else None, io.get("storage_threads"), exp["storage_threads"]))
 if exp.get("complete") == "1" and isinstance(dl, dict):
     for s in stages:
         # decode's work may have been done inline by the storage threads (nothing to decode but
@@ -218,6 +223,18 @@ for variant in tar-zstd files-zstd files-none tar-none; do
           "--batch-size 16 --engine posix" "--batch-size 16 --direct" "--batch-size 16 --memory-budget 8MiB"
           "--batch-size 7 --seed 77" "--batch-size 1000" "--batch-size 16 --shard-shuffle 3")
   [[ $format == tar ]] && shapes+=("--batch-size 16 --no-index")
+  # Several storage threads admit from one sampler: each sample still exactly once (io_depth
+  # 5 split unevenly over 3 queues), and one thread alone.
+  for st in 3 1; do
+    checks=$((checks + 1))
+    json=$scratch/run-$variant-st$st.json
+    rm -f -- "$json"
+    if must_run "run $variant --storage-threads $st" run "$ds" --epochs "$epochs" --batch-size 16 \
+        --storage-threads "$st" --io-depth 5 --json "$json"; then
+      check_run "run $variant --storage-threads $st: exactly once, report complete" "$json" \
+        samples=$((500 * epochs)) digest="$full" epochs="$epochs" complete=1 storage_threads="$st"
+    fi
+  done
   for shape in "${shapes[@]}"; do
     checks=$((checks + 1))
     read -ra extra <<<"$shape"

@@ -40,7 +40,7 @@ expect() {
   if ((rc == 0)); then
     local problems
     problems=$("$py" - "$json" "${tests[@]}" 2>"$scratch/summary.txt" <<'EOF'
-import json, sys
+import json, os, sys
 try:
     d = json.load(open(sys.argv[1]))
 except (OSError, ValueError) as e:
@@ -100,6 +100,20 @@ expect "consumer bottleneck: --compute-time 30ms" \
   "d['consumer_wait']['fraction'] < 0.05|consumer_wait.fraction is not below 5%" \
   "$has_verdict" \
   -- "$small" --compute-time 30ms --batch-size 8 --epochs 2
+
+# Per-sample overhead: small files in the page cache read by one storage thread, which is busy
+# and on the CPU opening, copying and closing them. The verdict must say storage is CPU-bound
+# (more reads in flight cannot help) and, with a core to spare, suggest more storage threads,
+# never a deeper queue.
+files=$scratch/files-16k
+must_gen "$files" --format files --samples 3000 --sample-size 16KiB --seed 3
+expect "per-sample overhead: small files, one storage thread" \
+  "d['bottleneck']['stage'] == 'storage'|bottleneck.stage is not 'storage'" \
+  "'CPU-bound on per-sample work' in d['bottleneck']['suggestion']|the suggestion does not say storage is CPU-bound on per-sample work" \
+  "'io_depth' not in [n['knob'] for n in d['bottleneck']['next']]|the verdict suggests a deeper queue for CPU-bound storage" \
+  "(len(os.sched_getaffinity(0)) < 2) or [n['knob'] for n in d['bottleneck']['next']] == ['storage_threads']|with a core to spare, the verdict does not suggest storage_threads" \
+  "$has_verdict" \
+  -- "$files" --storage-threads 1 --batch-size 32 --epochs 4
 
 # --stages-alone (DS-Analyzer's controlled runs): with 2 ms of CPU planted per sample in decode,
 # decode alone is the slowest stage, and the stages' CPU per sample (which the CPU ceiling is
