@@ -39,7 +39,7 @@ SCHEMAS = {
         "queues[].name": str, "queues[].capacity": int, "queues[].mean_occupancy": NUM,
         "queues[].max_occupancy": int, "queues[].producer_blocked_fraction": NUM,
         "queues[].consumer_starved_fraction": NUM, "queues[].items": int,
-        "io.engine": str, "io.reads": int, "io.depth_cap": int, "io.storage_threads": int, "io.window_limited_fraction": NUM,
+        "io.engine": str, "io.reads": int, "io.depth_cap": int, "io.storage_threads": int, "io.poll_wait_seconds": NUM, "io.window_limited_fraction": NUM,
         "io.budget_limited_fraction": NUM, "io.window_samples": int, "io.batch_buffers": int,
         **{f"io.{k}": t for k, t in IO_STATS.items()},
         "memory.budget_bytes": int, "memory.peak_bytes": int, "memory.overshoot_bytes": int, "memory.fitted": list,

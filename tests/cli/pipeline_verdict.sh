@@ -59,6 +59,9 @@ print("    report: bottleneck %r, input_bound %r, consumer_wait %.3f, au %.3f, w
     b.get("stage"), d.get("input_bound"), d.get("consumer_wait", {}).get("fraction", -1), d.get("au", -1),
     d.get("wall_seconds", -1)), file=sys.stderr)
 print("    evidence: %s" % b.get("evidence"), file=sys.stderr)
+for s in d.get("stages", []):
+    print("    stage %s: threads %s busy %.2f cpu-s %.3f items %s" % (s.get("name"), s.get("threads"),
+          s.get("busy_fraction", -1), s.get("cpu_seconds", -1), s.get("items")), file=sys.stderr)
 EOF
     )
     if [[ -n $problems ]]; then
@@ -107,13 +110,14 @@ expect "consumer bottleneck: --compute-time 30ms" \
 # never a deeper queue.
 files=$scratch/files-16k
 must_gen "$files" --format files --samples 3000 --sample-size 16KiB --seed 3
+cat "$files"/*.bin >/dev/null  # in the page cache right before the run (reclaim evicts idle pages)
 expect "per-sample overhead: small files, one storage thread" \
   "d['bottleneck']['stage'] == 'storage'|bottleneck.stage is not 'storage'" \
   "'CPU-bound on per-sample work' in d['bottleneck']['suggestion']|the suggestion does not say storage is CPU-bound on per-sample work" \
   "'io_depth' not in [n['knob'] for n in d['bottleneck']['next']]|the verdict suggests a deeper queue for CPU-bound storage" \
   "(len(os.sched_getaffinity(0)) < 2) or [n['knob'] for n in d['bottleneck']['next']] == ['storage_threads']|with a core to spare, the verdict does not suggest storage_threads" \
   "$has_verdict" \
-  -- "$files" --storage-threads 1 --batch-size 32 --epochs 4
+  -- "$files" --storage-threads 1 --batch-size 32 --epochs 12
 
 # --stages-alone (DS-Analyzer's controlled runs): with 2 ms of CPU planted per sample in decode,
 # decode alone is the slowest stage, and the stages' CPU per sample (which the CPU ceiling is

@@ -45,6 +45,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
   io["bytes"] = r.io.storage_bytes;
   io["depth_cap"] = r.io.io_depth;
   io["storage_threads"] = r.io.storage_threads;
+  io["poll_wait_seconds"] = r.io.poll_wait_seconds;
   io["window_limited_fraction"] = r.io.window_limited_fraction;
   io["budget_limited_fraction"] = r.io.budget_limited_fraction;
   io["window_samples"] = r.io.window_samples;

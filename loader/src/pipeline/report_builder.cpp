@@ -20,6 +20,7 @@ PipelineReport build_report(const RunParts& p) {
   IoReport& io = r.io;
   io.engine = p.storage.engine;
   io.storage_threads = p.storage.threads();
+  io.poll_wait_seconds = static_cast<double>(p.storage.poll_wait_ns) / 1e9;
   io.stats = p.storage.io_stats;
   io.storage_bytes = p.storage.storage_bytes;
   io.io_depth = run.config.io_depth;

@@ -34,7 +34,9 @@ class StorageStage {
   std::uint64_t window_limited_ns = 0;  // admission stopped by collate's window
   std::uint64_t budget_limited_ns = 0;  // ... by the memory budget
   std::uint64_t storage_bytes = 0;
-  std::uint64_t decoded_inline = 0;  // samples whose digest the storage threads took (no decode)
+  std::uint64_t decoded_inline = 0;
+  std::uint64_t poll_wait_ns = 0;  // summed over threads: in poll(), waiting for reads  // samples
+                                   // whose digest the storage threads took (no decode)
   unsigned threads() const noexcept { return threads_; }
 
  private:

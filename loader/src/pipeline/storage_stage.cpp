@@ -239,7 +239,7 @@ void StorageStage::run(Worker& w) {
   }
   // The last thread out closes the reads queue behind it.
   auto exit_stage = [&](storage::IoQueue* queue, std::uint64_t bytes, std::uint64_t window_ns,
-                        std::uint64_t budget_ns, std::uint64_t decoded) {
+                        std::uint64_t budget_ns, std::uint64_t decoded, std::uint64_t polled) {
     {
       std::lock_guard lock(a.merge_mu);
       if (queue) {
@@ -258,6 +258,7 @@ void StorageStage::run(Worker& w) {
       }
       storage_bytes += bytes;
       decoded_inline += decoded;
+      poll_wait_ns += polled;
       window_limited_ns += window_ns / threads_;
       budget_limited_ns += budget_ns / threads_;
     }
@@ -266,7 +267,7 @@ void StorageStage::run(Worker& w) {
   auto queue_r = run_.backend.make_queue(qo);
   if (!queue_r) {
     run_.fail(std::move(queue_r).error());
-    exit_stage(nullptr, 0, 0, 0, 0);
+    exit_stage(nullptr, 0, 0, 0, 0, 0);
     return;
   }
   std::unique_ptr<storage::IoQueue> queue = std::move(*queue_r);
@@ -282,6 +283,7 @@ void StorageStage::run(Worker& w) {
   std::uint64_t bytes_in_flight = 0;  // this thread's
   std::uint64_t bytes_read = 0;
   std::uint64_t decoded_here = 0;  // digests taken inline
+  std::uint64_t poll_ns = 0;       // in poll(): waiting for reads to complete
   if (direct) {
     // The pool's buffers become the queue's registered (io_uring fixed) buffers: O_DIRECT reads
     // then DMA into the batch slot without per-read page pinning. With reads into GPU memory,
@@ -426,7 +428,9 @@ void StorageStage::run(Worker& w) {
       continue;
     }
     done.done.clear();
+    const std::uint64_t poll0 = now_ns();
     w.working([&] { return queue->poll(1, std::chrono::milliseconds(20)); });
+    poll_ns += now_ns() - poll0;
     for (ReadSlot* slot : done.done) {
       InFlightSample s = std::move(slot->sample);
       const storage::ReadOp& op = slot->op;
@@ -482,7 +486,7 @@ void StorageStage::run(Worker& w) {
     run_.note_path(fmt::format("cuFile engine: {}", fmt::join(info.features, ", ")));
     for (const auto& n : info.notes) run_.note_path(n);
   }
-  exit_stage(queue.get(), bytes_read, window_ns, budget_ns, decoded_here);
+  exit_stage(queue.get(), bytes_read, window_ns, budget_ns, decoded_here, poll_ns);
 }
 
 }  // namespace feedline::loader::detail

@@ -252,21 +252,25 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   if (const std::uint64_t rc = counter(st, "reconnects"); rc > 0)
     v.evidence += fmt::format("; {} reconnects to the server", rc);
   if (!v.advice.empty()) return v;
-  // Per-sample overhead: the storage threads were on the CPU for most of their busy time, so the
-  // reads cost host CPU (opening, copying out of the page cache, closing each small file), not
-  // waiting for a device. More reads in flight cannot help; more threads (or less work per
-  // sample) can.
+  // Per-sample overhead: the storage threads spent most of their busy time on the host's own work
+  // (opening, copying out of the page cache, closing each small file) and little of it waiting
+  // in poll() for reads to complete. More reads in flight cannot help; more threads (or less
+  // work per sample) can. (Not CPU time against busy time: on a loaded machine a thread that
+  // wants the CPU and waits for it shows busy without CPU time.)
   const StageReport* storage = r.stage(StageId::kStorage);
   const double on_cpu =
       storage && storage->busy_seconds > 0 ? storage->cpu_seconds / storage->busy_seconds : 0;
-  if (storage && storage->items > 0 && storage->busy_fraction >= kMostlyBusy && on_cpu >= 0.7) {
+  const double waiting =
+      storage && storage->busy_seconds > 0 ? io.poll_wait_seconds / storage->busy_seconds : 1;
+  if (storage && storage->items > 0 && storage->busy_fraction >= kMostlyBusy && waiting <= 0.3) {
     const unsigned cores = detail::usable_cores();
     const double us_per_sample = storage->cpu_seconds * 1e6 / static_cast<double>(storage->items);
     v.evidence += fmt::format(
-        "; the {} storage thread(s) were busy {} of the time and on the CPU for {} of it: {:.1f} "
-        "us of CPU per sample ({:.0f} samples/s per core){}",
-        storage->threads, pct(storage->busy_fraction), pct(std::min(on_cpu, 1.0)), us_per_sample,
-        1e6 / std::max(us_per_sample, 1e-3),
+        "; the {} storage thread(s) were busy {} of the time, {} of it waiting for reads to "
+        "complete, and on the CPU for {} of it: {:.1f} us of CPU per sample ({:.0f} samples/s "
+        "per core){}",
+        storage->threads, pct(storage->busy_fraction), pct(waiting), pct(std::min(on_cpu, 1.0)),
+        us_per_sample, 1e6 / std::max(us_per_sample, 1e-3),
         decode && decode->items == 0 ? ", the digest taken there too (nothing to decode)" : "");
     if (storage->threads < cores) {
       v.next.push_back({Knob::kStorageThreads, num(storage->threads),

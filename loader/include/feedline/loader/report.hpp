@@ -104,6 +104,10 @@ struct IoReport {
   std::uint64_t storage_bytes = 0;  // bytes read from storage
   unsigned io_depth = 0;
   unsigned storage_threads = 1;  // threads of the storage stage (each its own queue)
+  // Seconds (summed over the storage threads) spent in the queue's poll() waiting for reads to
+  // complete. The rest of their busy time was the host's own work: page-cache reads are copied
+  // at submission, so storage that is CPU-bound on per-sample work hardly waits here.
+  double poll_wait_seconds = 0;
   // Time (of wall) the storage stage could not issue more reads because downstream had not
   // caught up (the window ahead of collate) or because the memory budget was full.
   double window_limited_fraction = 0;
