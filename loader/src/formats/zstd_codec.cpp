@@ -74,7 +74,17 @@ Result<std::size_t> Decompressor::decompress(ConstBytes frame, MutableBytes out)
   }
   const std::size_t r =
       ZSTD_decompressDCtx(ctx_->dctx, out.data(), out.size(), frame.data(), frame.size());
-  if (!ZSTD_isError(r)) return r;
+  if (!ZSTD_isError(r)) {
+    // A frame that records its size must decode to it (a damaged legacy-format frame was found
+    // decoding to fewer bytes than it declares: fuzz_zstd_tar); a short result is corrupt data,
+    // never a shorter member.
+    if (auto declared = content_size(frame); declared && *declared != r) {
+      return fail(Error(
+          Errc::kCorrupt,
+          fmt::format("corrupt zstd frame: it declares {} bytes and decodes to {}", *declared, r)));
+    }
+    return r;
+  }
   if (ZSTD_getErrorCode(r) == ZSTD_error_dstSize_tooSmall) {
     if (auto declared = content_size(frame); declared && *declared > out.size()) {
       return fail(
