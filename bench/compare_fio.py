@@ -26,7 +26,11 @@ JOBS = {
     "seq": ("read", "1M", True, "bandwidth", 0.97, "sequential 1 MiB reads, QD32, O_DIRECT, io_uring"),
     "rand": ("randread", "4k", True, "iops", 0.97, "random 4 KiB reads, QD32, O_DIRECT, io_uring"),
     "warm": ("read", "1M", False, "bandwidth", 0.90, "sequential 1 MiB buffered reads, warm page cache"),
+    "files": ("read", "4k", True, "iops", 0.97,
+              "small files of 4 KiB read once each, QD32, O_DIRECT, cold cache; iops = files/s"),
 }
+# The files job's extra feedline row: the same files in name order (--no-shuffle), for information.
+SORTED = "feedline --no-shuffle"
 CPU_TARGET = 1.10  # CPU seconds per IO, ours/fio <=
 IODEPTH = 32
 
@@ -37,6 +41,13 @@ class ToolFailure(Exception):
 
 def fio_cmd(a, job):
     rw, bs, direct, _, _, _ = JOBS[job]
+    if job == "files":
+        # fio's fastest setting for many small files here (see compare-fio.sh): a bounded set of
+        # open files, each read through before the next. Not time based: every file once.
+        return [a.fio, "--name=files", f"--opendir={a.files_dir}", "--readonly",
+                "--output-format=json", f"--rw={rw}", f"--bs={bs}", "--ioengine=io_uring",
+                "--direct=1", f"--iodepth={IODEPTH}", "--openfiles=256",
+                "--file_service_type=sequential", "--iomem_align=4096"]
     cmd = [a.fio, f"--name={job}", f"--filename={a.file}", f"--size={a.size}", "--readonly",
            "--time_based", f"--runtime={a.runtime}", "--output-format=json",
            f"--rw={rw}", f"--bs={bs}", "--ioengine=io_uring", f"--direct={1 if direct else 0}",
@@ -50,8 +61,12 @@ def fio_cmd(a, job):
     return cmd
 
 
-def feedline_cmd(a, job):
+def feedline_cmd(a, job, sorted_order=False):
     rw, bs, direct, _, _, _ = JOBS[job]
+    if job == "files":
+        cmd = [a.feedline, "run", a.files_dir, "--format", "files", "--direct", "--io-depth",
+               str(IODEPTH), "--epochs", "1", "--json", run_json(a)]
+        return cmd + (["--no-shuffle"] if sorted_order else [])
     cmd = [a.feedline, "bench", "storage", a.file, "--rw", rw, "--bs", bs, "--iodepth", str(IODEPTH)]
     if direct:
         cmd.append("--direct")
@@ -94,7 +109,7 @@ def parse_json(text, tool):
 
 def fio_run(a, job):
     cmd = fio_cmd(a, job)
-    out, err, user, system, wall = run_child(cmd, a.runtime + 120)
+    out, err, user, system, wall = run_child(cmd, 600 if job == "files" else a.runtime + 120)
     d = parse_json(out, "fio")
     try:
         j = d["jobs"][0]
@@ -123,7 +138,52 @@ def fio_run(a, job):
     return finish(rec, user, system, wall, "fio")
 
 
+def run_json(a):
+    return a.out + ".run.json"
+
+
+def feedline_files_run(a, job, sorted_order=False):
+    """`feedline run` over the small files: files/s of its own clock (after the listing)."""
+    out, err, user, system, wall = run_child(feedline_cmd(a, job, sorted_order), 600)
+    try:
+        with open(run_json(a)) as fh:
+            d = json.load(fh)
+    except (OSError, ValueError) as e:
+        raise ToolFailure(f"feedline wrote no readable --json report ({e})")
+    try:
+        io = d["io"]
+        if d.get("error") or io.get("errors", 0):
+            raise ToolFailure(f"feedline reported errors: {d.get('error')} ({io.get('errors')} reads)")
+        rec = {
+            "iops": float(d["samples_per_second"]),
+            "bandwidth": float(d.get("bytes_per_second", 0.0)),
+            "ios": int(d["samples"]),
+            "seconds": float(d["wall_seconds"]),
+            "clat_p50_ns": io["clat_ns"].get("p50"),
+            "clat_p99_ns": io["clat_ns"].get("p99"),
+            "mean_in_flight": io.get("mean_in_flight"),
+            "storage_threads": io.get("storage_threads"),
+            "self_cpu_seconds_per_io": None,
+        }
+    except (KeyError, TypeError, ValueError) as e:
+        raise ToolFailure(f"feedline JSON lacks an expected field ({e!r})")
+    return finish(rec, user, system, wall, "feedline")
+
+
+def drop_caches():
+    """Drop the page cache, dentries and inodes (root only); True when done."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as fh:
+            fh.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
 def feedline_run(a, job):
+    if job == "files":
+        return feedline_files_run(a, job)
     cmd = feedline_cmd(a, job)
     out, err, user, system, wall = run_child(cmd, a.runtime + 120)
     d = parse_json(out, "feedline")
@@ -209,6 +269,7 @@ def main():
     ap.add_argument("--feedline", required=True)
     ap.add_argument("--fio", default="fio")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--files-dir", default="")
     a = ap.parse_args()
     jobs = [j for j in a.jobs.split(",") if j]
     for j in jobs:
@@ -240,8 +301,15 @@ def main():
                 jr["warmup_seconds"] = secs
                 print(f"[{job}] warmed the page cache ({a.size} in {secs:.2f} s)", file=sys.stderr,
                       flush=True)
+            tools = [("fio", fio_run), ("feedline", feedline_run)]
+            if job == "files":
+                jr["feedline_sorted_cmd"] = feedline_cmd(a, job, True)
+                jr[SORTED] = []
+                tools.append((SORTED, lambda a, job: feedline_files_run(a, job, True)))
             for i in range(a.pairs):
-                for tool, fn in (("fio", fio_run), ("feedline", feedline_run)):
+                for tool, fn in tools:
+                    if job == "files":
+                        jr.setdefault("cold", []).append(drop_caches())
                     rewarm = None
                     if not direct:
                         # Re-read before every run: cheap when the cache is warm, and it undoes any
@@ -251,7 +319,7 @@ def main():
                     if rewarm is not None:
                         rec["rewarm_seconds"] = rewarm
                     jr[tool].append(rec)
-                    print(f"[{job}] pair {i + 1}/{a.pairs} {tool:8s} {fmt_value(metric, rec[metric]):>14s}"
+                    print(f"[{job}] pair {i + 1}/{a.pairs} {tool:21s} {fmt_value(metric, rec[metric]):>14s}"
                           f"  cpu/IO {fmt_value('cpu/IO', rec['cpu_seconds_per_io']):>10s}"
                           f"  clat p50 {fmt_value('lat', rec['clat_p50_ns'])} p99 {fmt_value('lat', rec['clat_p99_ns'])}",
                           file=sys.stderr, flush=True)
@@ -273,6 +341,14 @@ def main():
                 rows.append(r)
 
             row(metric, metric, thr_target, ">=")
+            if job == "files":
+                o_all = o
+                o = jr[SORTED]
+                row(f"{metric} sorted", metric, None, "")
+                o = o_all
+                if not all(jr["cold"]):
+                    print(f"[{job}] note: the caches could not be dropped (not root): dentries and "
+                          "inodes were warm; the data reads are O_DIRECT either way", file=sys.stderr)
             row("cpu/IO", "cpu_seconds_per_io", CPU_TARGET, "<=")
             row("cpu/IO self", "self_cpu_seconds_per_io", None, "")
             row("clat p50", "clat_p50_ns", None, "")
@@ -303,7 +379,8 @@ def main():
     print("-" * len(header))
     for r in rows:
         m = r["metric"]
-        kind = "cpu/IO" if m.startswith("cpu/IO") else m if m in ("bandwidth", "iops") else "lat"
+        kind = ("cpu/IO" if m.startswith("cpu/IO") else m.split()[0]
+                if m.split()[0] in ("bandwidth", "iops") else "lat")
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
         print(f"{r['job']:5s} {m:11s} {fmt_value(kind, r['fio_median']):>14s} "
               f"{fmt_value(kind, r['feedline_median']):>17s} {ratio:>6s}  {r['target']:7s} {r['status']}")
