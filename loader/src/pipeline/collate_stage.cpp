@@ -3,7 +3,11 @@
 // copies every sample in; on the direct and decode-in-place paths the storage stage already
 // took the buffer and the samples are in their slots: collate only records where. It releases
 // each sample's budget reservation and moves collate's cursor, which opens storage's window.
+// The releases go out together, before collate waits (for samples, or for room for a batch):
+// a storage thread held by the window wakes on each release, and one per sample was a futex
+// wake and a context switch per 4 KiB file (28k of them for 100k samples).
 #include <map>
+#include <utility>
 
 #include "stage_work.hpp"
 #include "stages.hpp"
@@ -19,10 +23,15 @@ void CollateStage::run(Worker& w) {
   BatchBuffer* buffer = nullptr;
   std::optional<Batch> batch;
   std::uint64_t used = 0;
+  std::uint64_t unreleased = 0;  // reservations of samples taken in, not yet given back
+  auto release = [&] {
+    if (unreleased > 0) run_.budget.release(std::exchange(unreleased, 0));
+  };
   bool open = true;
   while (open) {
     auto it = reorder.find(next_seq);
     while (it == reorder.end()) {
+      release();
       arrived.clear();
       if (!w.pop_some(run_.decoded, arrived, 64)) {
         open = false;
@@ -41,6 +50,7 @@ void CollateStage::run(Worker& w) {
       if (s.direct_buffer) {
         buffer = s.direct_buffer;  // the storage stage took it from the pool for this batch
       } else {
+        release();
         auto b = w.take(run_.pool->free());  // waiting for the consumer to hand back a buffer
         if (!b) break;
         buffer = *b;
@@ -75,7 +85,7 @@ void CollateStage::run(Worker& w) {
     }
     run_.buffers.put(std::move(s.raw));
     run_.buffers.put(std::move(s.decoded));
-    run_.budget.release(s.reserved);
+    unreleased += s.reserved;
     const bool last = s.slot.slot + 1 == s.slot.batch_len;
     ++next_seq;
     run_.collate_cursor.store(next_seq, std::memory_order_release);
@@ -83,9 +93,11 @@ void CollateStage::run(Worker& w) {
       spin_for(run_.config.diagnostics.collate_cost, run_.stop_flag());
       Batch out = std::move(*batch);
       batch.reset();
+      release();
       if (!w.push(run_.batches, out)) break;
     }
   }
+  release();
   run_.batches.close();
 }
 
