@@ -56,6 +56,14 @@ if must_frun "run a brace list without a listing" run "$base/nolist/files/{00000
     fail "run over a server without a listing: digest and samples '$got', curl's bytes give '$curl_digest 40'"
   fi
 fi
+# Their sizes are unknown until read: the header says so rather than "40 samples, 0 B".
+checks=$((checks + 1))
+unknown=$(json_get "$scratch/nolist.json" 'd["dataset"]["unknown_size_samples"]')
+if grep -q "(files, 40 samples, sizes learned as they are read)" "$out" && [[ $unknown == 40 ]]; then
+  echo "ok: the run's header and JSON say the 40 sizes are learned as the objects are read"
+else
+  fail "header/JSON for unknown sizes: dataset.unknown_size_samples '$unknown', header: $(head -1 "$out")"
+fi
 checks=$((checks + 1))
 bad=()
 heads=$(grep -c '"HEAD ' "$log")

@@ -52,7 +52,7 @@ SCHEMAS = {
         "config.io_depth": int, "config.decode_threads": int, "config.decode_nice": int,
         "config.prefetch_batches": int, "config.memory_budget": int, "config.compute_time": str,
         "config.accounting": bool,
-        "dataset.samples": int, "dataset.bytes": int, "dataset.manifest": (str, type(None)),
+        "dataset.samples": int, "dataset.bytes": int, "dataset.unknown_size_samples": int, "dataset.manifest": (str, type(None)),
         "dataset.open_reads": int, "dataset.open_bytes": int,
         "data_paths[].path": str, "data_paths[].bytes": int, "data_paths[].copied_bytes": int,
         "data_paths[].copy_amplification": NUM, "data_paths[].detail": str,

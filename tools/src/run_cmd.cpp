@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -347,6 +348,9 @@ int run_checked(const Options& o, Setup& st, JsonFile& json) {
   for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);
   ctx.dataset_samples = dataset.samples.size();
   ctx.dataset_bytes = dataset.total_bytes;
+  ctx.dataset_unknown_sizes = static_cast<std::uint64_t>(
+      std::count_if(dataset.samples.begin(), dataset.samples.end(),
+                    [](const loader::Sample& s) { return s.length == storage::kUnknownSize; }));
   // The data path is planned by open(): an impossible one (--gpu-direct on, a GPU that is not
   // there) is kInvalidArgument / kUnsupported, a usage error by the exit-code rule.
   auto loader = value_or_exit(loader::Loader::open(*backend, dataset, c));

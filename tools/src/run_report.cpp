@@ -116,7 +116,10 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"memory_budget", ctx.config.memory_budget},
         {"compute_time", ctx.compute_time},
         {"accounting", ctx.config.diagnostics.accounting}}},
-      {"dataset", {{"samples", ctx.dataset_samples}, {"bytes", ctx.dataset_bytes}}},
+      {"dataset",
+       {{"samples", ctx.dataset_samples},
+        {"bytes", ctx.dataset_bytes},
+        {"unknown_size_samples", ctx.dataset_unknown_sizes}}},
   };
   j["error"] = r.error ? json(r.error->what()) : json(nullptr);
   {
@@ -161,8 +164,20 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   auto line = [&out](const std::string& l) { out += l + "\n"; };
   const auto& cfg = ctx.config;
   const loader::ConsumerReport& c = r.consumer;
+  // Sizes a listing did not give (an http:// brace list on a server without one) are learned as
+  // the samples are read: the header does not pass their 0 off as the dataset's size.
+  const std::string bytes = format_bytes(static_cast<double>(ctx.dataset_bytes));
+  std::string size;
+  if (ctx.dataset_unknown_sizes == 0) {
+    size = bytes;
+  } else if (ctx.dataset_unknown_sizes == ctx.dataset_samples) {
+    size = "sizes learned as they are read";
+  } else {
+    size =
+        fmt::format("{} + {} of sizes learned as they are read", bytes, ctx.dataset_unknown_sizes);
+  }
   line(fmt::format("feedline run: {} ({}, {} samples, {})", ctx.url, ctx.format,
-                   ctx.dataset_samples, format_bytes(static_cast<double>(ctx.dataset_bytes))));
+                   ctx.dataset_samples, size));
   line(
       fmt::format("  batch {} x {} epoch(s), io-depth {}, {} decode thread(s), prefetch {}, budget "
                   "{}, compute {}",

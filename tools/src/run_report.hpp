@@ -14,8 +14,9 @@ struct RunContext {
   loader::LoaderConfig config;
   std::string compute_time;
   std::uint64_t dataset_samples = 0;
-  std::uint64_t dataset_bytes = 0;
-  double au_target = 0;  // 0 = none
+  std::uint64_t dataset_bytes = 0;          // of the samples whose size is known
+  std::uint64_t dataset_unknown_sizes = 0;  // samples whose size is learned when read
+  double au_target = 0;                     // 0 = none
 };
 
 nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx);
