@@ -56,6 +56,16 @@ if must_frun "run a brace list without a listing" run "$base/nolist/files/{00000
     fail "run over a server without a listing: digest and samples '$got', curl's bytes give '$curl_digest 40'"
   fi
 fi
+# Objects of one sample each cost a request each: auto runs a storage thread per core (at most
+# 4), each with its own queue; with --connections fixed, one (every queue would open that many).
+checks=$((checks + 1))
+want_threads=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+threads=$(json_get "$scratch/nolist.json" 'd["io"]["storage_threads"]')
+if [[ $threads == "$want_threads" ]]; then
+  echo "ok: auto storage threads for HTTP objects: $threads (one per core, at most 4)"
+else
+  fail "auto storage threads for HTTP objects: $threads, expected $want_threads"
+fi
 # Their sizes are unknown until read: the header says so rather than "40 samples, 0 B".
 checks=$((checks + 1))
 unknown=$(json_get "$scratch/nolist.json" 'd["dataset"]["unknown_size_samples"]')
@@ -81,6 +91,17 @@ others=$(grep -vc '"GET /nolist/files/0000[0-9][0-9].bin \|"GET /nolist/files/ '
 conclude "access log of a brace list without a listing" \
   "no HEAD; one GET per object, two for the 2 objects over the 1 MiB guess ($(wc -l <"$log") requests)" log "$log"
 
+# (after the access-log check: this run adds its own requests)
+checks=$((checks + 1))
+if must_frun "run with --connections" run "$base/nolist/files/{000000..000039}.bin" --format files \
+  --batch-size 8 --io-depth 16 --connections 8 --json "$scratch/nolist-conn.json"; then
+  got=$(json_get "$scratch/nolist-conn.json" '"%s %s %s" % (d["io"]["storage_threads"], d["delivered"]["digest"], d["delivered"]["samples"])')
+  if [[ $got == "1 $curl_digest 40" ]]; then
+    echo "ok: --connections 8: one storage thread, the same 40 samples"
+  else
+    fail "--connections 8: threads, digest, samples '$got', expected '1 $curl_digest 40'"
+  fi
+fi
 # --max-sample-size is the guess: 64 KiB objects then fit one GET, and a larger object is refused
 # by name before its rest is read.
 : >"$log"

@@ -504,9 +504,11 @@ void add_run(CLI::App& app, int& exit_code) {
   cmd->add_option("--io-depth", o->io_depth, "Reads in flight at most")
       ->capture_default_str()
       ->check(whole_number(1, loader::kMaxIoDepth));
-  cmd->add_option("--storage-threads", o->storage_threads,
-                  "Storage threads, each with its own I/O queue and a share of --io-depth (0: "
-                  "auto: one per core, at most 4, for local page-cache reads; one otherwise)")
+  cmd->add_option(
+         "--storage-threads", o->storage_threads,
+         "Storage threads, each with its own I/O queue and a share of --io-depth (0: "
+         "auto: one per core, at most 4, for local page-cache reads and HTTP objects of one "
+         "sample each; one otherwise)")
       ->capture_default_str()
       ->check(whole_number(0, loader::kMaxStorageThreads));
   cmd->add_option("--decode-threads", o->decode_threads, "Decode worker threads")

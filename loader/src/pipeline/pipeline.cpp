@@ -11,14 +11,21 @@ namespace feedline::loader {
 namespace {
 
 // How many storage threads a run gets (LoaderConfig::storage_threads). Set: that many, at most
-// one per read in flight. Auto: one where a read costs the host little CPU (network queues run
-// an event loop, O_DIRECT and cuFile DMA); where it is the host's own work (page-cache copies of
-// local files, mem://), one per usable core, at most 4: 20,000 files of 64 KiB on 2 cores,
-// open + read + close + XXH3 per file, went 42k -> 78k files/s with a second thread and ring.
-unsigned storage_threads_for(const LoaderConfig& config, storage::Backend& backend, DataPath path) {
+// one per read in flight. Auto: one where a read costs the host little CPU (O_DIRECT and cuFile
+// DMA; network reads of shards, whose samples coalesce into large GETs on one queue); where it is
+// the host's own work, one per usable core, at most 4: page-cache copies of local files and
+// mem:// (20,000 files of 64 KiB on 2 cores, open + read + close + XXH3 per file, went 42k -> 78k
+// files/s with a second thread and ring), and HTTP objects of one sample each, whose requests
+// cost CPU each (4,000 x 64 KiB from nginx at depth 16 on 2 cores: 11-14k -> 17-20k objects/s
+// with two threads of depth 8, where one thread at depth 32 stayed at 11-14k).
+unsigned storage_threads_for(const LoaderConfig& config, storage::Backend& backend,
+                             const Dataset& dataset, DataPath path) {
   if (config.storage_threads > 0) return std::min(config.storage_threads, config.io_depth);
   const storage::BackendCaps caps = backend.caps();
-  if (caps.networked || caps.alignment > 1 || reads_into_device(path)) return 1;
+  const bool per_sample_objects = dataset.objects.size() >= dataset.samples.size();
+  const bool host_work =
+      caps.networked ? caps.cpu_per_request && per_sample_objects : caps.alignment <= 1;
+  if (!host_work || reads_into_device(path)) return 1;
   return std::clamp(detail::usable_cores(), 1u, std::min(4u, config.io_depth));
 }
 
@@ -45,7 +52,7 @@ Result<void> Pipeline::start() {
     if (!planned.device.cufile) planned.device.cufile = transports::cufile::CufileRuntime::load();
   }
   FEEDLINE_ASSIGN_OR_RETURN(DataPathPlan plan, plan_data_path(dataset_, planned, backend_));
-  config_.storage_threads = storage_threads_for(config_, backend_, plan.path);
+  config_.storage_threads = storage_threads_for(config_, backend_, dataset_, plan.path);
   std::shared_ptr<detail::DeviceSink> sink;
   if (planned.device.device >= 0) {
     FEEDLINE_ASSIGN_OR_RETURN(

@@ -217,6 +217,10 @@ unsigned ObjectStore::event_loops() const {
   return std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
 }
 
-BackendCaps ObjectStore::caps() const { return BackendCaps{1, kHttpMaxRequest, true, true}; }
+BackendCaps ObjectStore::caps() const {
+  BackendCaps c{1, kHttpMaxRequest, true, true};
+  c.cpu_per_request = http_.connections == 0;  // the pool follows each queue's depth
+  return c;
+}
 
 }  // namespace feedline::storage::detail

@@ -77,8 +77,9 @@ struct LoaderConfig {
   unsigned io_depth = 64;                  // reads in flight at most
   std::uint64_t io_max_bytes = 256 << 20;  // bytes of reads in flight at most
   // Storage threads, each with an I/O queue of its own and its share of io_depth (0: chosen at
-  // start: one for network and direct-I/O storage, whose reads cost the host little; for local
-  // page-cache reads, where every sample's open and copy is CPU work, one per core, at most 4).
+  // start: one for direct I/O and for network shards, whose reads cost the host little; where
+  // every sample costs CPU, local page-cache reads (open, copy) and HTTP objects of one sample
+  // each (a request each), one per core, at most 4).
   // The run's report says how many ran (IoReport::storage_threads).
   unsigned storage_threads = 0;
   unsigned decode_threads = 2;

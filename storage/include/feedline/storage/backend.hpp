@@ -272,6 +272,11 @@ struct BackendCaps {
   // Reads cross a network (HTTP, NFS): milliseconds each with a long tail, so the pipeline keeps
   // a deeper read-ahead window for them than for local storage.
   bool networked = false;
+  // Each request costs the host tens of microseconds of CPU whatever its size (HTTP: the event
+  // loop, header parsing, signing), so a run of small objects may spread its requests over
+  // several queues on several cores. False where the backend's connection count was fixed
+  // (--connections): every queue opens that many, so more queues would mean more connections.
+  bool cpu_per_request = false;
   // make_queue() with QueueOptions::memory = kDevice works: reads land in GPU memory (through
   // cuFile, for local files).
   bool device_reads = false;
