@@ -325,8 +325,8 @@ def main():
                           file=sys.stderr, flush=True)
             f, o = jr["fio"], jr["feedline"]
 
-            def row(m, key, target, op):
-                fv, ov = med(f, key), med(o, key)
+            def row(m, key, target, op, ours=o):
+                fv, ov = med(f, key), med(ours, key)
                 ratio = ov / fv if fv and ov is not None else None
                 if target is None:
                     status, tstr = "info", "-"
@@ -337,15 +337,12 @@ def main():
                     status, tstr = ("PASS" if ok else "FAIL"), f"{op}{target:.2f}"
                 r = {"job": job, "metric": m, "fio_median": fv, "feedline_median": ov, "ratio": ratio,
                      "target": tstr, "status": status,
-                     "fio_runs": [x.get(key) for x in f], "feedline_runs": [x.get(key) for x in o]}
+                     "fio_runs": [x.get(key) for x in f], "feedline_runs": [x.get(key) for x in ours]}
                 rows.append(r)
 
             row(metric, metric, thr_target, ">=")
             if job == "files":
-                o_all = o
-                o = jr[SORTED]
-                row(f"{metric} sorted", metric, None, "")
-                o = o_all
+                row(f"{metric} sorted", metric, None, "", ours=jr[SORTED])
                 if not all(jr["cold"]):
                     print(f"[{job}] note: the caches could not be dropped (not root): dentries and "
                           "inodes were warm; the data reads are O_DIRECT either way", file=sys.stderr)

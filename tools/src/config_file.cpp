@@ -108,8 +108,10 @@ class Unicode33Guard {
         const char32_t last = len == 2 ? 0x07FF : 0x9FFF;
         while (next <= last && present.contains(next)) ++next;
         if (next > last) {
-          throw UsageError(fmt::format(
-              "--config {}: too many different non-ASCII characters for the TOML parser", source));
+          throw UsageError(
+              fmt::format("--config {}: too many different non-ASCII characters for the TOML "
+                          "parser (write some as \\uXXXX escapes inside strings)",
+                          source));
         }
         it->second = next++;
         back_.emplace(it->second, cp);
