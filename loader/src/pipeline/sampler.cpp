@@ -33,13 +33,25 @@ Result<Sampler> Sampler::create(const SamplerConfig& c) {
                     c.rank, c.world_size, c.num_samples, c.batch_size,
                     c.drop_last ? " and drop-last" : ""));
   }
+  if (c.start_batch > s.total_batches()) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("cannot resume after batch {}: this rank's run has {} batches",
+                            c.start_batch, s.total_batches()));
+  }
   return s;
 }
 
 Sampler::Sampler(const SamplerConfig& c) : config_(c) {
-  const std::uint64_t mine =
-      c.num_samples / c.world_size + (c.rank < c.num_samples % c.world_size ? 1 : 0);
-  per_epoch_ = c.drop_last ? mine / c.batch_size * c.batch_size : mine;
+  const std::uint64_t n = c.num_samples, w = c.world_size, bs = c.batch_size;
+  const std::uint64_t few = n / w, many = few + (n % w ? 1 : 0);
+  std::uint64_t mine = c.rank < n % w ? many : few;
+  // Every rank must get as many batches per epoch, or a DDP job hangs in the collective the
+  // rank with one batch more waits in. When the n % w ranks with a sample more would get a
+  // batch more, every rank takes `few` (the epoch's last n % w samples in order go to no rank:
+  // others each epoch when shuffled). See the header.
+  auto batches = [&](std::uint64_t m) { return c.drop_last ? m / bs : (m + bs - 1) / bs; };
+  if (w > 1 && batches(few) != batches(many)) mine = few;
+  per_epoch_ = c.drop_last ? mine / bs * bs : mine;
 }
 
 std::uint64_t Sampler::batches_per_epoch() const noexcept {
@@ -116,7 +128,13 @@ void Sampler::load_epoch(std::uint32_t epoch) {
 }
 
 std::optional<SampleSlot> Sampler::next() {
-  if (!loaded_) load_epoch(0);
+  if (!loaded_) {
+    const std::uint64_t bpe = batches_per_epoch();
+    const auto epoch = static_cast<std::uint32_t>(config_.start_batch / bpe);
+    if (epoch >= config_.epochs) return std::nullopt;  // resumed after the last batch
+    load_epoch(epoch);
+    pos_ = (config_.start_batch % bpe) * config_.batch_size;
+  }
   if (pos_ == per_epoch_) {
     if (epoch_ + 1 >= config_.epochs) return std::nullopt;
     load_epoch(epoch_ + 1);

@@ -2,9 +2,12 @@
 //
 // Per epoch: a permutation of all sample indices, seeded by (seed, epoch) so every rank computes
 // the same one; rank r of w takes positions r, r+w, r+2w, ... (PyTorch DistributedSampler's
-// striding, without padding: every sample of an epoch goes to exactly one rank). The rank's list
+// striding, without padding: every sample of an epoch goes to at most one rank). The rank's list
 // is cut into batches of batch_size; the last partial batch is kept or, with drop_last, dropped.
-// Batches never span epochs.
+// Batches never span epochs. Every rank gets the same number of batches per epoch (a DDP job
+// hangs when one rank has a batch more): where striding would give the first n % w ranks a
+// batch more (their one sample more would start a batch), every rank delivers n / w samples,
+// and the n % w samples at the end of the epoch's order go to none that epoch.
 //
 // Shard shuffle (shard_shuffle = K > 0; WebDataset's shard shuffle with tf.data's interleave):
 // the shards' order is permuted per epoch, K shards are open at a time, and the order takes runs
@@ -35,6 +38,10 @@ struct SamplerConfig {
   // Index of each shard's first sample (ascending, from 0): loader::shard_starts(dataset).
   // Empty: every sample a shard of its own.
   std::vector<std::uint32_t> shard_starts;
+  // Resume: this rank's batches already delivered (by an earlier run with the same settings);
+  // the run starts at the batch after them, in the epoch they reached, with the same order.
+  // SampleSlot::batch and ::epoch count from the run's start as before; ::seq from 0.
+  std::uint64_t start_batch = 0;
 };
 
 struct SampleSlot {
