@@ -1,0 +1,393 @@
+#include "run_options.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "cli_checks.hpp"
+#include "cli_error.hpp"
+#include "feedline/core/redact.hpp"
+#include "feedline/core/units.hpp"
+#include "feedline/storage/registry.hpp"
+#include "feedline/transports/cuda.hpp"
+#include "output.hpp"
+
+namespace feedline::tools {
+namespace {
+
+
+std::chrono::nanoseconds duration_opt(const std::string& text, const char* flag) {
+  if (text.empty()) return {};
+  auto r = parse_duration(text);
+  if (!r) throw UsageError(fmt::format("{}: {}", flag, r.error().message()));
+  return *r;
+}
+
+// Rank and world size: the flags, else the variables of the launcher that set them (torchrun,
+// Open MPI, SLURM), always both from the same launcher. Every value is checked the same way
+// and errors name where it came from.
+struct Sharding {
+  unsigned rank = 0, world = 1;
+  std::string rank_from = "--rank", world_from = "--world-size";
+};
+
+Sharding sharding(const RunOptions& o) {
+  struct Launcher {
+    const char* rank;
+    const char* world;
+  };
+  constexpr Launcher kLaunchers[] = {{"RANK", "WORLD_SIZE"},
+                                     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                     {"SLURM_PROCID", "SLURM_NTASKS"}};
+  auto env_number = [](const char* name, std::uint64_t min,
+                       std::uint64_t max) -> std::optional<unsigned> {
+    const char* v = std::getenv(name);
+    if (!v) return std::nullopt;
+    std::string why;
+    auto n = parse_whole_number(v, min, max, &why);
+    if (!n) throw UsageError(fmt::format("environment variable {}='{}': {}", name, v, why));
+    return static_cast<unsigned>(*n);
+  };
+  Sharding s;
+  if (o.rank) s.rank = *o.rank;
+  if (o.world_size) s.world = *o.world_size;
+  for (const Launcher& l : kLaunchers) {
+    const bool has_rank = std::getenv(l.rank) != nullptr,
+               has_world = std::getenv(l.world) != nullptr;
+    if (!has_rank && !has_world) continue;
+    if (!o.rank) {
+      if (!has_rank) {
+        throw UsageError(
+            fmt::format("{} is set but {} is not: set both, or give --rank", l.world, l.rank));
+      }
+      s.rank = *env_number(l.rank, 0, kMaxRanks - 1);
+      s.rank_from = l.rank;
+    }
+    if (!o.world_size) {
+      if (!has_world) {
+        throw UsageError(fmt::format("{} is set but {} is not: set both, or give --world-size",
+                                     l.rank, l.world));
+      }
+      s.world = *env_number(l.world, 1, kMaxRanks);
+      s.world_from = l.world;
+    }
+    break;
+  }
+  if (s.rank >= s.world) {
+    throw UsageError(
+        fmt::format("{} {} must be below {} {}", s.rank_from, s.rank, s.world_from, s.world));
+  }
+  return s;
+}
+
+
+
+}  // namespace
+
+RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
+  RunSetup st;
+  RunContext& ctx = st.ctx;
+  ctx.url = redact_url(o.url);
+  ctx.au_target = o.au_target.value_or(0);
+  loader::LoaderConfig& c = ctx.config;
+  c.sampler.batch_size = o.batch_size;
+  c.sampler.epochs = o.epochs;
+  c.sampler.seed = o.seed;
+  c.sampler.shuffle = !o.no_shuffle;
+  c.sampler.shard_shuffle = o.shard_shuffle;
+  if (o.shard_shuffle > 0 && o.no_shuffle)
+    throw UsageError("--shard-shuffle shuffles: it cannot go with --no-shuffle");
+  const Sharding sh = sharding(o);
+  c.sampler.rank = sh.rank;
+  c.sampler.world_size = sh.world;
+  c.sampler.drop_last = o.drop_last;
+  c.io_depth = o.io_depth;
+  c.decode_threads = o.decode_threads;
+  c.storage_threads = o.storage_threads;
+  c.decode_nice = o.decode_nice;
+  c.prefetch_batches = o.prefetch;
+  {
+    auto budget = parse_size(o.memory_budget);
+    if (!budget) throw UsageError(fmt::format("--memory-budget: {}", budget.error().message()));
+    const std::uint64_t ram = physical_memory_bytes();
+    if (*budget < (1u << 20)) throw UsageError("--memory-budget must be at least 1 MiB");
+    if (*budget > ram) {
+      throw UsageError(fmt::format("--memory-budget {} is more than this machine's memory ({})",
+                                   format_bytes(static_cast<double>(*budget)),
+                                   format_bytes(static_cast<double>(ram))));
+    }
+    c.memory_budget = *budget;
+  }
+  if (!o.max_sample_size.empty()) {
+    auto m = parse_size(o.max_sample_size);
+    if (!m) throw UsageError(fmt::format("--max-sample-size: {}", m.error().message()));
+    if (*m == 0) throw UsageError("--max-sample-size must be positive");
+    if (*m > c.memory_budget) {
+      throw UsageError(fmt::format(
+          "--max-sample-size {} is more than --memory-budget {}: no sample that large fits",
+          format_bytes(static_cast<double>(*m)),
+          format_bytes(static_cast<double>(c.memory_budget))));
+    }
+    c.max_sample_bytes = *m;
+  }
+  c.diagnostics.decode_cost = duration_opt(o.decode_cost, "--decode-cost");
+  c.diagnostics.collate_cost = duration_opt(o.collate_cost, "--collate-cost");
+  if (o.on_error == "fail") {
+    c.on_error = loader::OnError::kFail;
+  } else if (o.on_error == "skip") {
+    c.on_error = loader::OnError::kSkip;
+  } else {
+    throw UsageError(
+        fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
+  }
+  c.diagnostics.accounting = !o.no_accounting;
+  c.stop = stop;
+  {
+    auto mode = loader::parse_gpu_direct(o.gpu_direct);
+    if (!mode) throw UsageError(fmt::format("--gpu-direct: {}", mode.error().message()));
+    c.gpu_direct = *mode;
+    auto dev = transports::cuda::parse_device(o.device);
+    if (!dev)
+      throw UsageError(fmt::format("--device: {} ({})", dev.error().message(), dev.error().hint()));
+    c.device.device = *dev;
+    c.device.streams = o.cuda_streams;
+    if (*dev >= 0)
+      c.device.cuda =
+          transports::cuda::CudaRuntime::load();  // loaded once, for the plan and the run
+  }
+  if (!o.compute_time.empty()) {
+    auto m = loader::parse_compute_time(o.compute_time);
+    if (!m) throw UsageError(fmt::format("--compute-time: {}", m.error().message()));
+    st.compute = *m;
+    ctx.compute_time = o.compute_time;
+  }
+  if (o.format != "auto") st.format = value_or_usage(loader::parse_format(o.format));
+
+  storage::BackendConfig& bc = st.backend;
+  {
+    auto engine = transports::parse_engine(o.engine);
+    if (!engine) throw UsageError(fmt::format("--engine: {}", engine.error().message()));
+    if (*engine == transports::EngineKind::kUring && !transports::uring_compiled_in()) {
+      throw UsageError(
+          "--engine uring: this feedline was built without io_uring (liburing); use --engine posix "
+          "or auto");
+    }
+    bc.file.engine = *engine;
+  }
+  bc.file.direct = o.direct;
+  bc.stop = stop;
+  {
+    std::vector<std::string> notes;
+    apply_net_options(o.net, o.url, bc, notes);
+    for (const auto& n : notes) out::note(n);
+  }
+  if (!o.throttle_bw.empty() || !o.throttle_latency.empty()) {
+    storage::ThrottleConfig tc;
+    if (!o.throttle_bw.empty()) {
+      auto bw = parse_size(o.throttle_bw);
+      if (!bw || *bw == 0) {
+        throw UsageError(
+            fmt::format("--throttle-bw: {}", bw ? "must be positive" : bw.error().message()));
+      }
+      tc.bytes_per_second = static_cast<double>(*bw);
+    }
+    if (!o.throttle_latency.empty()) {  // 2ms, normal:MEAN:SD or lognormal:MEAN:SD
+      auto latency = storage::LatencyDistribution::parse(o.throttle_latency);
+      if (!latency)
+        throw UsageError(fmt::format("--throttle-latency: {}", latency.error().message()));
+      tc.latency = *latency;
+    }
+    st.throttle = tc;
+  }
+  return st;
+}
+
+
+void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
+  CLI::App* cmd = &cmd_ref;
+  cmd->add_option("--format", o.format, "files, tar or auto")->capture_default_str();
+  cmd->add_option("--batch-size", o.batch_size, "Samples per batch")
+      ->capture_default_str()
+      ->check(whole_number(1, loader::kMaxBatchSize));
+  cmd->add_option("--epochs", o.epochs, "Passes over the dataset")
+      ->capture_default_str()
+      ->check(whole_number(1, kMaxEpochs));
+  cmd->add_option("--seed", o.seed, "Shuffle seed")
+      ->capture_default_str()
+      ->check(whole_number(0, ~std::uint64_t{0}));
+  cmd->add_flag("--no-shuffle", o.no_shuffle, "Read in storage order");
+  cmd->add_option("--shard-shuffle", o.shard_shuffle,
+                  "Shuffle shards, not samples: K shards open at a time, runs of batch-size/K "
+                  "consecutive samples "
+                  "from a random one (reads of a run coalesce over HTTP; 0 = shuffle samples)")
+      ->capture_default_str()
+      ->check(whole_number(0, 65536));
+  cmd->add_option("--rank", o.rank,
+                  "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)")
+      ->check(whole_number(0, kMaxRanks - 1));
+  cmd->add_option("--world-size", o.world_size,
+                  "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)")
+      ->check(whole_number(1, kMaxRanks));
+  cmd->add_flag("--drop-last", o.drop_last, "Drop each epoch's last partial batch");
+  cmd->add_option("--io-depth", o.io_depth, "Reads in flight at most")
+      ->capture_default_str()
+      ->check(whole_number(1, loader::kMaxIoDepth));
+  cmd->add_option(
+         "--storage-threads", o.storage_threads,
+         "Storage threads, each with its own I/O queue and a share of --io-depth (0: "
+         "auto: one per core, at most 4, for local page-cache reads and HTTP objects of one "
+         "sample each; one otherwise)")
+      ->capture_default_str()
+      ->check(whole_number(0, loader::kMaxStorageThreads));
+  cmd->add_option("--decode-threads", o.decode_threads, "Decode worker threads")
+      ->capture_default_str()
+      ->check(whole_number(1, loader::kMaxDecodeThreads));
+  cmd->add_option(
+         "--decode-nice", o.decode_nice,
+         "Nice increment for the decode threads (0-19): CPU-bound decode yields to the short "
+         "storage/collate/consumer hand-offs on busy cores; 0 keeps them at the process's priority")
+      ->capture_default_str()
+      ->check(whole_number(0, 19));
+  cmd->add_option(
+         "--prefetch", o.prefetch,
+         "Finished batches queued ahead of the consumer (over a network the batch pool also grows, "
+         "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")
+      ->capture_default_str()
+      ->check(whole_number(0, loader::kMaxPrefetchBatches));
+  cmd->add_option("--memory-budget", o.memory_budget, "Bytes the pipeline may hold in buffers")
+      ->capture_default_str();
+  cmd->add_option("--max-sample-size", o.max_sample_size,
+                  "Largest sample accepted, stored or decoded (default: what the memory budget "
+                  "holds); larger ones, "
+                  "and zstd frames declaring more, are data errors");
+  cmd->add_option("--compute-time", o.compute_time,
+                  "Emulated accelerator time per batch: 50ms or normal:50ms:5ms");
+  cmd->add_option("--decode-cost", o.decode_cost,
+                  "Extra CPU time per sample in decode (plants a decode bottleneck)");
+  cmd->add_option("--collate-cost", o.collate_cost, "Extra CPU time per batch in collate");
+  cmd->add_option("--on-error", o.on_error, "fail, or skip bad samples and count them")
+      ->capture_default_str();
+  cmd->add_flag("--no-accounting", o.no_accounting,
+                "Turn stall accounting off (to measure its overhead)");
+  cmd->add_option("--json", o.json_path,
+                  "Write the report as one JSON document to FILE (also when the run fails)");
+  cmd->add_option("--engine", o.engine, "Local I/O engine: uring, posix or auto")
+      ->capture_default_str();
+  cmd->add_flag("--direct", o.direct, "O_DIRECT reads of local files");
+  cmd->add_option("--device", o.device,
+                  "Copy each batch to this GPU (cuda:N) with overlapped async copies");
+  cmd->add_option(
+         "--gpu-direct", o.gpu_direct,
+         "Direct path for samples that need no decode: auto, on (an error when impossible) or off")
+      ->capture_default_str();
+  cmd->add_option("--cuda-streams", o.cuda_streams,
+                  "Host-to-device copies in flight (one per stream)")
+      ->capture_default_str()
+      ->check(whole_number(1, 64));
+  add_net_options(*cmd, o.net);
+  cmd->add_option("--throttle-bw", o.throttle_bw,
+                  "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
+  cmd->add_option("--throttle-latency", o.throttle_latency,
+                  "Add latency to every read: 2ms, normal:2ms:500us or lognormal:2ms:1ms");
+  cmd->add_flag("--no-index", o.no_index, "Ignore tar indexes and scan the shards' headers");
+  cmd->add_flag("--stages-alone", o.stages_alone,
+                "After the run, measure storage, decode and collate each alone and report the "
+                "pipeline's efficiency");
+  cmd->add_option("--stages-alone-samples", o.stages_alone_samples, "Samples for --stages-alone")
+      ->capture_default_str()
+      ->check(whole_number(1, 1u << 26));
+  cmd->add_option("--au-target", o.au_target,
+                  "Minimum accelerator utilisation (0..1] the run must reach, as in MLPerf Storage")
+      ->check(number_in(0, 1, false));
+}
+
+// The process's peak resident set (VmHWM), to check the memory budget holds from outside.
+std::uint64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+  }
+  return 0;
+}
+
+
+
+RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
+  RunContext& ctx = st.ctx;
+  const loader::LoaderConfig& c = ctx.config;
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  storage::Resolved resolved = value_or_exit(registry.open(o.url, st.backend));
+  RunDataset rd;
+  rd.backend = std::move(resolved.backend);
+  if (st.throttle) rd.backend = storage::make_throttle(std::move(rd.backend), *st.throttle);
+
+  loader::DatasetOptions dopt;
+  dopt.use_index = !o.no_index;
+  dopt.skip_bad_objects = c.on_error == loader::OnError::kSkip;
+  dopt.format = st.format.value_or(loader::DatasetFormat::kAuto);
+  dopt.stop = c.stop;
+  rd.dataset = value_or_exit(loader::open_dataset(*rd.backend, resolved.key, dopt));
+  const loader::Dataset& dataset = rd.dataset;
+  ctx.format = std::string(loader::format_name(dataset.format));
+  if (o.shard_shuffle > 0 && dataset.format == loader::DatasetFormat::kFiles) {
+    out::note(
+        "--shard-shuffle shuffles the shards of a tar dataset; in this files dataset every file is "
+        "a shard of one sample, so the order is as shuffled as without it (reads of neighbouring "
+        "files do not coalesce)");
+  }
+  for (const auto& n : dataset.notes) out::eprint("note: {}\n", n);
+  for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);
+  ctx.dataset_samples = dataset.samples.size();
+  ctx.dataset_bytes = dataset.total_bytes;
+  ctx.dataset_unknown_sizes = static_cast<std::uint64_t>(
+      std::count_if(dataset.samples.begin(), dataset.samples.end(),
+                    [](const loader::Sample& s) { return s.length == storage::kUnknownSize; }));
+  return rd;
+}
+
+nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
+                            const loader::Dataset& dataset, std::optional<Error>* mismatch) {
+  const loader::LoaderConfig& c = st.ctx.config;
+  // Objects left out of the dataset itself (unreadable shards) are skipped work too.
+  report.delivered.skipped_examples.insert(report.delivered.skipped_examples.begin(),
+                                           dataset.skipped.begin(), dataset.skipped.end());
+  nlohmann::json doc = run_json(report, st.ctx);
+  doc["skipped"]["objects"] = dataset.skipped.size();
+  doc["memory"]["peak_rss_bytes"] = peak_rss_bytes();
+  doc["dataset"]["manifest"] =
+      dataset.manifest.empty() ? nlohmann::json(nullptr) : nlohmann::json(dataset.manifest);
+  doc["dataset"]["open_reads"] = dataset.open_reads;
+  doc["dataset"]["open_bytes"] = dataset.open_bytes;
+  doc["delivered"]["verified"] = nullptr;
+  const bool whole_epochs =
+      c.sampler.world_size == 1 && !c.sampler.drop_last && c.sampler.start_batch == 0 &&
+      report.delivered.skipped == 0 && dataset.skipped.empty() && !report.interrupted &&
+      !report.error &&
+      report.consumer.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
+  if (dataset.manifest_digest && whole_epochs && report.delivered.digest_computed) {
+    const std::uint64_t want =
+        *dataset.manifest_digest * std::uint64_t{c.sampler.epochs};  // mod 2^64, as the digest
+    doc["delivered"]["verified"] = report.delivered.digest == want;
+    if (report.delivered.digest != want && mismatch) {
+      *mismatch =
+          Error(Errc::kCorrupt,
+                fmt::format("the bytes delivered are not those feedline gen wrote: digest {}, "
+                            "expected {} ({} epoch(s) x {} from its manifest)",
+                            report.delivered.digest, want, c.sampler.epochs,
+                            *dataset.manifest_digest))
+              .with_object(dataset.manifest)
+              .with_hint(
+                  "a sample was changed after gen wrote it, or was read wrong: rerun with "
+                  "--no-index, and check the storage");
+      doc["error"] = (*mismatch)->what();
+    }
+  }
+  return doc;
+}
+
+}  // namespace feedline::tools

@@ -1,0 +1,101 @@
+// `feedline run`'s options: the flags, their checks, and what they make (a LoaderConfig, a
+// BackendConfig, ...), and opening the dataset they name. The CLI's `run` and the Python binding
+// (python/) share them, so that a Python keyword and a flag mean the same and fail the same way.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+
+#include "feedline/loader/dataset.hpp"
+#include "feedline/loader/emulate.hpp"
+#include "feedline/loader/loader.hpp"
+#include "feedline/storage/backend.hpp"
+#include "feedline/storage/decorators.hpp"
+#include "net_options.hpp"
+#include "run_report.hpp"
+
+namespace feedline::tools {
+
+// Bounds on what a user may ask for (the loader's own, and these): beyond them a value would only
+// allocate (per-read, per-batch and per-thread state) or run for ever, not read faster.
+inline constexpr std::uint64_t kMaxEpochs = 1u << 20;
+inline constexpr std::uint64_t kMaxRanks = 1u << 20;
+
+struct RunOptions {
+  std::string url;
+  NetOptions net;
+  std::string format = "auto";
+  unsigned batch_size = 32;
+  unsigned epochs = 1;
+  std::uint64_t seed = 0;
+  bool no_shuffle = false;
+  unsigned shard_shuffle = 0;
+  std::optional<unsigned> rank;
+  std::optional<unsigned> world_size;
+  bool drop_last = false;
+  unsigned io_depth = 64;
+  unsigned decode_threads = 2;
+  unsigned storage_threads = 0;  // 0: auto
+  int decode_nice = 5;
+  unsigned prefetch = 2;
+  std::string memory_budget = "1GiB";
+  std::string max_sample_size;
+  std::string compute_time;
+  std::string decode_cost;
+  std::string collate_cost;
+  std::string on_error = "fail";
+  bool no_accounting = false;
+  std::optional<std::string> json_path;  // set (maybe empty) when --json was given
+  std::string engine = "auto";
+  bool direct = false;
+  std::string throttle_bw;
+  std::string throttle_latency;
+  bool no_index = false;
+  std::optional<double> au_target;
+  bool stages_alone = false;
+  std::string device;  // "cuda:N" copies batches to that GPU
+  std::string gpu_direct = "auto";
+  unsigned cuda_streams = 4;
+  std::uint64_t stages_alone_samples = 20000;
+};
+
+// Everything a run needs, validated, before anything is opened.
+struct RunSetup {
+  RunContext ctx;
+  loader::ComputeModel compute;
+  storage::BackendConfig backend;
+  std::optional<loader::DatasetFormat> format;
+  std::optional<storage::ThrottleConfig> throttle;
+};
+
+// Registers every flag of `feedline run` but the URL and --config on cmd, bound to o.
+void add_run_options(CLI::App& cmd, RunOptions& o);
+
+// Checks o (UsageError naming the flag) and makes what a run needs; stop ends its waits.
+RunSetup make_run_setup(const RunOptions& o, std::stop_token stop);
+
+// The backend and dataset a run reads, opened from o.url with st's settings (notes and skipped
+// objects go to stderr; st.ctx gets the dataset's figures). Throws CommandError.
+struct RunDataset {
+  std::unique_ptr<storage::Backend> backend;
+  loader::Dataset dataset;
+};
+RunDataset open_run_dataset(const RunOptions& o, RunSetup& st);
+
+// The JSON document of a finished (or stopped) run, as `feedline run --json` writes it: run_json
+// and what the dataset adds (skipped objects, manifest, peak RSS, the manifest check). A run that
+// delivered every sample of every epoch of a dataset `feedline gen` wrote must add up to its
+// digest: when it does not, *mismatch names the difference (and the document has "error").
+nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
+                            const loader::Dataset& dataset, std::optional<Error>* mismatch);
+
+// The process's peak resident set (VmHWM), to check the memory budget holds from outside.
+std::uint64_t peak_rss_bytes();
+
+}  // namespace feedline::tools
