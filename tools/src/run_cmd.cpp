@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "cli_error.hpp"
-#include "feedline/core/units.hpp"
 #include "config_file.hpp"
+#include "feedline/core/units.hpp"
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/stage_bench.hpp"

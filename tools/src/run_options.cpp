@@ -17,7 +17,6 @@
 namespace feedline::tools {
 namespace {
 
-
 std::chrono::nanoseconds duration_opt(const std::string& text, const char* flag) {
   if (text.empty()) return {};
   auto r = parse_duration(text);
@@ -81,8 +80,6 @@ Sharding sharding(const RunOptions& o) {
   }
   return s;
 }
-
-
 
 }  // namespace
 
@@ -204,7 +201,6 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
   return st;
 }
 
-
 void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   CLI::App* cmd = &cmd_ref;
   cmd->add_option("--format", o.format, "files, tar or auto")->capture_default_str();
@@ -313,8 +309,6 @@ std::uint64_t peak_rss_bytes() {
   }
   return 0;
 }
-
-
 
 RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   RunContext& ctx = st.ctx;
