@@ -1,0 +1,190 @@
+"""feedline: a data loader for training jobs, with a stall report.
+
+    import feedline
+    loader = feedline.Loader("s3://bucket/train/", batch_size=256, epochs=2, seed=0)
+    for batch in loader:
+        x = batch.member(".bin")        # zero-copy numpy uint8 views, one per sample
+        t, lengths = batch.to_torch(".bin")
+    print(loader.report()["bottleneck"])
+
+Options are `feedline run`'s flags with "_" for "-" (``io_depth=64`` is ``--io-depth 64``); a
+flag without a value takes True (``direct=True``); ``shuffle=False`` is ``--no-shuffle``; None
+leaves an option at its default. The pipeline (storage reads, decode threads, collate into a
+bounded pool of batch buffers) runs in C++ threads: iterating waits for a batch with the GIL
+released, and the time between two batches is counted as your training step's compute.
+"""
+import json
+import os
+import re
+
+from . import _feedline
+
+Error = _feedline.Error  # storage and data errors: an OSError whose message names the object
+
+__all__ = ["Loader", "Batch", "Error"]
+
+# `feedline run` flags that make no sense for an embedded loader (the CLI's own output, its
+# emulated accelerator and its after-run measurements).
+_CLI_ONLY = {"json", "compute-time", "stages-alone", "stages-alone-samples", "au-target", "config",
+             "help"}
+_FLAGS = frozenset(_feedline._run_flags()) - _CLI_ONLY
+_KEYWORDS = {f.replace("-", "_") for f in _FLAGS} | {"shuffle"}
+
+
+def _flag_to_keyword(message):
+    """The parser's messages name flags (--batch-size); a Python caller passed keywords."""
+    return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
+
+
+def _args(url, options):
+    if not isinstance(url, (str, os.PathLike)):
+        raise TypeError("url must be a str or a path, not %s" % type(url).__name__)
+    args = [os.fspath(url)]
+    for key, value in options.items():
+        if key not in _KEYWORDS:
+            raise TypeError("Loader() got an unexpected keyword argument %r" % key)
+        if value is None:
+            continue
+        if key == "shuffle":
+            if not isinstance(value, bool):
+                raise TypeError("shuffle must be True or False")
+            if not value:
+                args.append("--no-shuffle")
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                args.append(flag)
+            continue
+        if not isinstance(value, (int, float, str, os.PathLike)):
+            raise TypeError("%s must be a number or a str, not %s" % (key, type(value).__name__))
+        args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return args
+
+
+class Batch:
+    """One batch: its samples packed in one buffer of the loader's pool.
+
+    ``member(suffix)`` gives each sample's member ending in suffix as a read-only numpy uint8
+    view of that buffer (no copy); a view keeps the batch's buffer alive, so it may outlive the
+    batch and the loader. ``to_torch(suffix)`` gives (a [len, longest] uint8 tensor padded with
+    zeros, an int64 tensor of lengths)."""
+
+    __slots__ = ("_b",)
+
+    def __init__(self, native):
+        self._b = native
+
+    def __len__(self):
+        return len(self._b)
+
+    @property
+    def keys(self):
+        """The samples' keys, in batch order."""
+        return self._b.keys
+
+    @property
+    def epoch(self):
+        return self._b.epoch
+
+    @property
+    def index(self):
+        """The batch's number in this rank's whole run (all epochs), from 0."""
+        return self._b.index
+
+    @property
+    def digest(self):
+        """Sum mod 2**64 of XXH3-64 of every member's bytes (adds up to the run's digest)."""
+        return self._b.digest
+
+    @property
+    def nbytes(self):
+        return self._b.nbytes
+
+    def member(self, suffix=""):
+        return self._b.member(suffix)
+
+    def padded(self, suffix=""):
+        """(numpy uint8 array [len, longest] zero-padded, numpy int64 lengths): one copy."""
+        return self._b.padded(suffix)
+
+    def to_torch(self, suffix=""):
+        import torch  # only when asked for: feedline works without torch
+        data, lengths = self._b.padded(suffix)
+        return torch.from_numpy(data), torch.from_numpy(lengths)
+
+    def __repr__(self):
+        return "<feedline.Batch epoch %d index %d: %d samples, %d bytes>" % (
+            self.epoch, self.index, len(self), self.nbytes)
+
+
+class Loader:
+    """The pipeline over one dataset URL (a directory, file://, s3://, http(s)://, nfs://).
+
+    ``state`` is what ``state_dict()`` returned (or its JSON text): the loader then delivers
+    exactly the batches that run had not delivered yet, with the same settings. ``rank`` and
+    ``world_size`` default to torch.distributed's when it is initialised, then to the launcher's
+    environment (RANK/WORLD_SIZE, Open MPI, SLURM), as `feedline run` reads it."""
+
+    def __init__(self, url, state=None, _start_epoch=0, **options):
+        if options.get("rank") is None and options.get("world_size") is None:
+            dist = _torch_distributed()
+            if dist is not None:
+                options["rank"], options["world_size"] = dist
+        if isinstance(state, dict):
+            state = json.dumps(state)
+        elif state is not None and not isinstance(state, str):
+            raise TypeError("state must be a dict from state_dict() or its JSON text")
+        args = _args(url, options)
+        try:
+            self._native = _feedline._Loader(args, state, _start_epoch)
+        except ValueError as e:
+            raise ValueError(_flag_to_keyword(str(e))) from None
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        b = self._native.next()
+        if b is None:
+            self._done = True
+            raise StopIteration
+        return Batch(b)
+
+    def report(self):
+        """The run's report: a dict with the schema of `feedline run --json`. Called before the
+        last batch, it ends the run first (the loader then delivers no more)."""
+        self._done = True
+        return json.loads(self._native.report_json())
+
+    def state_dict(self):
+        """Where this rank's run stands (plain data: JSON-able and picklable)."""
+        return json.loads(self._native.state_json())
+
+    def close(self):
+        """Stops the pipeline and frees what it holds but the batches still alive; report()
+        still gives the run's report."""
+        self._done = True
+        self._native.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _torch_distributed():
+    """(rank, world size) from torch.distributed when it is initialised, else None. Does not
+    import torch when the program has not."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist.get_rank(), dist.get_world_size()

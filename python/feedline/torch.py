@@ -1,0 +1,83 @@
+"""feedline for PyTorch: an IterableDataset that DataLoader passes through.
+
+    ds = feedline.torch.IterableDataset("s3://bucket/train/", batch_size=256, shuffle=True)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
+    for epoch in range(epochs):
+        ds.set_epoch(epoch)
+        for batch in dl:
+            x, lengths = batch.to_torch(".bin")
+
+feedline does its own parallelism (storage and decode threads in C++, a bounded pool of batch
+buffers): give DataLoader ``batch_size=None`` (feedline's batches pass through) and
+``num_workers=0`` (worker processes would each run a whole loader and copy every batch through
+shared memory). Rank and world size come from torch.distributed once it is initialised.
+"""
+import torch.utils.data
+
+from . import Loader
+
+__all__ = ["IterableDataset"]
+
+
+class IterableDataset(torch.utils.data.IterableDataset):
+    """One pass over the dataset per iteration: epoch ``set_epoch(n)`` (as DistributedSampler),
+    shuffled by (seed, epoch). ``transform`` (optional) maps each feedline.Batch to what the
+    iteration yields. ``state_dict()``/``load_state_dict()`` resume a pass mid-epoch: the next
+    iteration delivers exactly the batches the saved one had not."""
+
+    def __init__(self, url, transform=None, **options):
+        super().__init__()
+        if "epochs" in options:
+            raise TypeError("IterableDataset is one epoch per iteration: use set_epoch(), not epochs=")
+        self._url = url
+        self._options = options
+        self._transform = transform
+        self._epoch = 0
+        self._loader = None
+        self._resume = None
+
+    def set_epoch(self, epoch):
+        if not isinstance(epoch, int) or epoch < 0:
+            raise ValueError("epoch must be a whole number >= 0")
+        self._epoch = epoch
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise RuntimeError("feedline.torch.IterableDataset runs its own threads: use "
+                               "DataLoader(..., num_workers=0)")
+        state, self._resume = self._resume, None
+        epoch = state["epoch"] if state else self._epoch
+        loader = Loader(self._url, state=state["loader"] if state else None, _start_epoch=epoch,
+                        epochs=epoch + 1, **self._options)
+        self._loader = loader
+        try:
+            for batch in loader:
+                yield self._transform(batch) if self._transform else batch
+        finally:
+            if self._loader is loader:
+                self._last_state = {"epoch": epoch, "loader": loader.state_dict()}
+            loader.close()
+
+    def report(self):
+        """The last (or current) pass's report, as Loader.report()."""
+        if self._loader is None:
+            raise RuntimeError("no pass has run yet")
+        return self._loader.report()
+
+    def state_dict(self):
+        if self._loader is not None:
+            try:
+                return {"epoch": self._epoch_of_loader(), "loader": self._loader.state_dict()}
+            except ValueError:  # closed: the pass ended
+                return self._last_state
+        return {"epoch": self._epoch, "loader": None}
+
+    def _epoch_of_loader(self):
+        return self._loader.state_dict()["epochs"] - 1
+
+    def load_state_dict(self, state):
+        if not isinstance(state, dict) or "epoch" not in state:
+            raise ValueError("not a feedline.torch.IterableDataset state (from state_dict())")
+        self._epoch = state["epoch"]
+        self._resume = state if state.get("loader") else None

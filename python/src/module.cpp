@@ -1,0 +1,514 @@
+// feedline._feedline: the native half of the Python package. One more user of the C++ API, as
+// the CLI is: `run`'s own option parser (tools/src/run_options.hpp) turns the keywords the
+// Python layer spells as flags into a LoaderConfig, feedline::loader::Loader runs the pipeline,
+// and the report is the document `feedline run --json` writes.
+//
+// Threads: the pipeline's consumer is one C++ thread of this module (Fetcher), so the Python
+// thread that iterates waits for a batch with the GIL released and wakes every 100 ms to let
+// Python run its signal handlers (Ctrl-C interrupts within a second). The time between handing
+// a batch to Python and Python asking for the next is the training step's compute time
+// (Loader::record_compute), which gives the report its AU and consumer-wait figures.
+//
+// Lifetimes: a batch's numpy views keep their Batch object alive, which keeps its buffer's pool
+// and the dataset it names (keys, member names) alive, also after the Loader is closed.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_error.hpp"
+#include "feedline/core/clock.hpp"
+#include "feedline/core/redact.hpp"
+#include "feedline/loader/loader.hpp"
+#include "feedline/loader/sampler.hpp"
+#include "run_options.hpp"
+
+namespace py = pybind11;
+namespace fl = feedline;
+namespace ld = feedline::loader;
+
+namespace {
+
+// A state_dict's "format" and "version": Loader(state=...) refuses any other.
+constexpr const char* kStateFormat = "feedline.loader_state";
+constexpr int kStateVersion = 1;
+
+PyObject* g_error = nullptr;  // feedline.Error (an OSError)
+
+[[noreturn]] void raise_error(const fl::Error& e) {
+  const int err = e.code() == fl::Errc::kNotFound           ? ENOENT
+                  : e.code() == fl::Errc::kPermissionDenied ? EACCES
+                                                            : EIO;
+  py::object exc = py::reinterpret_borrow<py::object>(g_error)(err, e.what());
+  PyErr_SetObject(g_error, exc.ptr());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void raise_value(const std::string& what) { throw py::value_error(what); }
+
+// What outlives the Loader for its batches: the backend and the dataset they were read from.
+struct Opened {
+  fl::tools::RunOptions options;
+  fl::tools::RunSetup setup;
+  fl::tools::RunDataset data;
+};
+
+class PyBatch {
+ public:
+  PyBatch(std::shared_ptr<const Opened> opened, ld::Batch b)
+      : opened_(std::move(opened)), batch_(std::move(b)) {}
+
+  std::size_t size() const { return batch_.samples().size(); }
+  std::uint32_t epoch() const { return batch_.epoch(); }
+  std::uint64_t index() const { return batch_.index(); }
+  std::uint64_t digest() const { return batch_.digest(); }
+  std::uint64_t nbytes() const { return batch_.bytes(); }
+
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    out.reserve(size());
+    for (const auto& s : batch_.samples()) out.emplace_back(s.key);
+    return out;
+  }
+
+  // Each sample's member whose name ends with `suffix` (".bin", ".cls"; "" for a sample's only
+  // member). KeyError naming the sample when one has none, ValueError when one has several.
+  std::vector<const ld::BatchMember*> select(const std::string& suffix) const {
+    std::vector<const ld::BatchMember*> out;
+    out.reserve(size());
+    for (const auto& s : batch_.samples()) {
+      const ld::BatchMember* found = nullptr;
+      for (const auto& m : batch_.members_of(s)) {
+        const bool match = suffix.empty()
+                               ? batch_.members_of(s).size() == 1
+                               : m.name.size() >= suffix.size() &&
+                                     m.name.substr(m.name.size() - suffix.size()) == suffix;
+        if (!match) continue;
+        if (found) {
+          raise_value(fmt::format("sample '{}' has several members ending in '{}' ('{}', '{}')",
+                                  s.key, suffix, found->name, m.name));
+        }
+        found = &m;
+      }
+      if (!found) {
+        std::string names;
+        for (const auto& m : batch_.members_of(s)) names += fmt::format(" '{}'", m.name);
+        throw py::key_error(fmt::format("sample '{}' has no member {}(its members:{})", s.key,
+                                        suffix.empty()
+                                            ? std::string("of its own: name one by its ending ")
+                                            : fmt::format("ending in '{}' ", suffix),
+                                        names));
+      }
+      out.push_back(found);
+    }
+    return out;
+  }
+
+  const std::uint8_t* host() const {
+    if (batch_.data().empty() && batch_.extent() > 0) {
+      raise_value("this batch was read straight into GPU memory: it has no host bytes");
+    }
+    return reinterpret_cast<const std::uint8_t*>(batch_.data().data());
+  }
+
+  // A read-only uint8 view of `size` bytes at `offset` of the batch; it keeps `self` alive.
+  static py::array view(py::object self, const std::uint8_t* base, std::uint64_t offset,
+                        std::uint64_t size) {
+    py::array a(py::dtype::of<std::uint8_t>(), {static_cast<py::ssize_t>(size)}, {1}, base + offset,
+                self);
+    py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return a;
+  }
+
+ private:
+  std::shared_ptr<const Opened> opened_;  // keys and member names point into its dataset
+  ld::Batch batch_;
+};
+
+// The pipeline's consumer thread: next() and record_compute() run here, one request at a time,
+// so the Python thread can wait with a timeout (and handle signals) without the loader's
+// one-consumer-thread rule being broken.
+class Fetcher {
+ public:
+  explicit Fetcher(ld::Loader& loader) : loader_(loader), thread_([this] { loop(); }) {}
+  ~Fetcher() {
+    {
+      std::lock_guard lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Asks for the next batch, telling the loader how long the caller computed on the last one.
+  void request(std::chrono::nanoseconds compute) {
+    std::lock_guard lock(mu_);
+    compute_ = compute;
+    result_.reset();
+    pending_ = true;
+    cv_.notify_all();
+  }
+  // Waits up to `timeout` for the answer to request(); nullopt when it has not come yet.
+  std::optional<fl::Result<ld::Batch>> wait_for(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return result_.has_value(); })) return std::nullopt;
+    auto r = std::move(result_);
+    result_.reset();
+    return r;
+  }
+  // Runs f on the consumer thread when no request is in flight (report()).
+  template <typename F>
+  void on_consumer_thread(F&& f) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !pending_; });
+    task_ = std::forward<F>(f);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !task_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return quit_ || pending_ || task_; });
+      if (quit_) return;
+      if (task_) {
+        auto t = std::move(task_);
+        lock.unlock();
+        t();
+        lock.lock();
+        task_ = nullptr;
+        cv_.notify_all();
+        continue;
+      }
+      const auto compute = compute_;
+      lock.unlock();
+      if (compute.count() > 0) loader_.record_compute(compute);
+      auto r = loader_.next();
+      lock.lock();
+      result_ = std::move(r);
+      pending_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  ld::Loader& loader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool quit_ = false;
+  bool pending_ = false;
+  std::chrono::nanoseconds compute_{0};
+  std::optional<fl::Result<ld::Batch>> result_;
+  std::function<void()> task_;
+  std::thread thread_;  // last: starts once the rest is set up
+};
+
+class PyLoader {
+ public:
+  PyLoader(std::vector<std::string> args, std::optional<std::string> state_json,
+           std::uint32_t start_epoch) {
+    auto opened = std::make_shared<Opened>();
+    try {
+      CLI::App app("feedline");
+      app.add_option("url", opened->options.url)->required();
+      fl::tools::add_run_options(app, opened->options);
+      std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+      app.parse(args);
+    } catch (const CLI::ParseError& e) {
+      raise_value(e.what());
+    }
+    try {
+      opened->setup = fl::tools::make_run_setup(opened->options, stop_.get_token());
+      if (state_json) resume_from(*opened, *state_json);
+      opened->data = fl::tools::open_run_dataset(opened->options, opened->setup);
+      if (state_json) check_dataset(*opened, *state_json);
+      if (start_epoch > 0) start_at_epoch(*opened, start_epoch, state_json.has_value());
+    } catch (const fl::tools::UsageError& e) {
+      raise_value(e.what());
+    } catch (const fl::tools::CommandError& e) {
+      raise_error(e.error());
+    }
+    auto loader =
+        ld::Loader::open(*opened->data.backend, opened->data.dataset, opened->setup.ctx.config);
+    if (!loader) {
+      if (loader.error().code() == fl::Errc::kInvalidArgument) raise_value(loader.error().what());
+      raise_error(loader.error());
+    }
+    opened_ = std::move(opened);
+    loader_ = std::move(*loader);
+    fetcher_ = std::make_unique<Fetcher>(*loader_);
+    start_batch_ = opened_->setup.ctx.config.sampler.start_batch;
+  }
+
+  ~PyLoader() { close(); }
+
+  // The next batch, or None after the last one. Waits with the GIL released.
+  std::optional<PyBatch> next() {
+    if (!loader_) raise_value("the loader is closed");
+    if (finished_) return std::nullopt;
+    const std::uint64_t now = fl::now_ns();
+    const auto compute =
+        handed_ns_ ? std::chrono::nanoseconds(now - handed_ns_) : std::chrono::nanoseconds(0);
+    fetcher_->request(compute);
+    std::optional<fl::Result<ld::Batch>> r;
+    for (;;) {
+      {
+        py::gil_scoped_release nogil;
+        r = fetcher_->wait_for(std::chrono::milliseconds(100));
+      }
+      if (r) break;
+      if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop the run, let the exception through
+        loader_->stop();
+        interrupted_ = true;
+        {
+          py::gil_scoped_release nogil;
+          while (!(r = fetcher_->wait_for(std::chrono::milliseconds(100)))) {
+          }
+        }
+        finished_ = true;
+        throw py::error_already_set();
+      }
+    }
+    handed_ns_ = fl::now_ns();
+    if (!*r) {
+      finished_ = true;
+      const fl::Error& e = r->error();
+      if (e.code() == fl::Errc::kCancelled) return std::nullopt;
+      raise_error(e);
+    }
+    if ((*r)->end()) {
+      finished_ = true;
+      handed_ns_ = 0;
+      return std::nullopt;
+    }
+    ++delivered_;
+    return PyBatch(opened_, std::move(**r));
+  }
+
+  // The report as `feedline run --json` writes it (a JSON text). Ends the run if it is not over.
+  std::string report_json() {
+    if (report_) return *report_;
+    if (!loader_) raise_value("the loader is closed");
+    {
+      ld::PipelineReport rep;
+      {
+        py::gil_scoped_release nogil;
+        fetcher_->on_consumer_thread([&] { rep = loader_->report(); });
+      }
+      std::optional<fl::Error> mismatch;
+      nlohmann::json doc =
+          fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, &mismatch);
+      doc["resumed_after_batches"] = start_batch_;
+      report_ = doc.dump();
+    }
+    return *report_;
+  }
+
+  // Where this rank's run stands: enough for Loader(..., state=) to deliver exactly the rest.
+  std::string state_json() const {
+    if (!opened_) raise_value("the loader is closed");
+    const ld::LoaderConfig& c = opened_->setup.ctx.config;
+    const std::uint64_t done = start_batch_ + delivered_;
+    nlohmann::json s = {{"format", kStateFormat},
+                        {"version", kStateVersion},
+                        {"url", opened_->setup.ctx.url},
+                        {"num_samples", opened_->data.dataset.samples.size()},
+                        {"batch_size", c.sampler.batch_size},
+                        {"epochs", c.sampler.epochs},
+                        {"seed", c.sampler.seed},
+                        {"shuffle", c.sampler.shuffle},
+                        {"shard_shuffle", c.sampler.shard_shuffle},
+                        {"drop_last", c.sampler.drop_last},
+                        {"rank", c.sampler.rank},
+                        {"world_size", c.sampler.world_size},
+                        {"batches_done", done}};
+    return s.dump();
+  }
+
+  void stop() {
+    if (loader_) loader_->stop();
+  }
+
+  // Stops the run and frees the pipeline; its report stays (report() works after close()).
+  void close() {
+    if (!loader_) return;
+    if (!report_) {
+      try {
+        (void)report_json();
+      } catch (const py::error_already_set&) {
+      }
+    }
+    loader_->stop();
+    {
+      py::gil_scoped_release nogil;
+      fetcher_.reset();  // joins the consumer thread
+      loader_.reset();
+    }
+  }
+
+  bool interrupted() const { return interrupted_; }
+
+ private:
+  // Checks a state_dict against this loader's settings and starts after its batches.
+  static void resume_from(Opened& o, const std::string& text) {
+    nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
+    if (s.is_discarded() || !s.is_object() || s.value("format", "") != kStateFormat) {
+      raise_value("state: not a feedline loader state (from Loader.state_dict())");
+    }
+    if (s.value("version", 0) != kStateVersion) {
+      raise_value(fmt::format("state: version {} is not one this feedline reads ({})",
+                              s.value("version", 0), kStateVersion));
+    }
+    ld::SamplerConfig& c = o.setup.ctx.config.sampler;
+    auto same = [&](const char* key, const nlohmann::json& mine, const char* option) {
+      if (!s.contains(key) || s[key] != mine) {
+        raise_value(fmt::format(
+            "state: it was saved with {}={}, and this loader has {}={}: resume with the same "
+            "settings",
+            option, s.contains(key) ? s[key].dump() : "?", option, mine.dump()));
+      }
+    };
+    same("batch_size", c.batch_size, "batch_size");
+    same("epochs", c.epochs, "epochs");
+    same("seed", c.seed, "seed");
+    same("shuffle", c.shuffle, "shuffle");
+    same("shard_shuffle", c.shard_shuffle, "shard_shuffle");
+    same("drop_last", c.drop_last, "drop_last");
+    same("world_size", c.world_size, "world_size");
+    same("rank", c.rank, "rank");
+    const auto done = s.value("batches_done", std::uint64_t{0});
+    c.start_batch = done;
+  }
+
+  // Starts the run at epoch `epoch` (feedline.torch's set_epoch: each pass a fresh Loader).
+  static void start_at_epoch(Opened& o, std::uint32_t epoch, bool resumed) {
+    ld::SamplerConfig sc = o.setup.ctx.config.sampler;
+    sc.num_samples = o.data.dataset.samples.size();
+    sc.start_batch = 0;
+    auto sampler = ld::Sampler::create(sc);
+    if (!sampler) raise_value(sampler.error().what());
+    if (epoch >= sc.epochs) {
+      raise_value(fmt::format("start_epoch {} is not below epochs {}", epoch, sc.epochs));
+    }
+    const std::uint64_t first = std::uint64_t{epoch} * sampler->batches_per_epoch();
+    std::uint64_t& start = o.setup.ctx.config.sampler.start_batch;
+    if (resumed && start < first) {
+      raise_value(fmt::format(
+          "state: it stopped in an epoch before epoch {} (after batch {}): resume it first", epoch,
+          start));
+    }
+    start = std::max(start, first);
+  }
+
+  static void check_dataset(const Opened& o, const std::string& text) {
+    nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
+    const auto n = s.value("num_samples", std::uint64_t{0});
+    if (n != o.data.dataset.samples.size()) {
+      raise_value(fmt::format(
+          "state: it was saved on a dataset of {} samples, and {} has {}: the dataset changed", n,
+          o.setup.ctx.url, o.data.dataset.samples.size()));
+    }
+  }
+
+  std::stop_source stop_;
+  std::shared_ptr<Opened> opened_;
+  std::unique_ptr<ld::Loader> loader_;
+  std::unique_ptr<Fetcher> fetcher_;
+  std::uint64_t start_batch_ = 0;
+  std::uint64_t delivered_ = 0;
+  std::uint64_t handed_ns_ = 0;
+  bool finished_ = false;
+  bool interrupted_ = false;
+  std::optional<std::string> report_;
+};
+
+// The names of `feedline run`'s flags (without "--"), for the Python layer's keyword check.
+std::vector<std::string> run_flags() {
+  fl::tools::RunOptions o;
+  CLI::App app("feedline");
+  fl::tools::add_run_options(app, o);
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const auto& name : opt->get_lnames()) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_feedline, mod) {
+  mod.doc() = "feedline's native module (use the feedline package)";
+  static py::exception<fl::tools::CommandError> error(mod, "Error", PyExc_OSError);
+  g_error = error.ptr();
+
+  py::class_<PyBatch>(mod, "_Batch")
+      .def("__len__", &PyBatch::size)
+      .def_property_readonly("epoch", &PyBatch::epoch)
+      .def_property_readonly("index", &PyBatch::index)
+      .def_property_readonly("digest", &PyBatch::digest)
+      .def_property_readonly("nbytes", &PyBatch::nbytes)
+      .def_property_readonly("keys", &PyBatch::keys)
+      .def(
+          "member",
+          [](py::object self, const std::string& suffix) {
+            const PyBatch& b = self.cast<const PyBatch&>();
+            const auto members = b.select(suffix);
+            const std::uint8_t* base = b.host();
+            py::list out;
+            for (const auto* m : members) out.append(PyBatch::view(self, base, m->offset, m->size));
+            return out;
+          },
+          py::arg("suffix"))
+      .def(
+          "padded",
+          [](py::object self, const std::string& suffix) {
+            const PyBatch& b = self.cast<const PyBatch&>();
+            const auto members = b.select(suffix);
+            const std::uint8_t* base = b.host();
+            std::uint64_t width = 0;
+            for (const auto* m : members) width = std::max(width, m->size);
+            py::array_t<std::uint8_t> out(
+                {static_cast<py::ssize_t>(members.size()), static_cast<py::ssize_t>(width)});
+            py::array_t<std::int64_t> lengths(static_cast<py::ssize_t>(members.size()));
+            auto* dst = out.mutable_data();
+            auto* len = lengths.mutable_data();
+            {
+              py::gil_scoped_release nogil;
+              for (std::size_t i = 0; i < members.size(); ++i) {
+                const auto* m = members[i];
+                std::memcpy(dst + i * width, base + m->offset, m->size);
+                std::memset(dst + i * width + m->size, 0, width - m->size);
+                len[i] = static_cast<std::int64_t>(m->size);
+              }
+            }
+            return py::make_tuple(out, lengths);
+          },
+          py::arg("suffix"));
+
+  py::class_<PyLoader>(mod, "_Loader")
+      .def(py::init<std::vector<std::string>, std::optional<std::string>, std::uint32_t>(),
+           py::arg("args"), py::arg("state") = py::none(), py::arg("start_epoch") = 0)
+      .def("next", &PyLoader::next)
+      .def("report_json", &PyLoader::report_json)
+      .def("state_json", &PyLoader::state_json)
+      .def("stop", &PyLoader::stop)
+      .def("close", &PyLoader::close)
+      .def_property_readonly("interrupted", &PyLoader::interrupted);
+
+  mod.def("_run_flags", &run_flags);
+}

@@ -1,0 +1,271 @@
+"""The Python binding end to end: real datasets written by `feedline gen`, real numpy and torch.
+
+Run by ctest (python.pytest) with FEEDLINE_BIN naming the CLI and PYTHONPATH the build's
+python/ folder; by hand: PYTHONPATH=build/release/python FEEDLINE_BIN=build/release/tools/feedline
+/usr/bin/python3 -m pytest python/tests
+"""
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import feedline
+
+FEEDLINE = os.environ.get("FEEDLINE_BIN", "feedline")
+M64 = 2 ** 64
+
+
+def gen(path, *args):
+    subprocess.run([FEEDLINE, "gen", str(path), *args], check=True, stdout=subprocess.DEVNULL)
+    return str(path)
+
+
+def manifest_digest(root):
+    with open(os.path.join(root, ".feedline-dataset")) as f:
+        for line in f:
+            if line.startswith("digest "):
+                return int(line.split()[1])
+    raise AssertionError("no digest in the manifest of " + root)
+
+
+@pytest.fixture(scope="module")
+def files_ds(tmp_path_factory):
+    return gen(tmp_path_factory.mktemp("files") / "ds", "--format", "files", "--samples", "600",
+               "--sample-size", "4k")
+
+
+@pytest.fixture(scope="module")
+def tar_ds(tmp_path_factory):
+    args = ["--format", "tar", "--samples", "500", "--sample-size", "8k",
+            "--samples-per-shard", "125"]
+    return gen(tmp_path_factory.mktemp("tar") / "ds", *args)
+
+
+def run_all(loader):
+    keys, digest, batches = [], 0, 0
+    for b in loader:
+        keys += b.keys
+        digest = (digest + b.digest) % M64
+        batches += 1
+    return keys, digest, batches
+
+
+def test_digest_equals_gen(files_ds):
+    loader = feedline.Loader(files_ds, batch_size=64, epochs=2, seed=3)
+    keys, digest, batches = run_all(loader)
+    assert len(keys) == 1200 and len(set(keys)) == 600
+    assert digest == manifest_digest(files_ds) * 2 % M64
+    report = loader.report()
+    assert report["delivered"]["digest"] == digest
+    assert report["delivered"]["verified"] is True
+    assert report["samples"] == 1200
+    assert batches == 2 * 10
+
+
+def test_member_views_match_padded_and_keep_the_batch(tar_ds):
+    loader = feedline.Loader(tar_ds, batch_size=50, shuffle=False)
+    b = next(loader)
+    views = b.member(".bin")
+    assert len(views) == len(b) == 50
+    assert all(v.dtype == np.uint8 and not v.flags.writeable for v in views)
+    data, lengths = b.padded(".bin")
+    for i, v in enumerate(views):
+        assert lengths[i] == len(v)
+        assert np.array_equal(data[i, : len(v)], v)
+        assert not data[i, len(v):].any()
+    copies = [v.copy() for v in views]
+    keep = views[7]
+    del b, views
+    loader.close()
+    del loader
+    assert np.array_equal(keep, copies[7])  # the view kept its batch's buffer alive
+
+
+def test_missing_member_is_a_key_error(tar_ds):
+    loader = feedline.Loader(tar_ds, batch_size=10)
+    b = next(loader)
+    with pytest.raises(KeyError, match="no member ending in '.jpg'"):
+        b.member(".jpg")
+    loader.close()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_every_sample_once_across_ranks(files_ds, world):
+    per_rank, counts, digest = [], set(), 0
+    for rank in range(world):
+        keys, d, batches = run_all(feedline.Loader(files_ds, batch_size=32, rank=rank,
+                                                   world_size=world, seed=1))
+        per_rank.append(set(keys))
+        counts.add(batches)
+        digest = (digest + d) % M64
+    assert len(counts) == 1, "every rank gets the same number of batches"
+    allkeys = set().union(*per_rank)
+    assert sum(len(k) for k in per_rank) == len(allkeys) == 600
+    assert digest == manifest_digest(files_ds)
+
+
+def test_ranks_get_equal_batches_where_striding_would_not(files_ds):
+    # 600 samples over 7 ranks, batch 85: 86 samples (2 batches) for 5 ranks, 85 (1) for 2.
+    # The rule: every rank 85 samples, one batch; the last 600 % 7 = 5 go to none this epoch.
+    seen, counts = set(), set()
+    for rank in range(7):
+        keys, _, batches = run_all(feedline.Loader(files_ds, batch_size=85, rank=rank,
+                                                   world_size=7))
+        assert len(keys) == 85
+        assert not seen & set(keys)
+        seen |= set(keys)
+        counts.add(batches)
+    assert counts == {1}
+
+
+def test_resume_mid_epoch_exactly(files_ds):
+    opts = dict(batch_size=32, epochs=2, seed=9)
+    full_keys, full_digest, _ = run_all(feedline.Loader(files_ds, **opts))
+    first = feedline.Loader(files_ds, **opts)
+    keys, digest = [], 0
+    for _ in range(25):  # into the second epoch (19 batches each)
+        b = next(first)
+        keys += b.keys
+        digest = (digest + b.digest) % M64
+    state = first.state_dict()
+    first.close()
+    state = pickle.loads(pickle.dumps(json.loads(json.dumps(state))))  # plain data
+    assert state["batches_done"] == 25
+    rest_keys, rest_digest, _ = run_all(feedline.Loader(files_ds, state=state, **opts))
+    assert keys + rest_keys == full_keys
+    assert (digest + rest_digest) % M64 == full_digest
+
+
+def test_resume_refuses_other_settings(files_ds):
+    l = feedline.Loader(files_ds, batch_size=32)
+    next(l)
+    state = l.state_dict()
+    l.close()
+    with pytest.raises(ValueError, match="batch_size=32"):
+        feedline.Loader(files_ds, batch_size=16, state=state)
+    with pytest.raises(ValueError, match="not a feedline loader state"):
+        feedline.Loader(files_ds, state={"hello": 1})
+
+
+def test_bad_arguments(files_ds):
+    with pytest.raises(ValueError, match="batch_size"):
+        feedline.Loader(files_ds, batch_size=0)
+    with pytest.raises(ValueError, match="memory_budget"):
+        feedline.Loader(files_ds, memory_budget="lots")
+    with pytest.raises(ValueError, match="on_error"):
+        feedline.Loader(files_ds, on_error="ignore")
+    with pytest.raises(TypeError, match="batchsize"):
+        feedline.Loader(files_ds, batchsize=4)
+    with pytest.raises(TypeError, match="shuffle"):
+        feedline.Loader(files_ds, shuffle="yes")
+    with pytest.raises(TypeError):
+        feedline.Loader(files_ds, io_depth=[1])
+    with pytest.raises(TypeError, match="url"):
+        feedline.Loader(42)
+
+
+def test_missing_dataset_is_a_feedline_error(tmp_path):
+    with pytest.raises(feedline.Error) as e:
+        feedline.Loader(str(tmp_path / "nothing"))
+    assert isinstance(e.value, OSError)
+    assert str(tmp_path / "nothing") in str(e.value)
+
+
+def test_corrupt_sample_names_the_object(tmp_path):
+    ds = gen(tmp_path / "ds", "--format", "tar", "--samples", "40", "--sample-size", "4k",
+             "--compress", "zstd", "--compressibility", "0.5")
+    shard = sorted(f for f in os.listdir(ds) if f.endswith(".tar"))[0]
+    path = os.path.join(ds, shard)
+    with open(path, "r+b") as f:  # scramble the first member's zstd frame
+        f.seek(512 + 4)
+        f.write(b"\xff" * 64)
+    with pytest.raises(feedline.Error, match=shard):
+        run_all(feedline.Loader(ds, batch_size=8, no_index=True))
+    keys, _, _ = run_all(feedline.Loader(ds, batch_size=8, on_error="skip", no_index=True))
+    assert len(keys) < 40
+
+
+def test_report_after_stop_midway(files_ds):
+    l = feedline.Loader(files_ds, batch_size=16)
+    next(l)
+    r = l.report()
+    assert r["batches"] >= 1
+    assert list(l) == []
+
+
+def test_ctrl_c_interrupts_within_a_second(files_ds):
+    # A storage that answers each read after 5 s: the loop waits for its first batch when
+    # SIGINT comes; KeyboardInterrupt must arrive within a second, and the report still works.
+    code = textwrap.dedent("""
+        import sys, time, feedline
+        l = feedline.Loader(sys.argv[1], batch_size=8, throttle_latency="5s", io_depth=2)
+        print("ready", flush=True)
+        t0 = None
+        try:
+            for b in l:
+                pass
+        except KeyboardInterrupt:
+            t0 = time.monotonic()
+            r = l.report()
+            print("interrupted", r["interrupted"], flush=True)
+            print("after", time.monotonic() - t0, flush=True)
+            sys.exit(0)
+        print("not interrupted", flush=True)
+        sys.exit(1)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code, files_ds], stdout=subprocess.PIPE,
+                         text=True, env=os.environ)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=10)
+    elapsed = time.monotonic() - sent
+    assert p.returncode == 0, out
+    assert "interrupted True" in out
+    assert elapsed < 3.0, "KeyboardInterrupt and report took %.1f s" % elapsed
+
+
+def test_torch_batches_and_dataloader(files_ds):
+    torch = pytest.importorskip("torch")
+    import feedline.torch as ftorch
+    ds = ftorch.IterableDataset(files_ds, batch_size=100, seed=5)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
+    orders = []
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        keys = []
+        for batch in dl:
+            t, lengths = batch.to_torch(".bin")
+            assert t.dtype == torch.uint8 and t.shape == (len(batch), 4096)
+            assert lengths.tolist() == [4096] * len(batch)
+            keys += batch.keys
+        assert sorted(keys) == sorted(set(keys)) and len(keys) == 600
+        orders.append(keys)
+    assert orders[0] != orders[1], "set_epoch reshuffles"
+    # set_epoch(1) again gives epoch 1's order again (seeded by seed and epoch)
+    ds.set_epoch(1)
+    assert [k for b in dl for k in b.keys] == orders[1]
+
+
+def test_torch_resume_mid_epoch(files_ds):
+    pytest.importorskip("torch")
+    import feedline.torch as ftorch
+    ds = ftorch.IterableDataset(files_ds, batch_size=50, seed=2)
+    ds.set_epoch(3)
+    full = [k for b in ds for k in b.keys]
+    it = iter(ds)
+    part = [k for _ in range(4) for k in next(it).keys]
+    state = ds.state_dict()
+    it.close()
+    ds2 = ftorch.IterableDataset(files_ds, batch_size=50, seed=2)
+    ds2.load_state_dict(state)
+    rest = [k for b in ds2 for k in b.keys]
+    assert part + rest == full
