@@ -50,14 +50,12 @@ class IterableDataset(torch.utils.data.IterableDataset):
         epoch = state["epoch"] if state else self._epoch
         loader = Loader(self._url, state=state["loader"] if state else None, _start_epoch=epoch,
                         epochs=epoch + 1, **self._options)
-        self._loader = loader
+        self._loader, self._loader_epoch = loader, epoch
         try:
             for batch in loader:
                 yield self._transform(batch) if self._transform else batch
         finally:
-            if self._loader is loader:
-                self._last_state = {"epoch": epoch, "loader": loader.state_dict()}
-            loader.close()
+            loader.close()  # its state_dict() and report() stay
 
     def report(self):
         """The last (or current) pass's report, as Loader.report()."""
@@ -66,15 +64,9 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return self._loader.report()
 
     def state_dict(self):
-        if self._loader is not None:
-            try:
-                return {"epoch": self._epoch_of_loader(), "loader": self._loader.state_dict()}
-            except ValueError:  # closed: the pass ended
-                return self._last_state
-        return {"epoch": self._epoch, "loader": None}
-
-    def _epoch_of_loader(self):
-        return self._loader.state_dict()["epochs"] - 1
+        if self._loader is None:
+            return {"epoch": self._epoch, "loader": None}
+        return {"epoch": self._loader_epoch, "loader": self._loader.state_dict()}
 
     def load_state_dict(self, state):
         if not isinstance(state, dict) or "epoch" not in state:

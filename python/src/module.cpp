@@ -234,9 +234,10 @@ class PyLoader {
     }
     try {
       opened->setup = fl::tools::make_run_setup(opened->options, stop_.get_token());
-      if (state_json) resume_from(*opened, *state_json);
+      std::optional<std::uint64_t> saved_samples;
+      if (state_json) saved_samples = resume_from(*opened, *state_json);
       opened->data = fl::tools::open_run_dataset(opened->options, opened->setup);
-      if (state_json) check_dataset(*opened, *state_json);
+      if (saved_samples) check_dataset(*opened, *saved_samples);
       if (start_epoch > 0) start_at_epoch(*opened, start_epoch, state_json.has_value());
     } catch (const fl::tools::UsageError& e) {
       raise_value(e.what());
@@ -365,7 +366,8 @@ class PyLoader {
 
  private:
   // Checks a state_dict against this loader's settings and starts after its batches.
-  static void resume_from(Opened& o, const std::string& text) {
+  // Returns the sample count the state was saved on (checked once the dataset is open).
+  static std::uint64_t resume_from(Opened& o, const std::string& text) {
     nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
     if (s.is_discarded() || !s.is_object() || s.value("format", "") != kStateFormat) {
       raise_value("state: not a feedline loader state (from Loader.state_dict())");
@@ -393,6 +395,7 @@ class PyLoader {
     same("rank", c.rank, "rank");
     const auto done = s.value("batches_done", std::uint64_t{0});
     c.start_batch = done;
+    return s.value("num_samples", std::uint64_t{0});
   }
 
   // Starts the run at epoch `epoch` (feedline.torch's set_epoch: each pass a fresh Loader).
@@ -415,9 +418,7 @@ class PyLoader {
     start = std::max(start, first);
   }
 
-  static void check_dataset(const Opened& o, const std::string& text) {
-    nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
-    const auto n = s.value("num_samples", std::uint64_t{0});
+  static void check_dataset(const Opened& o, std::uint64_t n) {
     if (n != o.data.dataset.samples.size()) {
       raise_value(fmt::format(
           "state: it was saved on a dataset of {} samples, and {} has {}: the dataset changed", n,
