@@ -482,8 +482,12 @@ TEST_CASE("the verdict blames the planted bottleneck", "[loader][verdict]") {
 
 TEST_CASE("decode threads run at the configured nice increment, the other stages do not",
           "[loader][pipeline]") {
-  MemDataset ds(400, 3000);
-  auto config = small_config(8, 1);  // a small window: the threads stay alive while we look
+  // A dataset four times the memory budget: with the first batch held, the pipeline fills the
+  // budget and waits, so the decode threads are still alive (starved) while we look; in one that
+  // fits they could finish every sample and exit before the scan on a busy machine.
+  MemDataset ds(4000, 3000);
+  auto config = small_config(8, 1);
+  config.memory_budget = 3 << 20;
   config.decode_nice = 7;
   errno = 0;
   const int base = ::getpriority(PRIO_PROCESS, 0);

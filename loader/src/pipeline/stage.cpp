@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <latch>
 
 #include "feedline/core/thread_name.hpp"
 
@@ -17,21 +18,24 @@ StageRunner::~StageRunner() { join(); }
 
 void StageRunner::start(std::function<void(Worker&)> body, std::function<void(Worker&)> on_thread) {
   const bool numbered = workers_.size() > 1 || id_ == StageId::kDecode;  // top -H shows fl-decode-0
+  // start() waits for every thread's set-up: a thread not yet scheduled would otherwise still
+  // carry the parent's name and nice while the batches it did not help make already flow.
+  std::latch set_up(static_cast<std::ptrdiff_t>(workers_.size()));
   for (auto& w : workers_) {
     Worker* worker = w.get();
     const std::string name = numbered ? fmt::format("fl-{}-{}", stage_name(id_), worker->index())
                                       : fmt::format("fl-{}", stage_name(id_));
-    threads_.emplace_back([worker, name, body, on_thread] {
-      // Set-up first (a nice value), then the name: a thread that shows its stage's name is set up
-      // (a test that reads the name and the nice of each thread relies on that order).
-      if (on_thread) on_thread(*worker);
+    threads_.emplace_back([worker, name, body, on_thread, &set_up] {
+      if (on_thread) on_thread(*worker);  // a nice value
       // Named threads: top -H, perf and gdb show which stage is which.
       name_this_thread(name);
+      set_up.count_down();  // the latch is not touched after this: start() may return
       worker->start();
       body(*worker);
       worker->stop();
     });
   }
+  set_up.wait();
 }
 
 void StageRunner::join() { threads_.clear(); }

@@ -105,7 +105,8 @@ class StageRunner {
   StageRunner& operator=(const StageRunner&) = delete;
 
   // Starts one thread per worker, named after the stage, each running on_thread(worker) (thread
-  // set-up such as a nice value) then body(worker) with the worker's clock running.
+  // set-up such as a nice value) then body(worker) with the worker's clock running. Returns once
+  // every thread is set up and named: from then on top -H, perf and /proc show the stage.
   void start(std::function<void(Worker&)> body, std::function<void(Worker&)> on_thread = {});
   void join();
   // The caller-driven stage's worker (threads = 0), or worker i.
