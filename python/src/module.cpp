@@ -250,10 +250,16 @@ class PyLoader {
       if (loader.error().code() == fl::Errc::kInvalidArgument) raise_value(loader.error().what());
       raise_error(loader.error());
     }
+    // The same sampler the loader runs, for where the run stands after each batch (state_dict).
+    ld::SamplerConfig sc = opened->setup.ctx.config.sampler;
+    sc.num_samples = opened->data.dataset.samples.size();
+    sc.shard_starts.clear();  // counts only: the order is not needed
+    auto sampler = ld::Sampler::create(sc);
+    if (!sampler) raise_value(sampler.error().what());
+    sampler_.emplace(std::move(*sampler));
     opened_ = std::move(opened);
     loader_ = std::move(*loader);
     fetcher_ = std::make_unique<Fetcher>(*loader_);
-    start_batch_ = opened_->setup.ctx.config.sampler.start_batch;
   }
 
   ~PyLoader() { close(); }
@@ -314,17 +320,17 @@ class PyLoader {
       std::optional<fl::Error> mismatch;
       nlohmann::json doc =
           fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, &mismatch);
-      doc["resumed_after_batches"] = start_batch_;
+      doc["resumed_from"] = resume_json(opened_->setup.ctx.config.sampler.resume);
       report_ = doc.dump();
     }
     return *report_;
   }
 
-  // Where this rank's run stands: enough for Loader(..., state=) to deliver exactly the rest.
+  // Where the job stands: enough for Loader(..., state=) to deliver exactly the rest, on any rank
+  // and with any number of ranks (ranks that step together, as DDP's do, save the same state).
   std::string state_json() const {
     if (!opened_) raise_value("the loader is closed");
     const ld::LoaderConfig& c = opened_->setup.ctx.config;
-    const std::uint64_t done = start_batch_ + delivered_;
     nlohmann::json s = {{"format", kStateFormat},
                         {"version", kStateVersion},
                         {"url", opened_->setup.ctx.url},
@@ -336,8 +342,8 @@ class PyLoader {
                         {"shard_shuffle", c.sampler.shard_shuffle},
                         {"drop_last", c.sampler.drop_last},
                         {"rank", c.sampler.rank},
-                        {"world_size", c.sampler.world_size},
-                        {"batches_done", done}};
+                        {"world_size", c.sampler.world_size}};
+    s.update(resume_json(sampler_->resume_point_after(delivered_)));
     return s.dump();
   }
 
@@ -365,8 +371,16 @@ class PyLoader {
   bool interrupted() const { return interrupted_; }
 
  private:
-  // Checks a state_dict against this loader's settings and starts after its batches.
-  // Returns the sample count the state was saved on (checked once the dataset is open).
+  static nlohmann::json resume_json(const ld::ResumePoint& p) {
+    nlohmann::json progress = nlohmann::json::array();
+    for (const ld::EpochProgress& e : p.progress)
+      progress.push_back({{"world_size", e.world_size}, {"batches", e.batches}});
+    return {{"epoch", p.epoch}, {"progress", progress}};
+  }
+
+  // Checks a state_dict against this loader's settings (all but rank and world size: the rest is
+  // split over this run's ranks) and starts where it stopped. Returns the sample count the state
+  // was saved on (checked once the dataset is open).
   static std::uint64_t resume_from(Opened& o, const std::string& text) {
     nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
     if (s.is_discarded() || !s.is_object() || s.value("format", "") != kStateFormat) {
@@ -391,31 +405,46 @@ class PyLoader {
     same("shuffle", c.shuffle, "shuffle");
     same("shard_shuffle", c.shard_shuffle, "shard_shuffle");
     same("drop_last", c.drop_last, "drop_last");
-    same("world_size", c.world_size, "world_size");
-    same("rank", c.rank, "rank");
-    const auto done = s.value("batches_done", std::uint64_t{0});
-    c.start_batch = done;
+    // Where it stopped: the sampler checks the numbers against the dataset and settings.
+    auto whole = [&](const nlohmann::json& v, const char* what) -> std::uint64_t {
+      if (!v.is_number_unsigned()) raise_value(fmt::format("state: {} is not a count", what));
+      return v.get<std::uint64_t>();
+    };
+    auto field = [&](const nlohmann::json& obj, const char* key) -> const nlohmann::json& {
+      if (!obj.is_object() || !obj.contains(key))
+        raise_value(fmt::format("state: it has no \"{}\"", key));
+      return obj[key];
+    };
+    ld::ResumePoint rp;
+    const std::uint64_t epoch = whole(field(s, "epoch"), "epoch");
+    if (epoch > c.epochs)
+      raise_value(fmt::format("state: epoch {} is past epochs {}", epoch, c.epochs));
+    rp.epoch = static_cast<std::uint32_t>(epoch);
+    const nlohmann::json& progress = field(s, "progress");
+    if (!progress.is_array()) raise_value("state: progress is not a list");
+    for (const nlohmann::json& e : progress) {
+      const std::uint64_t w = whole(field(e, "world_size"), "progress.world_size");
+      if (w == 0 || w > 0xffffffffull) raise_value("state: progress.world_size is out of range");
+      rp.progress.push_back(
+          {static_cast<std::uint32_t>(w), whole(field(e, "batches"), "progress.batches")});
+    }
+    c.resume = std::move(rp);
     return s.value("num_samples", std::uint64_t{0});
   }
 
   // Starts the run at epoch `epoch` (feedline.torch's set_epoch: each pass a fresh Loader).
   static void start_at_epoch(Opened& o, std::uint32_t epoch, bool resumed) {
-    ld::SamplerConfig sc = o.setup.ctx.config.sampler;
-    sc.num_samples = o.data.dataset.samples.size();
-    sc.start_batch = 0;
-    auto sampler = ld::Sampler::create(sc);
-    if (!sampler) raise_value(sampler.error().what());
-    if (epoch >= sc.epochs) {
-      raise_value(fmt::format("start_epoch {} is not below epochs {}", epoch, sc.epochs));
+    ld::ResumePoint& rp = o.setup.ctx.config.sampler.resume;
+    if (epoch >= o.setup.ctx.config.sampler.epochs) {
+      raise_value(fmt::format("start_epoch {} is not below epochs {}", epoch,
+                              o.setup.ctx.config.sampler.epochs));
     }
-    const std::uint64_t first = std::uint64_t{epoch} * sampler->batches_per_epoch();
-    std::uint64_t& start = o.setup.ctx.config.sampler.start_batch;
-    if (resumed && start < first) {
-      raise_value(fmt::format(
-          "state: it stopped in an epoch before epoch {} (after batch {}): resume it first", epoch,
-          start));
+    if (resumed && rp.epoch < epoch) {
+      raise_value(
+          fmt::format("state: it stopped in epoch {}, before epoch {}: resume that one first",
+                      rp.epoch, epoch));
     }
-    start = std::max(start, first);
+    if (!resumed || rp.epoch < epoch) rp = ld::ResumePoint{epoch, {}};
   }
 
   static void check_dataset(const Opened& o, std::uint64_t n) {
@@ -430,7 +459,7 @@ class PyLoader {
   std::shared_ptr<Opened> opened_;
   std::unique_ptr<ld::Loader> loader_;
   std::unique_ptr<Fetcher> fetcher_;
-  std::uint64_t start_batch_ = 0;
+  std::optional<ld::Sampler> sampler_;
   std::uint64_t delivered_ = 0;
   std::uint64_t handed_ns_ = 0;
   bool finished_ = false;

@@ -137,10 +137,40 @@ def test_resume_mid_epoch_exactly(files_ds):
     state = first.state_dict()
     first.close()
     state = pickle.loads(pickle.dumps(json.loads(json.dumps(state))))  # plain data
-    assert state["batches_done"] == 25
+    assert state["epoch"] == 1 and state["progress"] == [{"world_size": 1, "batches": 6}]
     rest_keys, rest_digest, _ = run_all(feedline.Loader(files_ds, state=state, **opts))
     assert keys + rest_keys == full_keys
     assert (digest + rest_digest) % M64 == full_digest
+
+
+@pytest.mark.parametrize("before,after", [(3, 2), (2, 3), (2, 2)])
+def test_resume_on_another_number_of_ranks(files_ds, before, after):
+    # An elastic job: `before` ranks step together for 5 batches, the checkpoint (rank 0's state,
+    # as a DDP job saves it) resumes on `after` ranks. 600 samples, batch 16: no split leaves any
+    # sample out, so the epoch is every sample once.
+    opts = dict(batch_size=16, seed=4)
+    keys, digest, state = [], 0, None
+    for rank in range(before):
+        loader = feedline.Loader(files_ds, rank=rank, world_size=before, **opts)
+        for _ in range(5):
+            b = next(loader)
+            keys += b.keys
+            digest = (digest + b.digest) % M64
+        s = loader.state_dict()
+        loader.close()
+        state = state or s
+        assert {k: v for k, v in s.items() if k != "rank"} == \
+            {k: v for k, v in state.items() if k != "rank"}, "every rank saves the same point"
+    counts = set()
+    for rank in range(after):
+        k, d, batches = run_all(feedline.Loader(files_ds, rank=rank, world_size=after,
+                                                state=json.dumps(state), **opts))
+        keys += k
+        digest = (digest + d) % M64
+        counts.add(batches)
+    assert len(counts) == 1, "every new rank gets the same number of batches"
+    assert len(keys) == len(set(keys)) == 600
+    assert digest == manifest_digest(files_ds)
 
 
 def test_resume_refuses_other_settings(files_ds):

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -114,6 +115,159 @@ TEST_CASE("sampler: every sample once per epoch, seeded order, disjoint shards",
   CHECK(ds.samples_per_epoch() == 100);
   CHECK(ds.batches_per_epoch() == 10);
   CHECK_FALSE(Sampler::create(SamplerConfig{}));  // no samples
+}
+
+namespace {
+
+// Runs `sc` on every rank of its world for at most `batches` batches of each (all: UINT64_MAX):
+// the samples each rank delivered per epoch, and each rank's batch count per epoch.
+struct RanksRun {
+  std::vector<std::vector<std::vector<std::uint32_t>>> samples;  // [rank][epoch]
+  std::vector<std::vector<std::uint64_t>> batches;               // [rank][epoch]
+};
+RanksRun run_ranks(SamplerConfig sc, std::uint64_t batches = UINT64_MAX) {
+  RanksRun out;
+  for (std::uint32_t r = 0; r < sc.world_size; ++r) {
+    sc.rank = r;
+    auto s = Sampler::create(sc).value();
+    std::vector<std::vector<std::uint32_t>> mine(sc.epochs);
+    std::vector<std::uint64_t> count(sc.epochs, 0);
+    std::uint64_t seen = 0, last_batch = UINT64_MAX;
+    while (auto slot = s.next()) {
+      if (slot->batch != last_batch) {
+        if (seen == batches) break;
+        if (last_batch != UINT64_MAX) CHECK(slot->batch > last_batch);  // numbered upwards
+        last_batch = slot->batch;
+        ++seen;
+        ++count[slot->epoch];
+      }
+      mine[slot->epoch].push_back(slot->sample);
+    }
+    out.samples.push_back(std::move(mine));
+    out.batches.push_back(std::move(count));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("sampler: a job resumed on another number of ranks delivers the rest of the epoch once",
+          "[loader][sampler]") {
+  for (const bool shards : {false, true}) {
+    SamplerConfig c;
+    c.num_samples = 1000;
+    c.batch_size = 8;
+    c.epochs = 3;
+    c.seed = 11;
+    if (shards) {
+      c.shard_shuffle = 2;
+      for (std::uint32_t i = 0; i < 10; ++i) c.shard_starts.push_back(i * 100);
+    }
+    struct Case {
+      std::vector<std::pair<std::uint32_t, std::uint64_t>> runs;  // (world size, batches each)
+      std::uint32_t resume_world;
+    };
+    const std::vector<Case> cases = {{{{4, 10}}, 2},        {{{2, 20}}, 3}, {{{1, 50}}, 4},
+                                     {{{4, 0}}, 1},         {{{3, 7}}, 3},  {{{4, 5}, {3, 6}}, 2},
+                                     {{{2, 30}, {2, 4}}, 5}};
+    for (const Case& k : cases) {
+      INFO("shard shuffle " << shards << ", runs " << k.runs.size() << " first world "
+                            << k.runs[0].first << ", resumed on " << k.resume_world);
+      // The earlier runs, each resumed from the one before: what they delivered of epoch 0.
+      std::multiset<std::uint32_t> delivered;
+      ResumePoint point;
+      for (const auto& [world, batches] : k.runs) {
+        SamplerConfig rc = c;
+        rc.world_size = world;
+        rc.resume = point;
+        const RanksRun part = run_ranks(rc, batches);
+        for (const auto& rank : part.samples) delivered.insert(rank[0].begin(), rank[0].end());
+        // Every rank of a run that stepped together stands at the same point.
+        std::optional<ResumePoint> same;
+        for (std::uint32_t r = 0; r < world; ++r) {
+          rc.rank = r;
+          const ResumePoint p = Sampler::create(rc).value().resume_point_after(batches);
+          if (same) CHECK(p == *same);
+          same = p;
+        }
+        point = *same;
+      }
+      REQUIRE(point.epoch == 0);
+      // The rest, on the new world size.
+      SamplerConfig rc = c;
+      rc.world_size = k.resume_world;
+      rc.resume = point;
+      const RanksRun rest = run_ranks(rc);
+      for (std::uint32_t r = 0; r < k.resume_world; ++r) {
+        const auto& mine = rest.samples[r][0];
+        delivered.insert(mine.begin(), mine.end());
+        CHECK(rest.batches[r][0] == rest.batches[0][0]);  // no DDP hang: as many batches each
+      }
+      // Exactly once: no sample twice, and only the few a split leaves to no rank missing.
+      const std::set<std::uint32_t> distinct(delivered.begin(), delivered.end());
+      CHECK(distinct.size() == delivered.size());
+      std::uint64_t may_miss = k.resume_world - 1;
+      for (const auto& run : k.runs) may_miss += run.first - 1;
+      CHECK(delivered.size() + may_miss >= c.num_samples);
+      // The later epochs are whole, as a fresh run on the new world size gives them.
+      SamplerConfig fresh = c;
+      fresh.world_size = k.resume_world;
+      const RanksRun whole = run_ranks(fresh);
+      for (std::uint32_t r = 0; r < k.resume_world; ++r) {
+        CHECK(rest.samples[r][1] == whole.samples[r][1]);
+        CHECK(rest.samples[r][2] == whole.samples[r][2]);
+      }
+    }
+  }
+
+  SamplerConfig c;
+  c.num_samples = 100;
+  c.batch_size = 4;
+  c.epochs = 2;
+  c.world_size = 2;
+  c.seed = 3;
+  SECTION("resumed on the same world size, each rank goes on with its own list") {
+    const RanksRun whole = run_ranks(c);
+    SamplerConfig rc = c;
+    rc.resume = ResumePoint{0, {{2, 5}}};
+    const RanksRun rest = run_ranks(rc);
+    for (std::uint32_t r = 0; r < 2; ++r) {
+      const auto& all = whole.samples[r][0];
+      CHECK(rest.samples[r][0] == std::vector<std::uint32_t>(all.begin() + 20, all.end()));
+    }
+    // Batch numbers go on where the stopped run's left off (batch 5 of 13 per epoch).
+    rc.rank = 0;
+    auto s = Sampler::create(rc).value();
+    CHECK(s.next()->batch == 5);
+    CHECK(s.total_batches() == 13 - 5 + 13);
+  }
+  SECTION("the resume point moves on through the epochs") {
+    auto s = Sampler::create(c).value();  // 50 samples per rank per epoch: 13 batches
+    CHECK(s.resume_point_after(0) == ResumePoint{0, {}});
+    CHECK(s.resume_point_after(3) == ResumePoint{0, {{2, 3}}});
+    CHECK(s.resume_point_after(13) == ResumePoint{1, {}});
+    CHECK(s.resume_point_after(16) == ResumePoint{1, {{2, 3}}});
+    CHECK(s.resume_point_after(26) == ResumePoint{2, {}});  // over: resumes to nothing
+    SamplerConfig over = c;
+    over.resume = ResumePoint{2, {}};
+    auto done = Sampler::create(over).value();
+    CHECK_FALSE(done.next());
+    CHECK(done.total_batches() == 0);
+  }
+  SECTION("a resume point that does not fit the settings is refused") {
+    auto refused = [&](ResumePoint p, const std::string& what) {
+      SamplerConfig rc = c;
+      rc.resume = std::move(p);
+      auto s = Sampler::create(rc);
+      REQUIRE_FALSE(s);
+      CHECK_THAT(std::string(s.error().what()), Catch::Matchers::Contains(what));
+    };
+    refused(ResumePoint{0, {{2, 14}}}, "14 batches per rank, of the 13");
+    refused(ResumePoint{3, {}}, "the run has 2 epochs");
+    refused(ResumePoint{2, {{2, 1}}}, "the run has 2 epochs");
+    refused(ResumePoint{0, {{0, 1}}}, "world size is 0");
+    refused(ResumePoint{0, std::vector<EpochProgress>(65, EpochProgress{2, 0})}, "at most 64");
+  }
 }
 
 TEST_CASE("sampler: shard shuffle keeps runs of a shard together, every sample once",

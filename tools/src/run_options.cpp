@@ -359,7 +359,7 @@ nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
   doc["dataset"]["open_bytes"] = dataset.open_bytes;
   doc["delivered"]["verified"] = nullptr;
   const bool whole_epochs =
-      c.sampler.world_size == 1 && !c.sampler.drop_last && c.sampler.start_batch == 0 &&
+      c.sampler.world_size == 1 && !c.sampler.drop_last && c.sampler.resume.at_start() &&
       report.delivered.skipped == 0 && dataset.skipped.empty() && !report.interrupted &&
       !report.error &&
       report.consumer.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
