@@ -1,6 +1,7 @@
 #include "feedline/core/clock.hpp"
 
 #include <sys/resource.h>
+#include <time.h>
 
 namespace feedline {
 namespace {
@@ -16,5 +17,12 @@ CpuTimes from_rusage(int who) noexcept {
 
 CpuTimes process_cpu_times() noexcept { return from_rusage(RUSAGE_SELF); }
 CpuTimes thread_cpu_times() noexcept { return from_rusage(RUSAGE_THREAD); }
+
+std::uint64_t thread_cpu_ns() noexcept {
+  timespec ts{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 }  // namespace feedline

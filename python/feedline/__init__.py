@@ -101,6 +101,12 @@ class Batch:
     def nbytes(self):
         return self._b.nbytes
 
+    @property
+    def transformed(self):
+        """What the loader's transform= returned for each sample, in batch order ([] without
+        one)."""
+        return self._b.transformed
+
     def member(self, suffix=""):
         return self._b.member(suffix)
 
@@ -122,11 +128,16 @@ class Loader:
     """The pipeline over one dataset URL (a directory, file://, s3://, http(s)://, nfs://).
 
     ``state`` is what ``state_dict()`` returned (or its JSON text): the loader then delivers
-    exactly the batches that run had not delivered yet, with the same settings. ``rank`` and
+    exactly the batches that run had not delivered yet, with the same settings.
+
+    ``transform`` (a callable) runs on each sample on the decode threads, holding the GIL only
+    while it runs: it gets a dict of "__key__" and each member's bytes under the member's name,
+    and what it returns is in ``Batch.transformed``. The report's "transform" tells its time,
+    and the decode threads' wait for the GIL, apart from feedline's own decode. ``rank`` and
     ``world_size`` default to torch.distributed's when it is initialised, then to the launcher's
     environment (RANK/WORLD_SIZE, Open MPI, SLURM), as `feedline run` reads it."""
 
-    def __init__(self, url, state=None, _start_epoch=0, **options):
+    def __init__(self, url, state=None, transform=None, _start_epoch=0, **options):
         if options.get("rank") is None and options.get("world_size") is None:
             dist = _torch_distributed()
             if dist is not None:
@@ -137,7 +148,7 @@ class Loader:
             raise TypeError("state must be a dict from state_dict() or its JSON text")
         args = _args(url, options)
         try:
-            self._native = _feedline._Loader(args, state, _start_epoch)
+            self._native = _feedline._Loader(args, state, _start_epoch, transform)
         except ValueError as e:
             raise ValueError(_flag_to_keyword(str(e))) from None
         self._done = False

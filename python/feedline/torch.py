@@ -21,17 +21,17 @@ __all__ = ["IterableDataset"]
 
 class IterableDataset(torch.utils.data.IterableDataset):
     """One pass over the dataset per iteration: epoch ``set_epoch(n)`` (as DistributedSampler),
-    shuffled by (seed, epoch). ``transform`` (optional) maps each feedline.Batch to what the
-    iteration yields. ``state_dict()``/``load_state_dict()`` resume a pass mid-epoch: the next
-    iteration delivers exactly the batches the saved one had not."""
+    shuffled by (seed, epoch); the options are feedline.Loader's (``transform=`` included: per
+    sample, on feedline's decode threads). ``state_dict()``/``load_state_dict()`` resume a pass
+    mid-epoch, also on another number of ranks: the next iteration delivers exactly the batches
+    the saved one had not."""
 
-    def __init__(self, url, transform=None, **options):
+    def __init__(self, url, **options):
         super().__init__()
         if "epochs" in options:
             raise TypeError("IterableDataset is one epoch per iteration: use set_epoch(), not epochs=")
         self._url = url
         self._options = options
-        self._transform = transform
         self._epoch = 0
         self._loader = None
         self._resume = None
@@ -53,7 +53,7 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._loader, self._loader_epoch = loader, epoch
         try:
             for batch in loader:
-                yield self._transform(batch) if self._transform else batch
+                yield batch
         finally:
             loader.close()  # its state_dict() and report() stay
 

@@ -61,6 +61,80 @@ PyObject* g_error = nullptr;  // feedline.Error (an OSError)
 
 [[noreturn]] void raise_value(const std::string& what) { throw py::value_error(what); }
 
+// True once the interpreter is shutting down: a pipeline thread must not take the GIL then (it
+// would hang in PyGILState_Ensure while the main thread waits to join it).
+bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// transform=fn on the decode threads (feedline/loader/transform.hpp). Each call takes the GIL
+// for fn only, and reports how long it waited for it. fn gets a dict: "__key__" and each member's
+// decoded bytes (a copy, so fn may keep it) under the member's name; what it returns rides in the
+// batch (Batch.transformed). The first exception fn raises is kept, to be raised again from the
+// loop with the sample named.
+class PyTransform final : public ld::SampleTransform {
+ public:
+  explicit PyTransform(py::object fn) : fn_(std::move(fn)) {}
+  ~PyTransform() override {
+    if (finalizing()) {  // leaked rather than touched: the interpreter is going away
+      fn_.release();
+      first_error_.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    fn_ = py::object();
+    first_error_ = py::object();
+  }
+
+  fl::Result<ld::TransformResult> apply(const ld::TransformInput& in,
+                                        ld::TransformCall& call) override {
+    if (finalizing()) return fl::fail(fl::Errc::kCancelled, "the interpreter is shutting down");
+    const std::uint64_t asked = fl::now_ns();
+    py::gil_scoped_acquire gil;
+    call.lock_wait = std::chrono::nanoseconds(fl::now_ns() - asked);
+    try {
+      py::dict sample;
+      sample["__key__"] = py::str(in.key.data(), in.key.size());
+      for (const ld::TransformMember& m : in.members) {
+        sample[py::str(m.name.data(), m.name.size())] =
+            py::bytes(reinterpret_cast<const char*>(m.bytes.data()), m.bytes.size());
+      }
+      py::object out = fn_(sample);
+      if (out.is_none()) return ld::TransformResult();
+      PyObject* held = out.release().ptr();
+      return ld::TransformResult(held, [](const void* p) {
+        if (finalizing()) return;      // see finalizing()
+        py::gil_scoped_acquire again;  // the last batch holding it may die on any thread
+        Py_DECREF(static_cast<PyObject*>(const_cast<void*>(p)));
+      });
+    } catch (py::error_already_set& e) {
+      std::string what = e.what();
+      if (!first_error_) {
+        first_error_ = e.value();
+        first_key_ = std::string(in.key);
+      }
+      return fl::fail(fl::Errc::kInvalidArgument, std::move(what));
+    }
+  }
+
+  // The exception fn raised for `key`'s sample, if it was the first (with the GIL held).
+  py::object take_error(const std::string& message) {
+    if (!first_error_ || message.find(fmt::format("sample '{}'", first_key_)) == std::string::npos)
+      return py::object();
+    return std::exchange(first_error_, py::object());
+  }
+  const std::string& error_key() const noexcept { return first_key_; }
+
+ private:
+  py::object fn_;
+  py::object first_error_;  // guarded by the GIL
+  std::string first_key_;
+};
+
 // What outlives the Loader for its batches: the backend and the dataset they were read from.
 struct Opened {
   fl::tools::RunOptions options;
@@ -78,6 +152,17 @@ class PyBatch {
   std::uint64_t index() const { return batch_.index(); }
   std::uint64_t digest() const { return batch_.digest(); }
   std::uint64_t nbytes() const { return batch_.bytes(); }
+
+  // What transform= returned for each sample (None where it returned None); empty without one.
+  py::list transformed() const {
+    py::list out;
+    for (const ld::TransformResult& r : batch_.results()) {
+      out.append(
+          r ? py::reinterpret_borrow<py::object>(static_cast<PyObject*>(const_cast<void*>(r.get())))
+            : py::none());
+    }
+    return out;
+  }
 
   std::vector<std::string> keys() const {
     std::vector<std::string> out;
@@ -221,7 +306,7 @@ class Fetcher {
 class PyLoader {
  public:
   PyLoader(std::vector<std::string> args, std::optional<std::string> state_json,
-           std::uint32_t start_epoch) {
+           std::uint32_t start_epoch, py::object transform) {
     auto opened = std::make_shared<Opened>();
     try {
       CLI::App app("feedline");
@@ -239,6 +324,11 @@ class PyLoader {
       opened->data = fl::tools::open_run_dataset(opened->options, opened->setup);
       if (saved_samples) check_dataset(*opened, *saved_samples);
       if (start_epoch > 0) start_at_epoch(*opened, start_epoch, state_json.has_value());
+      if (!transform.is_none()) {
+        if (!PyCallable_Check(transform.ptr())) throw py::type_error("transform must be callable");
+        transform_ = std::make_shared<PyTransform>(std::move(transform));
+        opened->setup.ctx.config.transform = transform_;
+      }
     } catch (const fl::tools::UsageError& e) {
       raise_value(e.what());
     } catch (const fl::tools::CommandError& e) {
@@ -296,6 +386,7 @@ class PyLoader {
       finished_ = true;
       const fl::Error& e = r->error();
       if (e.code() == fl::Errc::kCancelled) return std::nullopt;
+      if (transform_) raise_transform_error(e);
       raise_error(e);
     }
     if ((*r)->end()) {
@@ -371,6 +462,20 @@ class PyLoader {
   bool interrupted() const { return interrupted_; }
 
  private:
+  // The exception transform= raised, raised again with a note naming the sample, its object and
+  // offset (the C++ error's text); returns when the error was not the transform's.
+  void raise_transform_error(const fl::Error& e) {
+    py::object exc = transform_->take_error(e.message());
+    if (!exc) return;
+    if (py::hasattr(exc, "add_note")) {  // Python 3.11: the traceback shows the note
+      exc.attr("add_note")(fmt::format(
+          "feedline: in the transform of sample '{}' of {}{}", transform_->error_key(), e.object(),
+          e.offset() ? fmt::format(" at offset {}", *e.offset()) : std::string()));
+    }
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    throw py::error_already_set();
+  }
+
   static nlohmann::json resume_json(const ld::ResumePoint& p) {
     nlohmann::json progress = nlohmann::json::array();
     for (const ld::EpochProgress& e : p.progress)
@@ -460,6 +565,7 @@ class PyLoader {
   std::unique_ptr<ld::Loader> loader_;
   std::unique_ptr<Fetcher> fetcher_;
   std::optional<ld::Sampler> sampler_;
+  std::shared_ptr<PyTransform> transform_;
   std::uint64_t delivered_ = 0;
   std::uint64_t handed_ns_ = 0;
   bool finished_ = false;
@@ -493,6 +599,7 @@ PYBIND11_MODULE(_feedline, mod) {
       .def_property_readonly("digest", &PyBatch::digest)
       .def_property_readonly("nbytes", &PyBatch::nbytes)
       .def_property_readonly("keys", &PyBatch::keys)
+      .def_property_readonly("transformed", &PyBatch::transformed)
       .def(
           "member",
           [](py::object self, const std::string& suffix) {
@@ -531,8 +638,10 @@ PYBIND11_MODULE(_feedline, mod) {
           py::arg("suffix"));
 
   py::class_<PyLoader>(mod, "_Loader")
-      .def(py::init<std::vector<std::string>, std::optional<std::string>, std::uint32_t>(),
-           py::arg("args"), py::arg("state") = py::none(), py::arg("start_epoch") = 0)
+      .def(py::init<std::vector<std::string>, std::optional<std::string>, std::uint32_t,
+                    py::object>(),
+           py::arg("args"), py::arg("state") = py::none(), py::arg("start_epoch") = 0,
+           py::arg("transform") = py::none())
       .def("next", &PyLoader::next)
       .def("report_json", &PyLoader::report_json)
       .def("state_json", &PyLoader::state_json)

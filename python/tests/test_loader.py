@@ -299,3 +299,70 @@ def test_torch_resume_mid_epoch(files_ds):
     ds2.load_state_dict(state)
     rest = [k for b in ds2 for k in b.keys]
     assert part + rest == full
+
+
+def test_transform_runs_per_sample_and_its_results_ride_in_the_batch(files_ds):
+    def fn(sample):
+        (name, data), = [(k, v) for k, v in sample.items() if k != "__key__"]
+        return sample["__key__"], name, data[::-1]
+    loader = feedline.Loader(files_ds, batch_size=64, transform=fn)
+    samples = 0
+    for b in loader:
+        out = b.transformed
+        assert len(out) == len(b)
+        for key, view, (tkey, name, reversed_bytes) in zip(b.keys, b.member(""), out):
+            assert tkey == key and name.endswith(".bin") or tkey == key
+            assert reversed_bytes == view.tobytes()[::-1]
+        samples += len(b)
+    assert samples == 600
+    r = loader.report()
+    assert r["delivered"]["verified"] is True
+    t = r["transform"]
+    assert t["samples"] == 600 and t["errors"] == 0
+    assert t["seconds"] > 0 and 0 <= t["lock_wait_seconds"] <= t["off_cpu_seconds"] <= t["seconds"]
+    assert 0 < t["cpu_seconds"] <= t["seconds"]
+    assert 0 < t["decode_share"] <= 1 and 0 <= t["off_cpu_share"] <= 1
+    assert feedline.Loader(files_ds).report()["transform"] is None
+
+
+class Unreadable(Exception):
+    pass
+
+
+def test_a_transform_that_raises_fails_with_its_exception_or_is_skipped(files_ds):
+    victim = sorted(feedline.Loader(files_ds, batch_size=600, shuffle=False).__next__().keys)[7]
+
+    def fn(sample):
+        if sample["__key__"] == victim:
+            raise Unreadable("cannot parse " + victim)
+        return 1
+    loader = feedline.Loader(files_ds, batch_size=32, transform=fn)
+    with pytest.raises(Unreadable, match="cannot parse") as info:
+        for _ in loader:
+            pass
+    notes = getattr(info.value, "__notes__", [])
+    assert any(victim in n and "transform" in n for n in notes), notes
+    skip = feedline.Loader(files_ds, batch_size=32, transform=fn, on_error="skip")
+    keys = [k for b in skip for k in b.keys]
+    assert victim not in keys and len(keys) == 599
+    r = skip.report()
+    assert r["skipped"]["samples"] == 1 and r["transform"]["errors"] == 1
+    with pytest.raises(TypeError, match="transform must be callable"):
+        feedline.Loader(files_ds, transform=3)
+
+
+def test_a_gil_bound_transform_is_named_in_the_verdict(files_ds):
+    def busy(sample):  # pure Python: holds the GIL throughout
+        x = 0
+        for i in range(20000):
+            x += i
+        return x
+    # Three decode threads queue for one GIL: each spends about two thirds of its calls off
+    # the CPU.
+    loader = feedline.Loader(files_ds, batch_size=16, decode_threads=3, transform=busy)
+    for _ in loader:
+        pass
+    r = loader.report()
+    assert r["transform"]["off_cpu_share"] > 0.3, r["transform"]
+    assert r["bottleneck"]["stage"] == "decode", r["bottleneck"]
+    assert "GIL" in r["bottleneck"]["suggestion"], r["bottleneck"]

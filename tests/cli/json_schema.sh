@@ -57,7 +57,7 @@ SCHEMAS = {
         "data_paths[].path": str, "data_paths[].bytes": int, "data_paths[].copied_bytes": int,
         "data_paths[].copy_amplification": NUM, "data_paths[].detail": str,
         "data_path.gpu_direct": str, "data_path.reason": str, "data_path.notes": list,
-        "device": (dict, type(None)),
+        "device": (dict, type(None)), "transform": (dict, type(None)),
     },
     "bench": {
         "url": str, "rw": str, "bs": int, "iodepth": int, "numjobs": int, "size": int, "time_based": bool,

@@ -19,41 +19,15 @@
 #include "feedline/loader/loader.hpp"
 #include "feedline/storage/decorators.hpp"
 #include "feedline/storage/registry.hpp"
+#include "mem_dataset.hpp"
 #include "test_support.hpp"
 
 using namespace feedline;
 using namespace feedline::loader;
 using namespace std::chrono_literals;
+using feedline::testing::MemDataset;
 
 namespace {
-
-// A files-format dataset in memory: n samples of `size` bytes (size varies a little per sample).
-struct MemDataset {
-  std::unique_ptr<storage::Backend> backend;
-  Dataset dataset;
-  std::map<std::string, std::uint64_t> digest_by_key;  // independent: XXH3 of what we wrote
-  std::uint64_t digest_sum = 0;
-
-  MemDataset(std::size_t n, std::size_t size, std::unique_ptr<storage::Backend> b = nullptr) {
-    storage::Registry registry;
-    storage::register_builtin_backends(registry);
-    backend = b ? std::move(b) : std::move(registry.open("mem://ds/", {})->backend);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::string key = fmt::format("ds/{:06}.bin", i);
-      const auto bytes = testing::pattern_bytes(size + (i % 7) * 100, i + 1);
-      REQUIRE(backend->write(key, bytes));
-      const std::uint64_t h = XXH3_64bits(bytes.data(), bytes.size());
-      digest_by_key[fmt::format("{:06}", i)] = h;
-      digest_sum += h;
-    }
-    DatasetOptions o;
-    o.format = DatasetFormat::kFiles;
-    auto d = open_dataset(*backend, "ds/", o);
-    REQUIRE(d);
-    dataset = std::move(*d);
-    REQUIRE(dataset.samples.size() == n);
-  }
-};
 
 LoaderConfig small_config(std::uint32_t batch, std::uint32_t epochs) {
   LoaderConfig c;

@@ -122,6 +122,18 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"unknown_size_samples", ctx.dataset_unknown_sizes}}},
   };
   j["error"] = r.error ? json(r.error->what()) : json(nullptr);
+  // The user's transform (the Python layer's transform=): null without one.
+  j["transform"] = nullptr;
+  if (const auto& t = r.transform; t.enabled) {
+    j["transform"] = {{"samples", t.samples},
+                      {"errors", t.errors},
+                      {"seconds", t.seconds},
+                      {"cpu_seconds", t.cpu_seconds},
+                      {"lock_wait_seconds", t.lock_wait_seconds},
+                      {"off_cpu_seconds", t.off_cpu_seconds},
+                      {"decode_share", t.decode_share},
+                      {"off_cpu_share", t.off_cpu_share}};
+  }
   {
     const auto& p = r.data_path;
     j["data_paths"] = json::array({{{"path", loader::data_path_name(p.path)},
@@ -212,6 +224,13 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
                      s.starved_fraction * 100, s.blocked_fraction * 100, s.cpu_seconds,
                      s.items_inline > s.items ? fmt::format("{} inline", s.items_inline)
                                               : fmt::format("{}", s.items)));
+  }
+  if (const auto& t = r.transform; t.enabled) {
+    line(fmt::format(
+        "  transform: {} samples, {:.2f} s ({:.0f}% of decode's busy time, {:.2f} CPU-s), {:.2f} s "
+        "of it ({:.0f}%) off the CPU waiting for the lock it runs under (Python's GIL){}",
+        t.samples, t.seconds, t.decode_share * 100, t.cpu_seconds, t.off_cpu_seconds,
+        t.off_cpu_share * 100, t.errors ? fmt::format("; {} failed", t.errors) : ""));
   }
   line("  queue        cap  mean-occ  producer-blocked  consumer-starved");
   for (const auto& q : r.queues) {

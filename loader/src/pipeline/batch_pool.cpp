@@ -96,6 +96,7 @@ Batch::Batch(Batch&& o) noexcept
       index_(o.index_),
       samples_(std::move(o.samples_)),
       members_(std::move(o.members_)),
+      results_(std::move(o.results_)),
       digest_(o.digest_),
       bytes_(o.bytes_),
       on_device_(o.on_device_),
@@ -112,6 +113,7 @@ Batch& Batch::operator=(Batch&& o) noexcept {
     index_ = o.index_;
     samples_ = std::move(o.samples_);
     members_ = std::move(o.members_);
+    results_ = std::move(o.results_);
     digest_ = o.digest_;
     bytes_ = o.bytes_;
     on_device_ = o.on_device_;

@@ -103,6 +103,7 @@ struct BatchAccess {
     b.digest_ += digest;
     b.bytes_ += bytes;
   }
+  static std::vector<TransformResult>& results(Batch& b) noexcept { return b.results_; }
   // The device stage: the batch is in GPU memory, and its copy was waited for in [from, done].
   static void on_device(Batch& b, std::uint64_t from_ns, std::uint64_t done_ns) noexcept {
     b.on_device_ = true;

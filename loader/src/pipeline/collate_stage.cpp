@@ -68,6 +68,7 @@ void CollateStage::run(Worker& w) {
       copied_bytes += s.copied_bytes;  // stored members decode copied into the slot
       BatchAccess::samples(*batch).push_back(bs);
       BatchAccess::add(*batch, s.digest, s.decoded_bytes);
+      if (run_.config.transform) BatchAccess::results(*batch).push_back(std::move(s.result));
       w.count(1, s.decoded_bytes);
     } else {
       auto grown = ensure_room(*buffer, used, s, run_.sink.get(), &copied_bytes);
@@ -81,6 +82,7 @@ void CollateStage::run(Worker& w) {
       bounce_delivered += s.decoded_bytes;
       BatchAccess::samples(*batch).push_back(bs);
       BatchAccess::add(*batch, s.digest, s.decoded_bytes);
+      if (run_.config.transform) BatchAccess::results(*batch).push_back(std::move(s.result));
       w.count(1, s.decoded_bytes);
     }
     run_.buffers.put(std::move(s.raw));

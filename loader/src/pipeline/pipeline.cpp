@@ -52,6 +52,12 @@ Result<void> Pipeline::start() {
     if (!planned.device.cufile) planned.device.cufile = transports::cufile::CufileRuntime::load();
   }
   FEEDLINE_ASSIGN_OR_RETURN(DataPathPlan plan, plan_data_path(dataset_, planned, backend_));
+  if (config_.transform && reads_into_device(plan.path)) {
+    return fail(
+        Error(Errc::kInvalidArgument,
+              fmt::format("a transform needs each sample in host memory, and {}", plan.reason))
+            .with_hint("turn GPUDirect reads off (gpu_direct off) to use a transform"));
+  }
   config_.storage_threads = storage_threads_for(config_, backend_, dataset_, plan.path);
   std::shared_ptr<detail::DeviceSink> sink;
   if (planned.device.device >= 0) {
@@ -148,7 +154,7 @@ void Pipeline::finish_run(std::uint64_t end) {
 PipelineReport Pipeline::report() {
   finish_run(now_ns());
   const double wall = static_cast<double>(consumer_->end_ns() - consumer_->start_ns()) / 1e9;
-  detail::RunParts parts{*run_, *consumer_, *storage_, *collate_, {}, end_queues_};
+  detail::RunParts parts{*run_, *consumer_, *storage_, *decode_, *collate_, {}, end_queues_};
   for (auto* r : {storage_runner_.get(), decode_runner_.get(), collate_runner_.get(),
                   device_runner_.get(), consumer_runner_.get()}) {
     if (r) parts.stages.push_back(r->report(wall));

@@ -93,6 +93,7 @@ struct RunParts {
   const RunState& run;
   const Consumer& consumer;
   const StorageStage& storage;
+  const DecodeStage& decode;
   const CollateStage& collate;
   std::vector<StageReport> stages;
   std::vector<QueueReport> queues;

@@ -52,6 +52,7 @@ struct InFlightSample {
   // direct_offset of direct_buffer (laid out from the index's decoded sizes).
   bool decode_in_place = false;
   std::uint64_t copied_bytes = 0;  // decode in place: stored members decode copied into the slot
+  TransformResult result;          // the user's transform's, for the batch
   // Where the batch's slots start (host or device memory); only meaningful with direct_buffer.
   const std::byte* slot_base() const noexcept {
     return on_device ? static_cast<const std::byte*>(direct_buffer->device())

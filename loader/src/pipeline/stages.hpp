@@ -55,7 +55,17 @@ class DecodeStage {
   explicit DecodeStage(RunState& run) : run_(run) {}
   void run(Worker& w);
 
+  // The user's transform, summed over the threads (read after they were joined).
+  std::atomic<std::uint64_t> transformed{0};
+  std::atomic<std::uint64_t> transform_errors{0};
+  std::atomic<std::uint64_t> transform_ns{0};
+  std::atomic<std::uint64_t> transform_cpu_ns{0};
+  std::atomic<std::uint64_t> transform_lock_wait_ns{0};
+
  private:
+  // Runs the transform on a decoded sample: its result, or the sample's error.
+  void transform(InFlightSample& item);
+
   RunState& run_;
   std::atomic<unsigned> done_{0};  // the last decoder out closes the queue behind it
 };

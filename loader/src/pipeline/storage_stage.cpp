@@ -220,9 +220,10 @@ void StorageStage::run(Worker& w) {
   // Samples read into their batch slot on the host need no decoding, only their digest: taken
   // here as each read lands, while its bytes are fresh, and handed straight to collate. A trip
   // through the decode threads cost a hand-off and a cold read of the bytes on another core
-  // (64 KiB files: XXH3 took ~10 us there, ~7 us here). A planted decode cost keeps the stage.
-  const bool inline_decode =
-      direct && !device_reads && config.diagnostics.decode_cost == std::chrono::nanoseconds(0);
+  // (64 KiB files: XXH3 took ~10 us there, ~7 us here). A planted decode cost, or a transform,
+  // keeps the stage.
+  const bool inline_decode = direct && !device_reads && !config.transform &&
+                             config.diagnostics.decode_cost == std::chrono::nanoseconds(0);
   Decompressor zstd;  // unused on the direct path (no zstd members), needed by decode_sample's API
   Admission& a = *admission_;
   // io_depth split between the threads (the first ones take the remainder).

@@ -108,6 +108,32 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
                           reads_q ? reads_q->mean_occupancy : 0.0, why),
               {},
               ""};
+    // A user's transform that takes most of decode's time: its own cost, or the lock it waits
+    // for (Python's GIL: more threads only queue for it), is what to change.
+    const TransformReport& t = r.transform;
+    if (t.enabled && t.decode_share >= 0.5) {
+      v.evidence += fmt::format(
+          "; the transform took {} of the decode threads' busy time ({:.2f} s for {} samples, "
+          "{:.2f} CPU-s), {} of it off the CPU: waiting for the lock it runs under (Python's GIL; "
+          "{:.2f} s of it before the calls began)",
+          pct(t.decode_share), t.seconds, t.samples, t.cpu_seconds, pct(t.off_cpu_share),
+          t.lock_wait_seconds);
+      if (t.off_cpu_share >= 0.3) {
+        v.advice =
+            "the transform is bound by the lock it runs under (Python's GIL): more decode threads "
+            "only queue for it. Do its work in operations that release the GIL (torch or numpy "
+            "on whole arrays), move it to C++, run fewer Python threads beside it, or use worker "
+            "processes for it";
+        return v;
+      }
+      v.advice = "the transform is most of decode's work: make it cheaper";
+      if (config.decode_threads < cores) {
+        v.next.push_back({Knob::kDecodeThreads, num(config.decode_threads),
+                          num(std::min(cores, 2 * config.decode_threads))});
+        v.advice += fmt::format(", or run it on more of the {} cores", cores);
+      }
+      return v;
+    }
     if (config.decode_threads < cores) {
       v.next.push_back({Knob::kDecodeThreads, num(config.decode_threads),
                         num(std::min(cores, 2 * config.decode_threads))});

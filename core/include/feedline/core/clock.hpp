@@ -24,5 +24,8 @@ struct CpuTimes {
 CpuTimes process_cpu_times() noexcept;
 // CPU time of the calling thread only.
 CpuTimes thread_cpu_times() noexcept;
+// The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID: exact, one system call),
+// for timing a short piece of work against its wall time.
+std::uint64_t thread_cpu_ns() noexcept;
 
 }  // namespace feedline

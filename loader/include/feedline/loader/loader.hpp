@@ -39,6 +39,7 @@
 #include "feedline/loader/diagnostics.hpp"
 #include "feedline/loader/report.hpp"
 #include "feedline/loader/sampler.hpp"
+#include "feedline/loader/transform.hpp"
 #include "feedline/storage/backend.hpp"
 
 namespace feedline::transports::cuda {
@@ -102,6 +103,9 @@ struct LoaderConfig {
   // planted decode/collate costs included, ends within about a second.
   std::stop_token stop;
   Diagnostics diagnostics;  // planted costs, accounting off (diagnostics.hpp)
+  // Run on each sample on the decode threads (transform.hpp); null: none. Samples then take the
+  // decode threads' path even where nothing else needs decoding, and must reach host memory.
+  std::shared_ptr<SampleTransform> transform;
 };
 
 struct BatchMember {
@@ -152,6 +156,9 @@ class Batch {
   // Sum (mod 2^64) of XXH3-64 of every member's decoded bytes: adds up to the run's digest.
   std::uint64_t digest() const noexcept { return digest_; }
   std::uint64_t bytes() const noexcept { return bytes_; }
+  // With a transform: what it returned for each sample, in the order of samples(). Empty
+  // without one.
+  std::span<const TransformResult> results() const noexcept { return results_; }
   // With a device: the batch's bytes in GPU memory (extent() bytes, same offsets as the samples
   // and members say), valid until the Batch dies. Null without one.
   const void* device_data() const noexcept;
@@ -166,6 +173,7 @@ class Batch {
   std::uint64_t index_ = 0;
   std::vector<BatchSample> samples_;
   std::vector<BatchMember> members_;
+  std::vector<TransformResult> results_;
   std::uint64_t digest_ = 0;
   std::uint64_t bytes_ = 0;
   bool on_device_ = false;

@@ -198,12 +198,33 @@ struct Verdict {
   std::string advice;            // why, and what else helps; names no flag (knobs are in `next`)
 };
 
+// The user's transform (transform.hpp), where there was one.
+struct TransformReport {
+  bool enabled = false;
+  std::uint64_t samples = 0;  // transformed
+  std::uint64_t errors = 0;   // calls that failed
+  // Wall time in the transform, summed over decode threads; of it, on the CPU; and waiting for
+  // the lock it runs under before it could start (Python's GIL, TransformCall::lock_wait).
+  double seconds = 0;
+  double cpu_seconds = 0;
+  double lock_wait_seconds = 0;
+  // Time in the transform off the CPU, the entry's lock wait included: for a Python function,
+  // the GIL's (entry, and each time another thread took it mid-call), unless the function
+  // sleeps or does IO, or no core was free.
+  double off_cpu_seconds = 0;
+  // The transform's share of the decode threads' busy time (the rest is feedline's own decode),
+  // and the share of the transform's own time spent off the CPU.
+  double decode_share = 0;
+  double off_cpu_share = 0;
+};
+
 struct PipelineReport {
   ConsumerReport consumer;
   IoReport io;
   MemoryReport memory;
   DataPathReport data_path;
   DeviceReport device;
+  TransformReport transform;
   std::vector<StageReport> stages;
   std::vector<QueueReport> queues;
   DeliveredReport delivered;
