@@ -166,9 +166,10 @@ class Loader:
         return Batch(b)
 
     def report(self):
-        """The run's report: a dict with the schema of `feedline run --json`. Called before the
-        last batch, it ends the run first (the loader then delivers no more)."""
-        self._done = True
+        """The run's report: a dict with the schema of `feedline run --json`. Mid-run it is a
+        snapshot ("snapshot": True: the stages, queues, consumer wait and throughput so far; the
+        IO statistics and the verdict come at the end) and the run goes on, so a job can log it
+        every N steps."""
         return json.loads(self._native.report_json())
 
     def state_dict(self):

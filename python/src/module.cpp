@@ -51,15 +51,23 @@ constexpr int kStateVersion = 1;
 PyObject* g_error = nullptr;  // feedline.Error (an OSError)
 
 [[noreturn]] void raise_error(const fl::Error& e) {
-  const int err = e.code() == fl::Errc::kNotFound           ? ENOENT
-                  : e.code() == fl::Errc::kPermissionDenied ? EACCES
-                                                            : EIO;
+  const int err = e.code() == fl::Errc::kNotFound            ? ENOENT
+                  : e.code() == fl::Errc::kPermissionDenied  ? EACCES
+                  : e.code() == fl::Errc::kResourceExhausted ? ENOBUFS
+                                                             : EIO;
   py::object exc = py::reinterpret_borrow<py::object>(g_error)(err, e.what());
   PyErr_SetObject(g_error, exc.ptr());
   throw py::error_already_set();
 }
 
 [[noreturn]] void raise_value(const std::string& what) { throw py::value_error(what); }
+
+// A zstd member's name as its decoded bytes are: "000123.bin.zst" -> "000123.bin", so
+// member(".bin") finds it as it would the stored ".bin".
+std::string_view decoded_name(std::string_view name) {
+  return name.ends_with(".zst") ? name.substr(0, name.size() - 4) : name;
+}
+bool ends_with(std::string_view name, std::string_view suffix) { return name.ends_with(suffix); }
 
 // True once the interpreter is shutting down: a pipeline thread must not take the GIL then (it
 // would hang in PyGILState_Ensure while the main thread waits to join it).
@@ -73,7 +81,8 @@ bool finalizing() {
 
 // transform=fn on the decode threads (feedline/loader/transform.hpp). Each call takes the GIL
 // for fn only, and reports how long it waited for it. fn gets a dict: "__key__" and each member's
-// decoded bytes (a copy, so fn may keep it) under the member's name; what it returns rides in the
+// decoded bytes (a copy, so fn may keep it) under the member's name (a zstd member's without
+// ".zst": the bytes are decoded); what it returns rides in the
 // batch (Batch.transformed). The first exception fn raises is kept, to be raised again from the
 // loop with the sample named.
 class PyTransform final : public ld::SampleTransform {
@@ -100,7 +109,8 @@ class PyTransform final : public ld::SampleTransform {
       py::dict sample;
       sample["__key__"] = py::str(in.key.data(), in.key.size());
       for (const ld::TransformMember& m : in.members) {
-        sample[py::str(m.name.data(), m.name.size())] =
+        const std::string_view name = decoded_name(m.name);
+        sample[py::str(name.data(), name.size())] =
             py::bytes(reinterpret_cast<const char*>(m.bytes.data()), m.bytes.size());
       }
       py::object out = fn_(sample);
@@ -179,10 +189,9 @@ class PyBatch {
     for (const auto& s : batch_.samples()) {
       const ld::BatchMember* found = nullptr;
       for (const auto& m : batch_.members_of(s)) {
-        const bool match = suffix.empty()
-                               ? batch_.members_of(s).size() == 1
-                               : m.name.size() >= suffix.size() &&
-                                     m.name.substr(m.name.size() - suffix.size()) == suffix;
+        const bool match =
+            suffix.empty() ? batch_.members_of(s).size() == 1
+                           : ends_with(m.name, suffix) || ends_with(decoded_name(m.name), suffix);
         if (!match) continue;
         if (found) {
           raise_value(fmt::format("sample '{}' has several members ending in '{}' ('{}', '{}')",
@@ -383,8 +392,9 @@ class PyLoader {
     }
     handed_ns_ = fl::now_ns();
     if (!*r) {
-      finished_ = true;
       const fl::Error& e = r->error();
+      // Every pool buffer held by live batches: the run goes on once some die (not sticky).
+      finished_ = e.code() != fl::Errc::kResourceExhausted;
       if (e.code() == fl::Errc::kCancelled) return std::nullopt;
       if (transform_) raise_transform_error(e);
       raise_error(e);
@@ -398,10 +408,23 @@ class PyLoader {
     return PyBatch(opened_, std::move(**r));
   }
 
-  // The report as `feedline run --json` writes it (a JSON text). Ends the run if it is not over.
-  std::string report_json() {
+  // The report as `feedline run --json` writes it (a JSON text): the run's so far while it goes
+  // on ("snapshot": true), its final one once it is over (or with final=true: that ends it).
+  std::string report_json(bool final) {
     if (report_) return *report_;
     if (!loader_) raise_value("the loader is closed");
+    if (!finished_ && !final) {
+      ld::PipelineReport rep;
+      {
+        py::gil_scoped_release nogil;
+        fetcher_->on_consumer_thread([&] { rep = loader_->snapshot(); });
+      }
+      if (!rep.snapshot) return report_json(true);  // it ended meanwhile
+      nlohmann::json doc =
+          fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, nullptr);
+      doc["resumed_from"] = resume_json(opened_->setup.ctx.config.sampler.resume);
+      return doc.dump();
+    }
     {
       ld::PipelineReport rep;
       {
@@ -447,7 +470,7 @@ class PyLoader {
     if (!loader_) return;
     if (!report_) {
       try {
-        (void)report_json();
+        (void)report_json(true);
       } catch (const py::error_already_set&) {
       }
     }
@@ -643,7 +666,7 @@ PYBIND11_MODULE(_feedline, mod) {
            py::arg("args"), py::arg("state") = py::none(), py::arg("start_epoch") = 0,
            py::arg("transform") = py::none())
       .def("next", &PyLoader::next)
-      .def("report_json", &PyLoader::report_json)
+      .def("report_json", &PyLoader::report_json, py::arg("final") = false)
       .def("state_json", &PyLoader::state_json)
       .def("stop", &PyLoader::stop)
       .def("close", &PyLoader::close)

@@ -4,6 +4,7 @@ Run by ctest (python.pytest) with FEEDLINE_BIN naming the CLI and PYTHONPATH the
 python/ folder; by hand: PYTHONPATH=build/release/python FEEDLINE_BIN=build/release/tools/feedline
 /usr/bin/python3 -m pytest python/tests
 """
+import errno
 import json
 import os
 import pickle
@@ -222,12 +223,29 @@ def test_corrupt_sample_names_the_object(tmp_path):
     assert len(keys) < 40
 
 
-def test_report_after_stop_midway(files_ds):
+def test_report_after_close_midway(files_ds):
     l = feedline.Loader(files_ds, batch_size=16)
     next(l)
+    l.close()
     r = l.report()
-    assert r["batches"] >= 1
+    assert r["batches"] >= 1 and r["snapshot"] is False
     assert list(l) == []
+
+
+def test_holding_every_batch_buffer_raises_instead_of_hanging(files_ds):
+    # list(loader) keeps every batch: once they hold the whole pool (prefetch 2 + 2 buffers),
+    # nothing can make the next one. The loop is told so, and goes on once batches are dropped.
+    l = feedline.Loader(files_ds, batch_size=16, prefetch=2)
+    kept = []
+    with pytest.raises(feedline.Error, match="batch buffers is in a batch still alive") as info:
+        for b in l:
+            kept.append(b)
+    assert info.value.errno == errno.ENOBUFS
+    assert 2 <= len(kept) <= 8
+    n = len(kept) * 16
+    kept.clear()
+    n += sum(len(b) for b in l)
+    assert n == 600
 
 
 def test_ctrl_c_interrupts_within_a_second(files_ds):
@@ -366,3 +384,36 @@ def test_a_gil_bound_transform_is_named_in_the_verdict(files_ds):
     assert r["transform"]["off_cpu_share"] > 0.3, r["transform"]
     assert r["bottleneck"]["stage"] == "decode", r["bottleneck"]
     assert "GIL" in r["bottleneck"]["suggestion"], r["bottleneck"]
+
+
+def test_report_mid_run_is_a_snapshot_and_the_run_goes_on(files_ds):
+    loader = feedline.Loader(files_ds, batch_size=50, seed=5)
+    keys = []
+    for _ in range(4):
+        keys += next(loader).keys
+    mid = loader.report()
+    assert mid["snapshot"] is True and mid["interrupted"] is False
+    assert mid["samples"] == 200 and mid["batches"] == 4
+    assert mid["bottleneck"]["stage"] == "none" and "mid-run" in mid["bottleneck"]["evidence"]
+    names = {s["name"] for s in mid["stages"]}
+    assert {"storage", "decode", "collate", "consumer"} <= names
+    for s in mid["stages"]:
+        total = s["busy_fraction"] + s["starved_fraction"] + s["blocked_fraction"]
+        assert abs(total - 1) < 0.02, s
+    keys += [k for b in loader for k in b.keys]
+    assert len(keys) == len(set(keys)) == 600
+    end = loader.report()
+    assert end["snapshot"] is False and end["delivered"]["verified"] is True
+    assert end["bottleneck"]["stage"] != "none"
+
+
+def test_member_finds_a_zstd_member_by_its_decoded_name(tmp_path):
+    ds = gen(tmp_path / "zst", "--format", "tar", "--samples", "40", "--sample-size", "4k",
+             "--samples-per-shard", "20", "--compress", "zstd")
+    names = []
+    loader = feedline.Loader(ds, batch_size=8, transform=lambda s: sorted(s))
+    for b in loader:
+        assert len(b.member(".bin")) == len(b)  # stored as .bin.zst
+        names += b.transformed
+    assert all(n == ["__key__", ".bin", ".cls"] or ".bin" in "".join(n) for n in names)
+    assert loader.report()["delivered"]["verified"] is True

@@ -29,7 +29,7 @@ SCHEMAS = {
     "run": {
         "url": str, "format": str, "samples": int, "bytes": int, "batches": int, "epochs": int,
         "wall_seconds": NUM, "samples_per_second": NUM, "bytes_per_second": NUM, "au": (int, float, type(None)),
-        "au_steps": int, "compute_seconds": NUM, "input_bound": str, "interrupted": bool, "error": (str, type(None)),
+        "au_steps": int, "compute_seconds": NUM, "input_bound": str, "interrupted": bool, "snapshot": bool, "error": (str, type(None)),
         "consumer_wait.fraction": NUM, "consumer_wait.seconds": NUM, "consumer_wait.first_batch_ms": NUM,
         "consumer_wait.p50_ms": NUM, "consumer_wait.p90_ms": NUM, "consumer_wait.p99_ms": NUM,
         "consumer_wait.max_ms": NUM,

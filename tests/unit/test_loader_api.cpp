@@ -213,3 +213,52 @@ TEST_CASE(
   CHECK(r.busy_fraction + r.starved_fraction + r.blocked_fraction == Approx(1.0).margin(1e-6));
   CHECK(r.busy_seconds > 0.05);
 }
+
+TEST_CASE("snapshot() reports the run so far and the run goes on", "[loader][api]") {
+  MemFiles f(200, 3000);
+  LoaderConfig c = small(10, 1);
+  c.decode_threads = 2;
+  auto loader = Loader::open(*f.backend, f.dataset, c).value();
+  std::uint64_t digest = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto b = loader->next();
+    REQUIRE(b);
+    REQUIRE_FALSE(b->end());
+    digest += b->digest();
+  }
+  const PipelineReport mid = loader->snapshot();
+  CHECK(mid.snapshot);
+  CHECK_FALSE(mid.interrupted);
+  CHECK(mid.consumer.batches == 5);
+  CHECK(mid.consumer.samples == 50);
+  CHECK(mid.delivered.digest == digest);
+  CHECK(mid.consumer.wall_seconds > 0);
+  CHECK_FALSE(mid.verdict.stage);  // the verdict comes at the end
+  REQUIRE(mid.stages.size() >= 4);
+  for (const StageReport& s : mid.stages) {
+    INFO(stage_name(s.stage));
+    CHECK(s.busy_fraction + s.starved_fraction + s.blocked_fraction == Approx(1.0).margin(0.02));
+  }
+  const StageReport* decode = mid.stage(StageId::kDecode);
+  REQUIRE(decode);
+  CHECK(decode->threads == 2);
+  const StageReport* storage = mid.stage(StageId::kStorage);
+  REQUIRE(storage);
+  CHECK(storage->items >= 50);  // storage ran ahead of the consumer
+  // The run goes on to the end, every sample once.
+  std::uint64_t samples = 50;
+  for (;;) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (b->end()) break;
+    samples += b->samples().size();
+    digest += b->digest();
+  }
+  CHECK(samples == 200);
+  const PipelineReport end = loader->report();
+  CHECK_FALSE(end.snapshot);
+  CHECK(end.delivered.digest == digest);
+  CHECK(end.consumer.samples == 200);
+  CHECK(end.verdict.stage);
+  CHECK(loader->snapshot().snapshot == false);  // over: the report itself
+}

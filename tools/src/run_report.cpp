@@ -99,6 +99,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"digest", r.delivered.digest_computed ? json(r.delivered.digest) : json(nullptr)}}},
       {"skipped", {{"samples", r.delivered.skipped}, {"examples", r.delivered.skipped_examples}}},
       {"interrupted", r.interrupted},
+      {"snapshot", r.snapshot},
       {"config",
        {{"batch_size", ctx.config.sampler.batch_size},
         {"epochs", ctx.config.sampler.epochs},

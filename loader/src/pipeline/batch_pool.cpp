@@ -101,6 +101,7 @@ Batch::Batch(Batch&& o) noexcept
       bytes_(o.bytes_),
       on_device_(o.on_device_),
       device_only_(o.device_only_),
+      with_caller_(std::exchange(o.with_caller_, false)),
       copy_wait_from_ns_(o.copy_wait_from_ns_),
       copy_done_ns_(o.copy_done_ns_) {}
 
@@ -118,6 +119,7 @@ Batch& Batch::operator=(Batch&& o) noexcept {
     bytes_ = o.bytes_;
     on_device_ = o.on_device_;
     device_only_ = o.device_only_;
+    with_caller_ = std::exchange(o.with_caller_, false);
     copy_wait_from_ns_ = o.copy_wait_from_ns_;
     copy_done_ns_ = o.copy_done_ns_;
   }
@@ -127,8 +129,9 @@ Batch& Batch::operator=(Batch&& o) noexcept {
 Batch::~Batch() { release(); }
 
 void Batch::release() noexcept {
-  if (pool_ && buffer_) pool_->give_back(buffer_);
+  if (pool_ && buffer_) pool_->give_back(buffer_, with_caller_);
   buffer_ = nullptr;
+  with_caller_ = false;
   pool_.reset();
 }
 

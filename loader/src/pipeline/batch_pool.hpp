@@ -81,7 +81,14 @@ class BatchPool {
   // Free buffers: the "batch-pool" queue (its stall accounting shows the consumer holding them).
   BoundedQueue<BatchBuffer*>& free() noexcept { return free_; }
   // A Batch hands its buffer back (once the queue is closed the buffer just stays owned here).
-  void give_back(BatchBuffer* b) noexcept { (void)free_.push(b); }
+  void give_back(BatchBuffer* b, bool from_caller) noexcept {
+    if (from_caller) with_caller_.fetch_sub(1, std::memory_order_relaxed);
+    (void)free_.push(b);
+  }
+  // Buffers in batches next() handed out and the caller still holds: when that is every one,
+  // nothing can make the next batch (Consumer::next says so instead of waiting forever).
+  void handed_to_caller() noexcept { with_caller_.fetch_add(1, std::memory_order_relaxed); }
+  std::size_t with_caller() const noexcept { return with_caller_.load(std::memory_order_relaxed); }
   const std::vector<std::unique_ptr<BatchBuffer>>& buffers() const noexcept { return buffers_; }
   DeviceSink* sink() const noexcept { return sink_.get(); }
   const std::shared_ptr<DeviceSink>& shared_sink() const noexcept { return sink_; }
@@ -89,6 +96,7 @@ class BatchPool {
  private:
   std::vector<std::unique_ptr<BatchBuffer>> buffers_;
   BoundedQueue<BatchBuffer*> free_;
+  std::atomic<std::size_t> with_caller_{0};
   std::shared_ptr<DeviceSink> sink_;  // released after the buffers (see ~BatchPool)
 };
 
@@ -97,6 +105,12 @@ struct BatchAccess {
   static Batch make(std::shared_ptr<BatchPool> pool, BatchBuffer* buffer, std::uint32_t epoch,
                     std::uint64_t index, bool device_only);
   static BatchBuffer* buffer(const Batch& b) noexcept { return b.buffer_; }
+  // next() hands b to the caller: its buffer counts as the caller's until b dies.
+  static void hand_to_caller(Batch& b) noexcept {
+    if (!b.pool_ || !b.buffer_ || b.with_caller_) return;
+    b.with_caller_ = true;
+    b.pool_->handed_to_caller();
+  }
   static std::vector<BatchSample>& samples(Batch& b) noexcept { return b.samples_; }
   static std::vector<BatchMember>& members(Batch& b) noexcept { return b.members_; }
   static void add(Batch& b, std::uint64_t digest, std::uint64_t bytes) noexcept {

@@ -1,6 +1,8 @@
 // The consumer: the caller's side of next(). Its wait for each batch is the headline stall
 // metric (per step, p50/p99, the fraction of the steady state), and the compute time the caller
 // records gives AU as MLPerf Storage defines it (first step excluded).
+#include <fmt/format.h>
+
 #include "stages.hpp"
 
 namespace feedline::loader::detail {
@@ -14,6 +16,19 @@ Result<Batch> Consumer::next() {
   if (finished_) {
     if (auto e = run_.error()) return fail(std::move(*e));
     return Batch();
+  }
+  // Every batch buffer in batches the caller still holds: no batch can be made until one dies.
+  // Said at once (and not the end of the run: the caller may drop some and ask again), where
+  // waiting would hang the training loop for good.
+  const std::size_t pool = run_.pool->buffers().size();
+  if (run_.pool->with_caller() >= pool) {
+    return fail(
+        Error(Errc::kResourceExhausted,
+              fmt::format("every one of the {} batch buffers is in a batch still alive: the next "
+                          "batch needs one of them back",
+                          pool))
+            .with_hint("drop the batches you are done with (copy what you keep), or raise "
+                       "prefetch_batches for a larger pool"));
   }
   const std::uint64_t t0 = now_ns();
   auto b = worker_.pop(run_.copies ? run_.device_batches : run_.batches);
@@ -42,6 +57,7 @@ Result<Batch> Consumer::next() {
   ++batches_;
   digest_ += b->digest();
   worker_.count(b->samples().size(), b->bytes());
+  BatchAccess::hand_to_caller(*b);
   return std::move(*b);
 }
 
@@ -64,9 +80,11 @@ bool Consumer::finish(std::uint64_t end) {
   return true;
 }
 
-ConsumerReport Consumer::report() const {
+ConsumerReport Consumer::report() const { return report_until(end_ns_); }
+
+ConsumerReport Consumer::report_until(std::uint64_t end_ns) const {
   ConsumerReport r;
-  r.wall_seconds = static_cast<double>(end_ns_ - start_ns_) / 1e9;
+  r.wall_seconds = static_cast<double>(end_ns - start_ns_) / 1e9;
   r.samples = samples_;
   r.bytes = bytes_;
   r.batches = batches_;
@@ -81,15 +99,15 @@ ConsumerReport Consumer::report() const {
     // Steady state: without the first step's wait (the pipeline filling up), unless that is all.
     const bool steady = batches_ > 1;
     const double wait = static_cast<double>(wait_total_ns_ - (steady ? first_wait_ns_ : 0));
-    const double wall = static_cast<double>(end_ns_ - start_ns_) -
+    const double wall = static_cast<double>(end_ns - start_ns_) -
                         (steady ? static_cast<double>(first_batch_ns_) : 0);
     r.wait_fraction = wall > 0 ? std::min(1.0, wait / wall) : 0;
   }
   r.wait_ns = wait_ns_;
   r.compute_seconds = static_cast<double>(compute_total_ns_) / 1e9;
-  if (first_step_end_ns_ && end_ns_ > first_step_end_ns_ && compute_steps_after_first_ > 0) {
+  if (first_step_end_ns_ && end_ns > first_step_end_ns_ && compute_steps_after_first_ > 0) {
     r.au = static_cast<double>(compute_after_first_ns_) /
-           static_cast<double>(end_ns_ - first_step_end_ns_);
+           static_cast<double>(end_ns - first_step_end_ns_);
     r.au_steps = compute_steps_after_first_;
   }
   r.input_bound = r.wait_fraction < 0.05   ? InputBound::kNo

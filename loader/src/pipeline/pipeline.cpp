@@ -164,6 +164,49 @@ PipelineReport Pipeline::report() {
   return r;
 }
 
+PipelineReport Pipeline::snapshot() {
+  if (joined_ || !consumer_ || consumer_->finished() || run_->stopping()) return report();
+  // What the stages' threads share safely while they run: their clocks (atomics), the queues'
+  // and the budget's figures (under their locks), the run's counters. What a stage sums only
+  // when its threads end (the IO queues' stats, collate's copies) waits for the final report.
+  const std::uint64_t now = now_ns();
+  const double wall = static_cast<double>(now - consumer_->start_ns()) / 1e9;
+  detail::RunState& run = *run_;
+  PipelineReport r;
+  r.snapshot = true;
+  r.consumer = consumer_->report_until(now);
+  for (auto* s : {storage_runner_.get(), decode_runner_.get(), collate_runner_.get(),
+                  device_runner_.get(), consumer_runner_.get()}) {
+    if (s) r.stages.push_back(s->snapshot(wall, now));
+  }
+  auto queue = [&](QueueId id, auto& q) {
+    QueueReport qr{q.report(wall, now)};
+    qr.queue = id;
+    r.queues.push_back(qr);
+  };
+  queue(QueueId::kReads, run.reads);
+  queue(QueueId::kDecoded, run.decoded);
+  queue(QueueId::kBatches, run.batches);
+  queue(QueueId::kBatchPool, run.pool->free());
+  if (run.copies) queue(QueueId::kDevice, run.device_batches);
+  r.io.io_depth = config_.io_depth;
+  r.io.storage_threads = config_.storage_threads;
+  r.memory.budget = config_.memory_budget;
+  r.memory.peak = run.budget.peak() + run.pool_grown_bytes.load();
+  r.memory.overshoot = run.budget.overshoot();
+  r.memory.fitted = run.sizing.fitted;
+  r.data_path.path = run.plan.path;
+  r.data_path.reason = run.plan.reason;
+  r.delivered.digest = consumer_->digest();
+  r.delivered.digest_computed = !reads_into_device(run.plan.path);
+  r.delivered.skipped = run.skipped.load();
+  r.delivered.skipped_examples = run.skipped_examples();
+  detail::add_transform_report(r, run, *decode_);
+  r.error = run.error();
+  r.verdict.evidence = "a report taken mid-run: the verdict comes with the report at the end";
+  return r;
+}
+
 // ---- Loader ------------------------------------------------------------------------------------
 
 Loader::Loader(std::unique_ptr<Pipeline> p) : pipeline_(std::move(p)) {}
@@ -212,5 +255,6 @@ Result<Batch> Loader::next() { return pipeline_->next(); }
 void Loader::record_compute(std::chrono::nanoseconds spent) { pipeline_->record_compute(spent); }
 void Loader::stop() { pipeline_->stop_by_user(); }
 PipelineReport Loader::report() { return pipeline_->report(); }
+PipelineReport Loader::snapshot() { return pipeline_->snapshot(); }
 
 }  // namespace feedline::loader

@@ -63,6 +63,8 @@ class Pipeline {
     if (run_) run_->stop_by_user();
   }
   PipelineReport report();
+  // The report so far, the run going on (Loader::snapshot()).
+  PipelineReport snapshot();
 
  private:
   void finish_run(std::uint64_t end);
@@ -99,6 +101,8 @@ struct RunParts {
   std::vector<QueueReport> queues;
 };
 PipelineReport build_report(const RunParts& parts);
+// The user transform's part of a report, from the decode stage's counters (stage reports in r).
+void add_transform_report(PipelineReport& r, const RunState& run, const DecodeStage& decode);
 }  // namespace detail
 
 // Picks the bottleneck from a finished report (verdict.cpp).

@@ -7,6 +7,22 @@
 
 namespace feedline::loader::detail {
 
+void add_transform_report(PipelineReport& r, const RunState& run, const DecodeStage& d) {
+  if (!run.config.transform) return;
+  TransformReport& t = r.transform;
+  t.enabled = true;
+  t.samples = d.transformed.load();
+  t.errors = d.transform_errors.load();
+  t.seconds = static_cast<double>(d.transform_ns.load()) / 1e9;
+  t.cpu_seconds = std::min(t.seconds, static_cast<double>(d.transform_cpu_ns.load()) / 1e9);
+  t.lock_wait_seconds = static_cast<double>(d.transform_lock_wait_ns.load()) / 1e9;
+  t.off_cpu_seconds = std::max(t.seconds - t.cpu_seconds, t.lock_wait_seconds);
+  if (t.seconds > 0) t.off_cpu_share = std::min(1.0, t.off_cpu_seconds / t.seconds);
+  const StageReport* decode = r.stage(StageId::kDecode);
+  if (decode && decode->busy_seconds > 0)
+    t.decode_share = std::min(1.0, t.seconds / decode->busy_seconds);
+}
+
 PipelineReport build_report(const RunParts& p) {
   const RunState& run = p.run;
   PipelineReport r;
@@ -45,21 +61,7 @@ PipelineReport build_report(const RunParts& p) {
   r.delivered.digest_computed = !reads_into_device(run.plan.path);
   r.delivered.skipped = run.skipped.load();
   r.delivered.skipped_examples = run.skipped_examples();
-  if (run.config.transform) {
-    TransformReport& t = r.transform;
-    t.enabled = true;
-    t.samples = p.decode.transformed.load();
-    t.errors = p.decode.transform_errors.load();
-    t.seconds = static_cast<double>(p.decode.transform_ns.load()) / 1e9;
-    t.cpu_seconds =
-        std::min(t.seconds, static_cast<double>(p.decode.transform_cpu_ns.load()) / 1e9);
-    t.lock_wait_seconds = static_cast<double>(p.decode.transform_lock_wait_ns.load()) / 1e9;
-    t.off_cpu_seconds = std::max(t.seconds - t.cpu_seconds, t.lock_wait_seconds);
-    if (t.seconds > 0) t.off_cpu_share = std::min(1.0, t.off_cpu_seconds / t.seconds);
-    const StageReport* decode = r.stage(StageId::kDecode);
-    if (decode && decode->busy_seconds > 0)
-      t.decode_share = std::min(1.0, t.seconds / decode->busy_seconds);
-  }
+  add_transform_report(r, run, p.decode);
   r.error = run.error();
   r.interrupted = run.stopped_by_user() && !r.error;
 

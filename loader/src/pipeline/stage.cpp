@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <latch>
+#include <optional>
 
 #include "feedline/core/thread_name.hpp"
 
@@ -40,7 +44,46 @@ void StageRunner::start(std::function<void(Worker&)> body, std::function<void(Wo
 
 void StageRunner::join() { threads_.clear(); }
 
+namespace {
+// A running thread's CPU time, read from its CPU clock; nullopt once it has ended (its clock is
+// gone with it, though the pthread_t stays valid until the join).
+std::optional<std::uint64_t> thread_clock_ns(std::jthread& t) {
+  clockid_t id{};
+  if (pthread_getcpuclockid(t.native_handle(), &id) != 0) return std::nullopt;
+  timespec ts{};
+  if (::clock_gettime(id, &ts) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
 StageReport StageRunner::report(double wall_seconds) const {
+  std::vector<WorkerTimes> times;
+  for (const auto& w : workers_) {
+    const WorkerClock& c = w->clock();
+    times.push_back({c.ns(WorkState::kBusy), c.ns(WorkState::kStarved), c.ns(WorkState::kBlocked),
+                     c.cpu_seconds(), c.items(), c.bytes()});
+  }
+  return combine(times, wall_seconds);
+}
+
+StageReport StageRunner::snapshot(double wall_seconds, std::uint64_t now) {
+  std::vector<WorkerTimes> times;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const WorkerClock& c = workers_[i]->clock();
+    double cpu = c.cpu_seconds();
+    if (c.running() && i < threads_.size()) {
+      if (auto t = thread_clock_ns(threads_[i]); t && c.cpu_start_ns())
+        cpu = static_cast<double>(*t - std::min(*t, c.cpu_start_ns())) / 1e9;
+    }
+    times.push_back({c.ns_until(WorkState::kBusy, now), c.ns_until(WorkState::kStarved, now),
+                     c.ns_until(WorkState::kBlocked, now), cpu, c.items(), c.bytes()});
+  }
+  return combine(times, wall_seconds);
+}
+
+StageReport StageRunner::combine(const std::vector<WorkerTimes>& workers,
+                                 double wall_seconds) const {
   StageReport r;
   r.stage = id_;
   const double wall_ns = wall_seconds * 1e9;
@@ -50,20 +93,19 @@ StageReport StageRunner::report(double wall_seconds) const {
   // is set against its own lifetime instead, so no fraction exceeds 100% and the three always add
   // up to 100%.
   double busy = 0, starved = 0, blocked = 0, denom = 0;
-  for (const auto& w : workers_) {
-    const WorkerClock& c = w->clock();
-    const auto b = static_cast<double>(c.ns(WorkState::kBusy));
-    const auto s = static_cast<double>(c.ns(WorkState::kStarved));
-    const auto k = static_cast<double>(c.ns(WorkState::kBlocked));
+  for (const WorkerTimes& c : workers) {
+    const auto b = static_cast<double>(c.busy_ns);
+    const auto s = static_cast<double>(c.starved_ns);
+    const auto k = static_cast<double>(c.blocked_ns);
     const double lifetime = b + s + k;
     const double d = std::max(std::max(wall_ns, 0.0), lifetime);
     busy += b;
     starved += s + (d - lifetime);
     blocked += k;
     denom += d;
-    r.cpu_seconds += c.cpu_seconds();
-    r.items += c.items();
-    r.bytes += c.bytes();
+    r.cpu_seconds += c.cpu_seconds;
+    r.items += c.items;
+    r.bytes += c.bytes;
     ++r.threads;
   }
   r.busy_seconds = busy / 1e9;

@@ -116,8 +116,18 @@ class StageRunner {
   // starved: it had ended, its input exhausted). A worker that outlived the window (draining after
   // a stop) is set against its own lifetime: no fraction exceeds 100%.
   StageReport report(double wall_seconds) const;
+  // The same while the threads run (from the consumer's thread, which also joins them): each
+  // worker's time up to `now`, its thread's CPU time read from the thread's clock.
+  StageReport snapshot(double wall_seconds, std::uint64_t now);
 
  private:
+  struct WorkerTimes {
+    std::uint64_t busy_ns, starved_ns, blocked_ns;
+    double cpu_seconds;
+    std::uint64_t items, bytes;
+  };
+  StageReport combine(const std::vector<WorkerTimes>& workers, double wall_seconds) const;
+
   StageId id_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::jthread> threads_;

@@ -103,6 +103,8 @@ class Consumer {
   // first time.
   bool finish(std::uint64_t end);
   ConsumerReport report() const;
+  // The same up to `end_ns` (a report mid-run).
+  ConsumerReport report_until(std::uint64_t end_ns) const;
   std::uint64_t start_ns() const noexcept { return start_ns_; }
   std::uint64_t end_ns() const noexcept { return end_ns_; }
   bool finished() const noexcept { return finished_; }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,54 +21,78 @@ namespace feedline::loader {
 
 enum class WorkState : std::uint8_t { kBusy = 0, kStarved = 1, kBlocked = 2 };
 
+// One writer (the worker's thread) and readers on other threads (a report taken mid-run): every
+// field is an atomic that only the worker stores to, with relaxed order (a plain load and store
+// on x86), so a reader sees each figure whole, if not all of them at the same instant.
 class WorkerClock {
  public:
   explicit WorkerClock(bool enabled = true) : enabled_(enabled) {}
   void start(WorkState s = WorkState::kBusy) noexcept {
     if (!enabled_) return;
-    last_ns_ = now_ns();
-    state_ = s;
-    cpu0_ = thread_cpu_times().total();
+    cpu0_ns_.store(thread_cpu_ns(), kRelaxed);
+    state_.store(s, kRelaxed);
+    last_ns_.store(now_ns(), kRelaxed);
   }
   // Switches to state s; returns the previous state so callers can restore it.
   WorkState to(WorkState s) noexcept {
-    const WorkState prev = state_;
-    if (!enabled_ || s == state_ || last_ns_ == 0) {
-      state_ = s;
+    const WorkState prev = state_.load(kRelaxed);
+    const std::uint64_t last = last_ns_.load(kRelaxed);
+    if (!enabled_ || s == prev || last == 0) {
+      state_.store(s, kRelaxed);
       return prev;
     }
     const std::uint64_t t = now_ns();
-    ns_[static_cast<int>(state_)] += t - last_ns_;
-    last_ns_ = t;
-    state_ = s;
+    add(ns_[static_cast<int>(prev)], t - last);
+    last_ns_.store(t, kRelaxed);
+    state_.store(s, kRelaxed);
     return prev;
   }
   void stop() noexcept {
-    if (!enabled_ || last_ns_ == 0) return;
-    ns_[static_cast<int>(state_)] += now_ns() - last_ns_;
-    cpu_s_ = thread_cpu_times().total() - cpu0_;
-    last_ns_ = 0;
+    const std::uint64_t last = last_ns_.load(kRelaxed);
+    if (!enabled_ || last == 0) return;
+    add(ns_[static_cast<int>(state_.load(kRelaxed))], now_ns() - last);
+    cpu_ns_.store(thread_cpu_ns() - cpu0_ns_.load(kRelaxed), kRelaxed);
+    last_ns_.store(0, kRelaxed);
   }
   void count(std::uint64_t items, std::uint64_t bytes) noexcept {
-    items_ += items;
-    bytes_ += bytes;
+    add(items_, items);
+    add(bytes_, bytes);
   }
 
   bool enabled() const noexcept { return enabled_; }
-  std::uint64_t ns(WorkState s) const noexcept { return ns_[static_cast<int>(s)]; }
-  double cpu_seconds() const noexcept { return cpu_s_; }
-  std::uint64_t items() const noexcept { return items_; }
-  std::uint64_t bytes() const noexcept { return bytes_; }
+  // Time in state s; while the worker runs, up to its last switch (ns_until() counts to now).
+  std::uint64_t ns(WorkState s) const noexcept { return ns_[static_cast<int>(s)].load(kRelaxed); }
+  // Time in state s up to `now`, the state the worker is in counted to then (from any thread).
+  std::uint64_t ns_until(WorkState s, std::uint64_t now) const noexcept {
+    std::uint64_t v = ns(s);
+    const std::uint64_t last = last_ns_.load(kRelaxed);
+    if (last != 0 && state_.load(kRelaxed) == s && now > last) v += now - last;
+    return v;
+  }
+  bool running() const noexcept { return last_ns_.load(kRelaxed) != 0; }
+  // The thread's CPU time from start() to stop() (after stop()).
+  double cpu_seconds() const noexcept { return static_cast<double>(cpu_ns_.load(kRelaxed)) / 1e9; }
+  // Its CPU clock at start() (CLOCK_THREAD_CPUTIME_ID), for a reader that reads the running
+  // thread's clock itself.
+  std::uint64_t cpu_start_ns() const noexcept { return cpu0_ns_.load(kRelaxed); }
+  std::uint64_t items() const noexcept { return items_.load(kRelaxed); }
+  std::uint64_t bytes() const noexcept { return bytes_.load(kRelaxed); }
 
  private:
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
+  // Only the worker's thread adds: a load and a store, not a locked read-modify-write.
+  static void add(std::atomic<std::uint64_t>& a, std::uint64_t d) noexcept {
+    a.store(a.load(kRelaxed) + d, kRelaxed);
+  }
+
   bool enabled_;
-  WorkState state_ = WorkState::kBusy;
-  std::uint64_t last_ns_ = 0;
-  std::array<std::uint64_t, 3> ns_{};
-  double cpu0_ = 0;
-  double cpu_s_ = 0;
-  std::uint64_t items_ = 0;
-  std::uint64_t bytes_ = 0;
+  std::atomic<WorkState> state_{WorkState::kBusy};
+  std::atomic<std::uint64_t> last_ns_{0};
+  std::array<std::atomic<std::uint64_t>, 3> ns_{};
+  std::atomic<std::uint64_t> cpu0_ns_{0};
+  std::atomic<std::uint64_t> cpu_ns_{0};
+  std::atomic<std::uint64_t> items_{0};
+  std::atomic<std::uint64_t> bytes_{0};
 };
 
 // What a BoundedQueue measured of itself (report.hpp's QueueReport adds which queue it was).

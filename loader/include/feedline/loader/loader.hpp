@@ -178,6 +178,7 @@ class Batch {
   std::uint64_t bytes_ = 0;
   bool on_device_ = false;
   bool device_only_ = false;  // read into GPU memory: the host buffer holds nothing
+  bool with_caller_ = false;  // next() handed it out (BatchPool counts the caller's buffers)
   // The device stage's wait for this batch's copy (ns, steady clock), for the consumer to tell
   // how much of its own wait the copy caused.
   std::uint64_t copy_wait_from_ns_ = 0;
@@ -203,6 +204,12 @@ class Loader {
   void stop();
   // The run's report. Call it at the end (or after stop()); called earlier, it stops the run.
   PipelineReport report();
+  // The report so far, the run going on (a training job logging it every N steps): the
+  // consumer's figures, each stage's busy / starved / blocked and CPU time, the queues, memory,
+  // what was delivered and skipped, the transform. The IO queues' statistics, the data path's
+  // copies and the verdict come with report() (PipelineReport::snapshot is true). Once the run
+  // is over, the same as report().
+  PipelineReport snapshot();
 
  private:
   explicit Loader(std::unique_ptr<Pipeline> p);

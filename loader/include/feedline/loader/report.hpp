@@ -230,6 +230,7 @@ struct PipelineReport {
   DeliveredReport delivered;
   Verdict verdict;
   bool interrupted = false;    // stop() ended the run early: a partial report
+  bool snapshot = false;       // taken mid-run (Loader::snapshot()): no IO stats, no verdict yet
   std::optional<Error> error;  // what ended the run, if anything did
 
   const StageReport* stage(StageId id) const noexcept;
