@@ -338,6 +338,9 @@ def python_loop(argv):
                "error": report.get("error"), "interrupted": report.get("interrupted"),
                "input_bound": report.get("input_bound"), "bottleneck": report.get("bottleneck"),
                "au": report.get("au"), "consumer_wait": report.get("consumer_wait"),
+               "stages": [{k: st.get(k) for k in ("name", "threads", "busy_fraction", "starved_fraction",
+                                                  "blocked_fraction", "cpu_seconds", "items")}
+                          for st in report.get("stages", [])],
                "config": report.get("config")},
               sys.stdout)
     print()
