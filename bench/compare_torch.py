@@ -950,14 +950,15 @@ def all_runs(job_report):
 
 
 def print_table(a, report, rows, verdicts):
-    header = (f"{'job':9s} {'metric':27s} {'peer':46s} {'peer(median)':>13s} {'ours(median)':>13s} "
+    pw = max([len("peer")] + [len(r["peer"]) for r in rows])  # the best's label grows with its settings
+    header = (f"{'job':9s} {'metric':27s} {'peer':{pw}s} {'peer(median)':>13s} {'ours(median)':>13s} "
               f"{'ratio':>6s}  {'target':6s}")
     print()
     print(header)
     print("-" * (len(header) + 5))
     for r in rows:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"{r['job']:9s} {r['metric']:27s} {r['peer']:46s} {fmt_value(r['unit'], r['peer_median']):>13s} "
+        print(f"{r['job']:9s} {r['metric']:27s} {r['peer']:{pw}s} {fmt_value(r['unit'], r['peer_median']):>13s} "
               f"{fmt_value(r['unit'], r['ours_median']):>13s} {ratio:>6s}  {r['target']:6s} {r['status']}")
     graded = [r for r in rows if r["status"] != "info"]
     passed = sum(r["status"] == "PASS" for r in graded)
