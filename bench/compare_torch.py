@@ -1,27 +1,36 @@
 #!/usr/bin/python3
-"""Driver for bench/compare-torch.sh: feedline run against a PyTorch DataLoader on the same files.
+"""Driver for bench/compare-torch.sh: feedline against a PyTorch DataLoader on the same bytes.
 
-Normally started by compare-torch.sh, which fills in defaults and checks the tools. The driver uses
-the standard library only; the peer (`compare_torch.py --peer DIR ...`, a child of the driver) needs
-torch and xxhash, and runs under the same interpreter (sys.executable).
+Normally started by compare-torch.sh, which fills in defaults and checks the tools (its header
+documents every side, metric and job). The driver uses the standard library only; its children
+run under the same interpreter (sys.executable):
+  compare_torch.py --peer DIR ...         the DataLoader peer (torch, xxhash; zstandard for tar)
+  compare_torch.py --python-loop DIR ...  ours from Python: feedline.Loader (PYTHONPATH set by the
+                                          driver to --pythonpath), torch for to_torch()
 
-Jobs, each on its own dataset under --dir (generated once with `feedline gen --format files`,
-reused while the .stamp next to it matches the generation parameters):
-  files64k  fixed 64 KiB files (20,000; --quick 4,000)
-  files4k   fixed 4 KiB files (100,000; --quick 20,000)
+Jobs, each on its own dataset under --dir (generated once with `feedline gen`, reused while the
+.stamp next to it matches the generation parameters):
+  files64k   fixed 64 KiB files (20,000; --quick 4,000)
+  files4k    fixed 4 KiB files (100,000; --quick 20,000)
+  shards64k  the files64k samples as zstd tar shards of --samples-per-shard (20,000; --quick 4,000)
 
-Per pair: the peer with num_workers=0 and with num_workers=W (the order alternates between pairs),
-then `feedline run`. Before every run the driver reads every file of the dataset again and checks
-with fincore that it is resident. After the pairs, one `feedline run --stages-alone` gives the CPU
-ceiling. What each side times:
+Per pair: the peer in its four settings (num_workers 0 and W, each with one shared tensor per batch
+and with per-sample tensors; the order alternates between pairs), then `feedline run`, the Python
+loop with to_torch() and the Python loop over member views (their order alternates too). Before
+every run the driver reads every file of the dataset again and checks with fincore that it is
+resident. After the pairs, one `feedline run --stages-alone` gives the CPU ceiling. What each side
+times:
   peer  the epoch loop: iter(loader) (worker start) to the last batch (worker shutdown); the
         interpreter start, `import torch` and the listing come before it
   ours  samples_per_second of feedline's report: delivered samples / wall_seconds, the consumer's
         clock from the pipeline's start (after the listing) to the last batch
+  py    feedline.Loader(...) (the listing included) to the last batch, after the imports; and its
+        report's samples_per_second (ours's clock) for the rows against feedline run
 Every child's user+sys CPU is taken from getrusage(RUSAGE_CHILDREN) deltas (it counts the
-DataLoader's workers, which the peer waits for), its peak RSS from wait4's ru_maxrss (the largest
-single process of its tree) and from the summed RSS of its process tree sampled every 20 ms, and
-the CPU other processes used meanwhile from /proc/stat: the "others" figure says how much a run was
+DataLoader's workers, which the peer waits for), and each child reports its timed loop's CPU from
+getrusage(SELF+CHILDREN) deltas inside it; its peak RSS from wait4's ru_maxrss (the largest single
+process of its tree) and from the summed RSS of its process tree sampled every 20 ms, and the CPU
+other processes used meanwhile from /proc/stat: the "others" figure says how much a run was
 disturbed on a shared machine.
 """
 
@@ -45,11 +54,14 @@ MiB = 1024 * 1024
 MASK64 = (1 << 64) - 1
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
-TARGETS = {"samples/s": 3.00, "ceiling": 0.90}
+# Ratios ours/peer of the medians; "py CPU/1k" and "py peak RSS" are at most, the rest at least.
+TARGETS = {"samples/s": 3.00, "ceiling": 0.90, "py samples/s": 3.00, "py CPU/1k": 0.50,
+           "py peak RSS": 0.50, "py vs run": 0.95}
 RESIDENT_WARN = 0.99
 
-# name -> (sample size, files, files with --quick)
-JOBS = {"files64k": ("64KiB", 20000, 4000), "files4k": ("4KiB", 100000, 20000)}
+# name -> (format, sample size, samples, samples with --quick)
+JOBS = {"files64k": ("files", "64KiB", 20000, 4000), "files4k": ("files", "4KiB", 100000, 20000),
+        "shards64k": ("tar", "64KiB", 20000, 4000)}
 
 
 class ToolFailure(Exception):
@@ -69,21 +81,51 @@ def list_samples(root):
     return out
 
 
-# --- the peer: a PyTorch DataLoader over the files -------------------------------------------------
+# --- the peers: what a PyTorch user writes, over the files and over the shards ---------------------
+
+def vm_rss():
+    """This process's resident set now (VmRSS), in bytes; None where /proc says nothing."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * KiB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def cpu_now():
+    """CPU seconds of this process (all its threads) and of its waited-for children."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
 
 def peer(argv):
     """One epoch of a DataLoader over DIR; prints a JSON line with the loop's timing and checksum."""
     t_exec = time.monotonic()
     ap = argparse.ArgumentParser(prog="compare_torch.py --peer")
     ap.add_argument("--peer", dest="root", required=True)
+    ap.add_argument("--format", choices=("files", "tar"), default="files")
     ap.add_argument("--workers", type=int, required=True)
     ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--tensors", choices=("batch", "sample"), default="batch")
+    ap.add_argument("--shuffle-buffer", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
 
     import torch  # here, not at the top: the driver itself needs no torch
     import torch.utils.data
     import xxhash
+    zstandard = None
+    if a.format == "tar":
+        import random
+        import tarfile
+        import warnings
+        import zstandard
+        # torch.frombuffer over the immutable bytes zstandard and tarfile return: shared, not copied
+        # (nothing writes to them); torch warns about that on every call otherwise.
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
     t_import = time.monotonic()
 
     class FilesDataset(torch.utils.data.Dataset):
@@ -106,44 +148,200 @@ def peer(argv):
                     if not n:
                         raise OSError(f"{self.paths[i]}: short read ({got} of {size} bytes)")
                     got += n
-            return torch.frombuffer(buf, dtype=torch.uint8), xxhash.xxh3_64_intdigest(buf)
+            return torch.frombuffer(buf, dtype=torch.uint8), None, xxhash.xxh3_64_intdigest(buf)
 
-    def collate(samples):
-        """One tensor per batch (the samples are of equal size) and the batch's checksum."""
-        return (torch.stack([t for t, _ in samples]),
-                sum(h for _, h in samples) & MASK64)
+    class ShardsDataset(torch.utils.data.IterableDataset):
+        """WebDataset-style: the shards in a seeded order, split over the DataLoader's workers
+        (get_worker_info), each streamed with tarfile (mode 'r|'); members grouped into samples by
+        their key (the name up to its first dot after the last slash, as webdataset does), `.zst`
+        members decompressed with zstandard; a shuffle buffer per worker as webdataset's
+        shuffle(bufsize) (fill to bufsize, then yield a random one per sample read). A sample is
+        (the .bin member as a uint8 tensor, the .cls label as an int, the sum of XXH3-64 of every
+        member's decoded bytes)."""
 
-    paths = list_samples(a.root)
+        def __init__(self, shards, seed, bufsize):
+            self.shards, self.seed, self.bufsize = shards, seed, bufsize
+
+        def _members(self, shards):
+            dctx = zstandard.ZstdDecompressor()
+            for path in shards:
+                with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|") as tf:
+                    for m in tf:
+                        if not m.isfile():
+                            continue
+                        data = tf.extractfile(m).read()
+                        name = m.name
+                        if name.endswith(".zst"):
+                            data = dctx.decompress(data)  # gen's frames carry their content size
+                            name = name[:-4]
+                        yield name, data
+
+        def _samples(self, shards):
+            key, parts = None, {}
+            for name, data in self._members(shards):
+                slash = name.rfind("/") + 1
+                dot = name.find(".", slash)
+                k, ext = (name, "") if dot < 0 else (name[:dot], name[dot + 1:])
+                if k != key and parts:
+                    yield self._decode(key, parts)
+                    parts = {}
+                key = k
+                parts[ext] = data
+            if parts:
+                yield self._decode(key, parts)
+
+        @staticmethod
+        def _decode(key, parts):
+            h = 0
+            for data in parts.values():
+                h += xxhash.xxh3_64_intdigest(data)
+            try:
+                x = parts["bin"]
+            except KeyError:
+                raise ValueError(f"sample {key} has no .bin member (its members: {sorted(parts)})") from None
+            label = int(parts["cls"]) if "cls" in parts else None
+            return torch.frombuffer(x, dtype=torch.uint8), label, h & MASK64
+
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+            order = list(self.shards)
+            random.Random(self.seed).shuffle(order)  # the same order in every worker, then split
+            rng = random.Random(f"{self.seed}/{wid}")
+            buf = []
+            for s in self._samples(order[wid::nw]):
+                buf.append(s)
+                if len(buf) >= self.bufsize:
+                    k = rng.randrange(len(buf))
+                    buf[k], buf[-1] = buf[-1], buf[k]
+                    yield buf.pop()
+            rng.shuffle(buf)
+            yield from buf
+
+    default_collate = torch.utils.data.default_collate
+
+    def collate_batch(samples):
+        """One shared tensor per batch: default_collate stacks the (equal-sized) samples, inside a
+        worker straight into a shared-memory tensor; the labels as one int64 tensor."""
+        labels = [y for _, y, _ in samples]
+        return (default_collate([t for t, _, _ in samples]),
+                default_collate(labels) if labels[0] is not None else None,
+                sum(h for _, _, h in samples) & MASK64)
+
+    def collate_sample(samples):
+        """Per-sample tensors: the batch is a list of the samples' tensors (a worker hands each one
+        over in its own shared-memory segment) and a list of labels."""
+        return ([t for t, _, _ in samples], [y for _, y, _ in samples],
+                sum(h for _, _, h in samples) & MASK64)
+
+    if a.format == "files":
+        paths = list_samples(a.root)
+        gen = torch.Generator()
+        gen.manual_seed(a.seed)
+        ds, extra = FilesDataset(paths), {"shuffle": True, "generator": gen}
+    else:
+        paths = [p for p in list_samples(a.root) if p.endswith(".tar")]
+        ds, extra = ShardsDataset(paths, a.seed, a.shuffle_buffer), {}
     t_list = time.monotonic()
-    gen = torch.Generator()
-    gen.manual_seed(a.seed)
     loader = torch.utils.data.DataLoader(
-        FilesDataset(paths), batch_size=a.batch, shuffle=True, generator=gen,
-        num_workers=a.workers, collate_fn=collate, pin_memory=False, persistent_workers=False,
-        drop_last=False)
-
-    def cpu_now():  # this process and its waited-for children (the workers, once joined)
-        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+        ds, batch_size=a.batch, num_workers=a.workers,
+        collate_fn=collate_batch if a.tensors == "batch" else collate_sample,
+        pin_memory=False, persistent_workers=False, drop_last=False, **extra)
 
     samples = nbytes = batches = 0
     digest = 0
+    rss0 = vm_rss()
     cpu0 = cpu_now()
     t0 = time.monotonic()
-    for tensor, h in loader:
-        samples += tensor.shape[0]
-        nbytes += tensor.numel()
+    for x, _, h in loader:
+        if a.tensors == "batch":
+            samples += x.shape[0]
+            nbytes += x.numel()
+        else:
+            samples += len(x)
+            nbytes += sum(t.numel() for t in x)
         batches += 1
         digest = (digest + h) & MASK64
     t1 = time.monotonic()
     cpu1 = cpu_now()  # the iterator has joined its workers by now (persistent_workers=False)
     loop = t1 - t0
     json.dump({"samples": samples, "bytes": nbytes, "batches": batches, "digest": digest,
-               "num_workers": a.workers, "batch_size": a.batch, "torch": torch.__version__,
+               "format": a.format, "num_workers": a.workers, "tensors": a.tensors,
+               "batch_size": a.batch, "shuffle_buffer": a.shuffle_buffer if a.format == "tar" else None,
+               "objects": len(paths), "torch": torch.__version__,
                "torch_threads": torch.get_num_threads(), "xxhash": xxhash.VERSION,
+               "zstandard": zstandard.__version__ if zstandard else None,
                "import_seconds": t_import - t_exec, "list_seconds": t_list - t_import,
                "loop_seconds": loop, "samples_per_second": samples / loop if loop > 0 else 0.0,
-               "pre_loop_cpu_seconds": cpu0, "loop_cpu_seconds": cpu1 - cpu0},
+               "pre_loop_cpu_seconds": cpu0, "loop_cpu_seconds": cpu1 - cpu0,
+               "rss_before_loop_bytes": rss0},
+              sys.stdout)
+    print()
+    return 0
+
+
+# --- ours from Python: a training loop over feedline.Loader ---------------------------------------
+
+def python_loop(argv):
+    """One epoch of feedline.Loader, iterated as a training loop does; prints a JSON line."""
+    t_exec = time.monotonic()
+    ap = argparse.ArgumentParser(prog="compare_torch.py --python-loop")
+    ap.add_argument("--python-loop", dest="root", required=True)
+    ap.add_argument("--format", choices=("files", "tar"), default="files")
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--touch", choices=("torch", "views"), required=True)
+    ap.add_argument("--member", default="", help="suffix of the member to take ('' for the only one)")
+    ap.add_argument("--label", default=None, help="suffix of a label member (text) to parse")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+
+    import torch  # a training script has it imported, whichever way it touches the batches
+    import feedline
+    t_import = time.monotonic()
+
+    samples = nbytes = batches = 0
+    digest = 0
+    rss0 = vm_rss()
+    cpu0 = cpu_now()
+    t0 = time.monotonic()
+    loader = feedline.Loader(a.root, format=a.format, batch_size=a.batch, epochs=1, shuffle=True,
+                             seed=a.seed)
+    t_created = time.monotonic()
+    for batch in loader:
+        samples += len(batch)
+        batches += 1
+        digest = (digest + batch.digest) & MASK64
+        if a.touch == "torch":
+            x, lengths = batch.to_torch(a.member)  # one [len, longest] uint8 tensor: one copy
+            nbytes += int(lengths.sum())
+            if a.label is not None:
+                y = torch.tensor([int(bytes(v)) for v in batch.member(a.label)])
+                assert y.shape[0] == x.shape[0]
+        else:
+            for v in batch.member(a.member):  # zero-copy numpy views, one per sample
+                nbytes += v.shape[0]
+    t1 = time.monotonic()
+    cpu1 = cpu_now()
+    report = loader.report()
+    loop = t1 - t0
+    delivered = report.get("delivered") or {}
+    json.dump({"samples": samples, "bytes": nbytes, "batches": batches, "digest": digest,
+               "format": a.format, "touch": a.touch, "batch_size": a.batch,
+               "feedline_module": os.path.dirname(feedline.__file__), "torch": torch.__version__,
+               "import_seconds": t_import - t_exec, "create_seconds": t_created - t0,
+               "loop_seconds": loop, "samples_per_second": samples / loop if loop > 0 else 0.0,
+               "pre_loop_cpu_seconds": cpu0, "loop_cpu_seconds": cpu1 - cpu0,
+               "rss_before_loop_bytes": rss0,
+               "report_samples_per_second": report.get("samples_per_second"),
+               "report_wall_seconds": report.get("wall_seconds"),
+               "report_samples": report.get("samples"), "report_digest": delivered.get("digest"),
+               "error": report.get("error"), "interrupted": report.get("interrupted"),
+               "input_bound": report.get("input_bound"), "bottleneck": report.get("bottleneck"),
+               "au": report.get("au"), "consumer_wait": report.get("consumer_wait"),
+               "stages": [{k: st.get(k) for k in ("name", "threads", "busy_fraction", "starved_fraction",
+                                                  "blocked_fraction", "cpu_seconds", "items")}
+                          for st in report.get("stages", [])],
+               "config": report.get("config")},
               sys.stdout)
     print()
     return 0
@@ -204,8 +402,9 @@ class TreeRss(threading.Thread):
             self.done.wait(self.interval)
 
 
-def run_child(cmd, tmp, tag, timeout=3600):
-    """Run cmd (stdout and stderr to files); return a dict with its output, CPU, wall, peak RSS."""
+def run_child(cmd, tmp, tag, timeout=3600, env=None):
+    """Run cmd (stdout and stderr to files; env: its environment, None for ours); return a dict
+    with its output, CPU, wall, peak RSS."""
     out_path, err_path = os.path.join(tmp, f"{tag}.out"), os.path.join(tmp, f"{tag}.err")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0 = cpu_busy_seconds()
@@ -213,7 +412,7 @@ def run_child(cmd, tmp, tag, timeout=3600):
     t0 = time.monotonic()
     try:
         with open(out_path, "w") as fo, open(err_path, "w") as fe:
-            p = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL)
+            p = subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env)
     except OSError as e:
         raise ToolFailure(f"could not start {cmd[0]}: {e}")
     rss = TreeRss(p.pid)
@@ -347,11 +546,14 @@ def rewarm(job, paths, rec):
               file=sys.stderr, flush=True)
 
 
-# --- the two sides -------------------------------------------------------------------------------
+# --- the three sides ----------------------------------------------------------------------------
 
-def peer_run(a, tmp, root, workers, tag):
-    cmd = [sys.executable, os.path.abspath(__file__), "--peer", root, "--workers", str(workers),
-           "--batch", str(a.batch)]
+def peer_run(a, tmp, root, fmt, setting, tag):
+    workers, tensors = setting
+    cmd = [sys.executable, os.path.abspath(__file__), "--peer", root, "--format", fmt,
+           "--workers", str(workers), "--tensors", tensors, "--batch", str(a.batch)]
+    if fmt == "tar":
+        cmd += ["--shuffle-buffer", str(a.shuffle_buffer)]
     c = run_child(cmd, tmp, tag)
     r = parse_json(c["stdout"], "the DataLoader peer")
     r.update(child_summary(c))
@@ -359,10 +561,31 @@ def peer_run(a, tmp, root, workers, tag):
     return r
 
 
-def feedline_run(a, tmp, root, tag, extra=()):
-    """`feedline run ROOT --format files ... --json FILE`; returns a record of the report."""
+def python_run(a, tmp, root, fmt, touch, tag):
+    """`compare_torch.py --python-loop` under sys.executable with PYTHONPATH=--pythonpath first."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--python-loop", root, "--format", fmt,
+           "--batch", str(a.batch), "--touch", touch]
+    if fmt == "tar":  # gen's zstd shards: members <key>.bin.zst (decoded by feedline) and <key>.cls
+        cmd += ["--member", ".bin.zst", "--label", ".cls"]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (a.pythonpath, env.get("PYTHONPATH")) if p)
+    c = run_child(cmd, tmp, tag, env=env)
+    r = parse_json(c["stdout"], "the feedline.Loader loop")
+    if r.get("error") or r.get("interrupted"):
+        raise ToolFailure(f"feedline.Loader reported error={r.get('error')!r} "
+                          f"interrupted={r.get('interrupted')}: {' '.join(cmd)}")
+    if r["report_digest"] != r["digest"] or r["report_samples"] != r["samples"]:
+        raise ToolFailure(f"feedline.Loader's batches add up to {r['samples']} samples, digest {r['digest']}; "
+                          f"its report says {r['report_samples']}, {r['report_digest']}: {' '.join(cmd)}")
+    r.update(child_summary(c))
+    r["cmd"] = cmd
+    return r
+
+
+def feedline_run(a, tmp, root, fmt, tag, extra=()):
+    """`feedline run ROOT --format FMT ... --json FILE`; returns a record of the report."""
     path = os.path.join(tmp, f"{tag}.json")
-    cmd = [a.feedline, "run", root, "--format", "files", "--batch-size", str(a.batch), "--epochs", "1",
+    cmd = [a.feedline, "run", root, "--format", fmt, "--batch-size", str(a.batch), "--epochs", "1",
            *extra, "--json", path]
     c = run_child(cmd, tmp, tag)
     try:
@@ -430,15 +653,18 @@ def log_run(job, i, pairs, side, r):
           f"  others {'?' if o is None else f'{o:.1f}'} cores", file=sys.stderr, flush=True)
 
 
-def add_row(rows, job, metric, peer, unit, peer_runs, ours_runs, target, extra=None):
+def add_row(rows, job, metric, peer, unit, peer_runs, ours_runs, target, extra=None, lower=False):
+    """A table row: the medians and ours/peer; target is the ratio to reach (at least, or with
+    lower=True at most: CPU and memory), None for an info row."""
     pv = med(peer_runs) if peer_runs is not None else None
     ov = med(ours_runs)
     ratio = ov / pv if pv and ov is not None else None
     if target is None:
         status, tstr = "info", "-"
     else:
-        tstr = f">={target:.2f}"
-        status = "PASS" if ratio is not None and ratio >= target else "FAIL"
+        tstr = f"{'<=' if lower else '>='}{target:.2f}"
+        met = ratio is not None and (ratio <= target if lower else ratio >= target)
+        status = "PASS" if met else "FAIL"
     r = {"job": job, "metric": metric, "peer": peer, "unit": unit, "peer_median": pv, "ours_median": ov,
          "ratio": ratio, "target": tstr, "status": status, "peer_runs": peer_runs, "ours_runs": ours_runs}
     if extra:
@@ -454,63 +680,102 @@ def median_run(runs):
 
 # --- a job ---------------------------------------------------------------------------------------
 
-def run_job(a, tmp, job, report, rows, verdicts):
-    size, n_full, n_quick = JOBS[job]
+def setting_name(setting):
+    workers, tensors = setting
+    return f"nw={workers} {tensors}"
+
+
+def job_dataset(a, job):
+    """(dataset name, gen arguments, n) of a job under --dir."""
+    fmt, size, n_full, n_quick = JOBS[job]
     n = getattr(a, job) or (n_quick if a.quick else n_full)
-    name = f"{job}-{n}"
-    gen_args = ["--format", "files", "--samples", str(n), "--sample-size", size]
+    gen_args = ["--format", fmt, "--samples", str(n), "--sample-size", size]
+    if fmt == "tar":
+        gen_args += ["--samples-per-shard", str(a.samples_per_shard), "--compress", "zstd",
+                     "--compressibility", f"{a.compressibility:g}"]
+    return f"{job}-{n}", gen_args, n
+
+
+def run_job(a, tmp, job, report, rows, verdicts):
+    fmt, size = JOBS[job][:2]
+    name, gen_args, n = job_dataset(a, job)
     stamp = prepare(a, tmp, name, gen_args)
     root = os.path.join(a.dir, name)
-    paths = list_samples(root)
-    if len(paths) != n:
-        raise ToolFailure(f"{root} holds {len(paths)} sample files, expected {n}: delete it and its "
+    paths = list_samples(root)  # what is warmed before each run: every object feedline reads
+    if fmt == "files":
+        expected = n
+    else:  # the shards and their indexes (feedline reads both; the peer the shards alone)
+        expected = 2 * -(-n // a.samples_per_shard)
+    if len(paths) != expected:
+        raise ToolFailure(f"{root} holds {len(paths)} objects, expected {expected}: delete it and its "
                           f".stamp to generate it again")
     gen_digest = stamp["feedline_gen"].get("digest")
-    settings = [0, a.workers]
+    settings = [(w, t) for w in (0, a.workers) for t in ("batch", "sample")]
+    ours_sides = ["feedline", "python", "python-views"]
     jr = report["jobs"][job] = {
-        "dataset": name, "root": root, "files": n, "sample_size": size, "gen": stamp,
-        "peer_settings": {str(w): f"DataLoader num_workers={w}" for w in settings},
-        "peer": {str(w): [] for w in settings}, "peer_best": [], "feedline": [], "stages_alone": None}
+        "dataset": name, "root": root, "format": fmt, "samples": n, "objects": len(paths),
+        "sample_size": size, "gen": stamp,
+        "peer_settings": {setting_name(s): f"DataLoader num_workers={s[0]}, "
+                          + ("one shared tensor per batch" if s[1] == "batch" else "per-sample tensors")
+                          for s in settings},
+        "peer": {setting_name(s): [] for s in settings}, "peer_best": [],
+        "feedline": [], "python": [], "python-views": [], "stages_alone": None}
     for i in range(a.pairs):
         order = settings if i % 2 == 0 else settings[::-1]
         pair = {}
-        for w in order:
+        for s in order:
             rec = {}
             rewarm(job, paths, rec)
-            r = peer_run(a, tmp, root, w, f"{job}-peer{w}-{i}")
+            r = peer_run(a, tmp, root, fmt, s, f"{job}-peer-{s[0]}-{s[1]}-{i}")
             r.update(rec)
             if r["samples"] != n:
-                raise ToolFailure(f"the peer (num_workers={w}) delivered {r['samples']} samples, expected {n}")
-            pair[w] = r
+                raise ToolFailure(f"the peer ({setting_name(s)}) delivered {r['samples']} samples, expected {n}")
+            pair[s] = r
             report["python"].setdefault("torch", r.get("torch"))
             report["python"].setdefault("xxhash", r.get("xxhash"))
-            jr["peer"][str(w)].append(r)
-            log_run(job, i, a.pairs, f"peer nw={w}", r)
-        best = max(settings, key=lambda w: pair[w]["samples_per_second"])
-        jr["peer_best"].append(dict(pair[best], setting=best))
-        rec = {}
-        rewarm(job, paths, rec)
-        r = feedline_run(a, tmp, root, f"{job}-ours-{i}")
-        r.update(rec)
-        if r["samples"] != n:
-            raise ToolFailure(f"feedline delivered {r['samples']} samples, expected {n}")
-        if r["digest"] is None:
-            raise ToolFailure("feedline's report has no delivered digest (samples not through host memory?)")
-        jr["feedline"].append(r)
-        log_run(job, i, a.pairs, "feedline", r)
-        # Same bytes: the peer's checksum is feedline's delivered digest (and gen's).
-        for w in settings:
-            if pair[w]["digest"] != r["digest"]:
-                raise ToolFailure(f"checksums differ: the peer (num_workers={w}) summed {pair[w]['digest']}, "
-                                  f"feedline delivered {r['digest']} (gen recorded {gen_digest})")
-        if gen_digest is not None and r["digest"] != gen_digest:
-            raise ToolFailure(f"feedline delivered digest {r['digest']}, gen recorded {gen_digest}")
+            if r.get("zstandard"):
+                report["python"].setdefault("zstandard", r.get("zstandard"))
+            jr["peer"][setting_name(s)].append(r)
+            log_run(job, i, a.pairs, f"peer {setting_name(s)}", r)
+        best = max(settings, key=lambda s: pair[s]["samples_per_second"])
+        jr["peer_best"].append(dict(pair[best], setting=setting_name(best)))
+        ours = {}
+        for side in (ours_sides if i % 2 == 0 else ours_sides[::-1]):
+            rec = {}
+            rewarm(job, paths, rec)
+            if side == "feedline":
+                r = feedline_run(a, tmp, root, fmt, f"{job}-ours-{i}")
+                if r["digest"] is None:
+                    raise ToolFailure("feedline's report has no delivered digest (samples not through host memory?)")
+            else:
+                touch = "torch" if side == "python" else "views"
+                r = python_run(a, tmp, root, fmt, touch, f"{job}-{side}-{i}")
+            r.update(rec)
+            if r["samples"] != n:
+                raise ToolFailure(f"{side} delivered {r['samples']} samples, expected {n}")
+            ours[side] = r
+            jr[side].append(r)
+            log_run(job, i, a.pairs, {"feedline": "feedline run", "python": "python to_torch",
+                                      "python-views": "python views"}[side], r)
+        # Same bytes: the peer's checksum and the Python loop's sum of batch digests are feedline
+        # run's delivered digest (and gen's).
+        want = ours["feedline"]["digest"]
+        for s in settings:
+            if pair[s]["digest"] != want:
+                raise ToolFailure(f"checksums differ: the peer ({setting_name(s)}) summed {pair[s]['digest']}, "
+                                  f"feedline run delivered {want} (gen recorded {gen_digest})")
+        for side in ours_sides[1:]:
+            if ours[side]["digest"] != want:
+                raise ToolFailure(f"checksums differ: the feedline.Loader loop ({side}) summed "
+                                  f"{ours[side]['digest']}, feedline run delivered {want}")
+        if gen_digest is not None and want != gen_digest:
+            raise ToolFailure(f"feedline delivered digest {want}, gen recorded {gen_digest}")
 
     # The CPU ceiling, once per job: each stage alone on the whole dataset (decode and collate on
     # what fits half of feedline's memory budget), right after its own end-to-end run.
     rec = {}
     rewarm(job, paths, rec)
-    sa_run = feedline_run(a, tmp, root, f"{job}-alone",
+    sa_run = feedline_run(a, tmp, root, fmt, f"{job}-alone",
                           ["--stages-alone", "--stages-alone-samples", str(n)])
     sa_run.update(rec)
     sa = sa_run.get("stages_alone")
@@ -524,40 +789,68 @@ def run_job(a, tmp, job, report, rows, verdicts):
              f"{sa.get('cores')} cores)" if ceiling else "; no CPU ceiling in the report"),
           file=sys.stderr, flush=True)
 
-    peer_best, ours = jr["peer_best"], jr["feedline"]
-    wins = {w: sum(r["setting"] == w for r in peer_best) for w in settings}
-    best_label = "DataLoader best (" + ", ".join(f"nw={w} x{k}" for w, k in wins.items() if k) + ")"
+    peer_best, ours, py, pyv = jr["peer_best"], jr["feedline"], jr["python"], jr["python-views"]
+    wins = {setting_name(s): sum(r["setting"] == setting_name(s) for r in peer_best) for s in settings}
+    best_label = "DataLoader best (" + ", ".join(f"{w} x{k}" for w, k in wins.items() if k) + ")"
+    bests = best_label.replace("best", "best's")
     others = {"others_cores_peer": [r["others_cores"] for r in peer_best],
               "others_cores_ours": [r["others_cores"] for r in ours],
               "resident_fraction_peer": [r["resident_fraction"] for r in peer_best],
               "resident_fraction_ours": [r["resident_fraction"] for r in ours]}
-    add_row(rows, job, "samples/s", best_label, "samples/s", [r["samples_per_second"] for r in peer_best],
-            [r["samples_per_second"] for r in ours], TARGETS["samples/s"], extra=others)
-    for w in settings:
-        add_row(rows, job, "samples/s (info)", f"DataLoader nw={w}", "samples/s",
-                [r["samples_per_second"] for r in jr["peer"][str(w)]],
-                [r["samples_per_second"] for r in ours], None)
-    add_row(rows, job, "whole process (info)", best_label.replace("best", "best's"), "samples/s",
+    sps = lambda runs: [r["samples_per_second"] for r in runs]  # noqa: E731
+    cpu_k = lambda runs, key="cpu_seconds": [1e3 * r[key] / r["samples"] for r in runs]  # noqa: E731
+    add_row(rows, job, "samples/s", best_label, "samples/s", sps(peer_best), sps(ours),
+            TARGETS["samples/s"], extra=others)
+    for s in settings:
+        add_row(rows, job, "samples/s (info)", f"DataLoader {setting_name(s)}", "samples/s",
+                sps(jr["peer"][setting_name(s)]), sps(ours), None)
+    add_row(rows, job, "whole process (info)", bests, "samples/s",
             [r["samples"] / r["wall_seconds"] for r in peer_best],
             [r["samples"] / r["wall_seconds"] for r in ours], None)
-    add_row(rows, job, "CPU/1k samples (info)", best_label.replace("best", "best's"), "cpu-s/1k",
-            [1e3 * r["cpu_seconds"] / r["samples"] for r in peer_best],
-            [1e3 * r["cpu_seconds"] / r["samples"] for r in ours], None)
+    add_row(rows, job, "CPU/1k samples (info)", bests, "cpu-s/1k", cpu_k(peer_best), cpu_k(ours), None)
     # The same without the peer's fixed start-up (interpreter, import torch: ~2 CPU-s) and listing,
     # measured inside it around the loop; ours stays the whole process (start-up, listing included).
-    add_row(rows, job, "CPU/1k, peer loop (info)", best_label.replace("best", "best's") + " loop",
-            "cpu-s/1k", [1e3 * r["loop_cpu_seconds"] / r["samples"] for r in peer_best],
-            [1e3 * r["cpu_seconds"] / r["samples"] for r in ours], None)
+    add_row(rows, job, "CPU/1k, peer loop (info)", bests + " loop", "cpu-s/1k",
+            cpu_k(peer_best, "loop_cpu_seconds"), cpu_k(ours), None)
     add_row(rows, job, "peak RSS (info)", "largest process", "bytes",
             [r["max_rss_bytes"] for r in peer_best], [r["max_rss_bytes"] for r in ours], None)
     add_row(rows, job, "peak RSS, tree (info)", "all processes, summed", "bytes",
             [r["tree_rss_peak_bytes"] for r in peer_best], [r["tree_rss_peak_bytes"] for r in ours], None)
     add_row(rows, job, "vs CPU ceiling", "--stages-alone ceiling", "samples/s",
-            [ceiling] if ceiling else None, [r["samples_per_second"] for r in ours], TARGETS["ceiling"],
+            [ceiling] if ceiling else None, sps(ours), TARGETS["ceiling"],
             extra={"cpu_per_sample_us": sa.get("cpu_per_sample_us"), "cores": sa.get("cores"),
                    "stages_alone": sa.get("stages"),
                    "stages_alone_run_efficiency_vs_cpu_ceiling": sa.get("efficiency_vs_cpu_ceiling")})
+    # Ours from Python (to_torch: a tensor per batch, as the peer's; its clock from Loader() to the
+    # last batch, the peer's from iter() to the last batch).
+    py_others = {"others_cores_peer": others["others_cores_peer"],
+                 "others_cores_ours": [r["others_cores"] for r in py]}
+    add_row(rows, job, "py samples/s", best_label, "samples/s", sps(peer_best), sps(py),
+            TARGETS["py samples/s"], extra=py_others)
+    add_row(rows, job, "py samples/s, views (info)", best_label, "samples/s", sps(peer_best), sps(pyv), None)
+    add_row(rows, job, "py CPU/1k, loops", bests + " loop", "cpu-s/1k",
+            cpu_k(peer_best, "loop_cpu_seconds"), cpu_k(py, "loop_cpu_seconds"), TARGETS["py CPU/1k"],
+            lower=True)
+    add_row(rows, job, "py CPU/1k, whole (info)", bests, "cpu-s/1k", cpu_k(peer_best), cpu_k(py), None)
+    add_row(rows, job, "py peak RSS", "largest process", "bytes", [r["max_rss_bytes"] for r in peer_best],
+            [r["max_rss_bytes"] for r in py], TARGETS["py peak RSS"], lower=True)
+    add_row(rows, job, "py peak RSS, tree (info)", "all processes, summed", "bytes",
+            [r["tree_rss_peak_bytes"] for r in peer_best], [r["tree_rss_peak_bytes"] for r in py], None)
+    above = lambda runs: [r["max_rss_bytes"] - r["rss_before_loop_bytes"] for r in runs  # noqa: E731
+                          if r.get("rss_before_loop_bytes") is not None]
+    add_row(rows, job, "py RSS above start (info)", "largest minus main's at loop start", "bytes",
+            above(peer_best), above(py), None)
+    # Binding overhead: the Python loop against `feedline run`, on the same clock (the report's
+    # samples_per_second), and on the loop's own clock (Loader() to the last batch).
+    add_row(rows, job, "py views vs run", "feedline run", "samples/s", sps(ours),
+            [r["report_samples_per_second"] for r in pyv], TARGETS["py vs run"],
+            extra={"others_cores_peer": others["others_cores_ours"],
+                   "others_cores_ours": [r["others_cores"] for r in pyv]})
+    add_row(rows, job, "py views, own clock (info)", "feedline run", "samples/s", sps(ours), sps(pyv), None)
+    add_row(rows, job, "py to_torch vs run (info)", "feedline run", "samples/s", sps(ours),
+            [r["report_samples_per_second"] for r in py], None)
     verdicts.append((job, median_run(ours)))
+    verdicts.append((f"{job} (Python, to_torch)", median_run(py)))
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -565,16 +858,22 @@ def run_job(a, tmp, job, report, rows, verdicts):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--peer":
         return peer(sys.argv[1:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--python-loop":
+        return python_loop(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", required=True)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--jobs", default=",".join(JOBS))
-    ap.add_argument("--files64k", type=int)
-    ap.add_argument("--files4k", type=int)
+    for job in JOBS:
+        ap.add_argument(f"--{job}", type=int)
+    ap.add_argument("--samples-per-shard", type=int, default=1000)
+    ap.add_argument("--compressibility", type=float, default=0.0)
+    ap.add_argument("--shuffle-buffer", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--feedline", required=True)
+    ap.add_argument("--pythonpath", required=True, help="the folder holding the feedline package")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     jobs = [j for j in a.jobs.split(",") if j]
@@ -583,28 +882,38 @@ def main():
             ap.error(f"unknown job {j}")
     if a.workers < 1:
         ap.error("--workers must be at least 1")
+    if a.samples_per_shard < 1 or a.shuffle_buffer < 1:
+        ap.error("--samples-per-shard and --shuffle-buffer must be at least 1")
+    if not 0 <= a.compressibility <= 1:
+        ap.error("--compressibility must be in [0, 1]")
     if a.quick:
         a.pairs = max(2, a.pairs - 1)
     print(f"compare-torch: dir={a.dir} pairs={a.pairs} jobs={','.join(jobs)} batch={a.batch} "
           f"workers=0,{a.workers}{' quick' if a.quick else ''}\n  feedline: {a.feedline}\n"
-          f"  python: {sys.executable} {sys.version.split()[0]}",
+          f"  feedline package: {a.pythonpath}\n  python: {sys.executable} {sys.version.split()[0]}",
           file=sys.stderr, flush=True)
     report = {
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(), "cpus": os.cpu_count(), "kernel": platform.release(),
         "python": {"path": sys.executable, "version": sys.version.split()[0]},
         "dir": a.dir, "pairs": a.pairs, "quick": a.quick, "batch": a.batch, "workers": a.workers,
-        "feedline": {"path": a.feedline},
+        "samples_per_shard": a.samples_per_shard, "compressibility": a.compressibility,
+        "shuffle_buffer": a.shuffle_buffer,
+        "feedline": {"path": a.feedline, "pythonpath": a.pythonpath},
         "timing": {"peer": "the epoch loop: iter(DataLoader) (worker start) to the last batch (worker "
                            "shutdown); not interpreter start, import torch or the listing",
                    "ours": "feedline's samples_per_second: delivered samples / wall_seconds, the consumer's "
                            "clock from the pipeline's start (after the listing) to the last batch",
+                   "python": "feedline.Loader(...) (its listing included) to the last batch, in a "
+                             "/usr/bin/python3 child after import torch and feedline; rows 'vs run' use "
+                             "its report's samples_per_second, feedline run's clock",
                    "whole_process": "samples / wall time from exec to exit, both sides"},
         "cpu_measure": "user+sys of the child and its waited-for descendants, getrusage(RUSAGE_CHILDREN) "
-                       "deltas; max_rss_bytes: wait4's ru_maxrss (the largest single process); "
-                       "tree_rss_peak_bytes: summed RSS of the process tree, sampled every 20 ms; "
-                       "others_cores: busy CPU of the whole machine (/proc/stat) minus the child's, "
-                       "per wall second",
+                       "deltas; loop_cpu_seconds: getrusage(SELF+CHILDREN) deltas inside the child "
+                       "around its timed loop; max_rss_bytes: wait4's ru_maxrss (the largest single "
+                       "process); tree_rss_peak_bytes: summed RSS of the process tree, sampled every "
+                       "20 ms; others_cores: busy CPU of the whole machine (/proc/stat) minus the "
+                       "child's, per wall second",
         "cache": "warm: every file read again and its residency checked (fincore) before each run",
         "targets": TARGETS, "jobs": {}, "table": [], "verdicts": []}
     try:
@@ -634,42 +943,52 @@ def main():
     return 0
 
 
+def all_runs(job_report):
+    """Every run of a job's three sides."""
+    j = job_report
+    return [r for rs in j["peer"].values() for r in rs] + j["feedline"] + j["python"] + j["python-views"]
+
+
 def print_table(a, report, rows, verdicts):
-    header = (f"{'job':9s} {'metric':24s} {'peer':34s} {'peer(median)':>13s} {'ours(median)':>13s} "
+    pw = max([len("peer")] + [len(r["peer"]) for r in rows])  # the best's label grows with its settings
+    header = (f"{'job':9s} {'metric':27s} {'peer':{pw}s} {'peer(median)':>13s} {'ours(median)':>13s} "
               f"{'ratio':>6s}  {'target':6s}")
     print()
     print(header)
     print("-" * (len(header) + 5))
     for r in rows:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"{r['job']:9s} {r['metric']:24s} {r['peer']:34s} {fmt_value(r['unit'], r['peer_median']):>13s} "
+        print(f"{r['job']:9s} {r['metric']:27s} {r['peer']:{pw}s} {fmt_value(r['unit'], r['peer_median']):>13s} "
               f"{fmt_value(r['unit'], r['ours_median']):>13s} {ratio:>6s}  {r['target']:6s} {r['status']}")
     graded = [r for r in rows if r["status"] != "info"]
     passed = sum(r["status"] == "PASS" for r in graded)
     print(f"\n{passed}/{len(graded)} targets met (ratio = ours/peer of the medians; higher is better, "
-          "except CPU/1k samples and peak RSS: lower is better)")
-    print(f"peer: torch.utils.data.DataLoader over a map-style files Dataset (open + read + XXH3-64 per\n"
-          f"  sample, torch.frombuffer, torch.stack per batch of {a.batch}), num_workers 0 and {a.workers};"
-          f" 'best' is the\n  faster setting in each pair; its checksum equalled feedline's delivered digest "
-          f"in every run\n"
+          "except CPU/1k samples and RSS: lower is better)")
+    print(f"peer: torch.utils.data.DataLoader, batches of {a.batch}, num_workers 0 and {a.workers}, each with\n"
+          f"  one shared tensor per batch (default_collate) and with per-sample tensors; files jobs: a\n"
+          f"  map-style Dataset (open + read + XXH3-64 per file, shuffle=True); shards: a WebDataset-style\n"
+          f"  IterableDataset (tarfile 'r|' per shard, shards split over workers, zstandard, XXH3-64 per\n"
+          f"  member, shuffle buffer {a.shuffle_buffer}); 'best' is the fastest setting in each pair; its checksum\n"
+          f"  equalled feedline's delivered digest in every run\n"
+          f"ours: `feedline run`; 'py' rows: feedline.Loader in /usr/bin/python3, batch.to_torch() per batch\n"
+          f"  ('views': batch.member() zero-copy views); its sum of batch.digest equalled feedline run's digest\n"
           f"timed: peer = the epoch loop (worker start and shutdown included); ours = feedline's\n"
-          f"  samples_per_second (pipeline start, after the listing, to the last batch); 'whole process'\n"
-          f"  = exec to exit for both\n"
-          f"CPU: user+sys of the whole process tree, exec to exit; 'peer loop' leaves out the peer's\n"
-          f"  start-up (interpreter, import torch) and listing, ours stays whole; peak RSS 'tree' sums\n"
-          f"  every process's RSS (the peer's forked workers count their shared pages again)\n"
+          f"  samples_per_second (pipeline start, after the listing, to the last batch); py = Loader()\n"
+          f"  (listing included) to the last batch, but 'vs run' rows take its report's samples_per_second,\n"
+          f"  feedline run's clock; 'whole process' = exec to exit\n"
+          f"CPU: user+sys of the whole process tree, exec to exit; 'loop' rows count only the timed loop\n"
+          f"  (getrusage inside the child: the peer's workers included, start-up and import torch not);\n"
+          f"  peak RSS 'tree' sums every process's RSS (the peer's forked workers count their shared pages\n"
+          f"  again); 'above start' subtracts the main process's RSS before the loop (after import torch)\n"
           f"vs CPU ceiling: ours against one `feedline run --stages-alone` per job: cores / (CPU-seconds\n"
           f"  per sample of storage, decode and collate alone, added up)")
-    fracs = [x for j in report["jobs"].values()
-             for side in (j["feedline"], [r for rs in j["peer"].values() for r in rs])
-             for x in (r["resident_fraction"] for r in side)]
+    fracs = [r["resident_fraction"] for j in report["jobs"].values() for r in all_runs(j)]
     if fracs:
         low = min(fracs)
         print(f"page cache: {low:.1%}-{max(fracs):.1%} of the files' pages resident before the runs (fincore)"
               + (f"  WARNING: below {RESIDENT_WARN:.0%}: some runs read from storage" if low < RESIDENT_WARN else ""))
-    others = [r["others_cores"] for j in report["jobs"].values()
-              for side in (j["feedline"], [r for rs in j["peer"].values() for r in rs])
-              for r in side if r.get("others_cores") is not None]
+    others = [r["others_cores"] for j in report["jobs"].values() for r in all_runs(j)
+              if r.get("others_cores") is not None]
     if others:
         worst = max(others)
         print(f"other processes used {min(others):.1f}-{worst:.1f} of {os.cpu_count()} cores during the runs"

@@ -21,8 +21,9 @@ die() { echo "$bench_name: error: $*" >&2; exit 2; }
 
 # parse_options "VALUE_OPTIONS" "FLAG_OPTIONS" ARGS...: the command line. For each name in the
 # space-separated VALUE_OPTIONS, `--name VALUE` and `--name=VALUE` set the variable of that name;
-# for each name in FLAG_OPTIONS, `--name` sets it to 1. -h/--help prints `usage` and exits 0; any
-# other argument prints the usage on stderr and dies.
+# for each name in FLAG_OPTIONS, `--name` sets it to 1. A dash in an option stands for an
+# underscore in its name (--small-size and --small_size both set small_size). -h/--help prints
+# `usage` and exits 0; any other argument prints the usage on stderr and dies.
 parse_options() {
   local value_options=" $1 " flag_options=" $2 " name
   shift 2
@@ -30,11 +31,11 @@ parse_options() {
     case "$1" in
       -h|--help) usage; exit 0 ;;
       --*=*)
-        name="${1%%=*}"; name="${name#--}"
+        name="${1%%=*}"; name="${name#--}"; name="${name//-/_}"
         [[ "$value_options" == *" $name "* ]] || { usage >&2; die "unknown option: $1"; }
         printf -v "$name" '%s' "${1#*=}"; shift ;;
       --*)
-        name="${1#--}"
+        name="${1#--}"; name="${name//-/_}"
         if [[ "$value_options" == *" $name "* ]]; then
           printf -v "$name" '%s' "${2:?$1 needs a value}"; shift 2
         elif [[ "$flag_options" == *" $name "* ]]; then
