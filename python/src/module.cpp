@@ -326,29 +326,46 @@ class PyLoader {
     } catch (const CLI::ParseError& e) {
       raise_value(e.what());
     }
+    if (!transform.is_none()) {
+      if (!PyCallable_Check(transform.ptr())) throw py::type_error("transform must be callable");
+      transform_ = std::make_shared<PyTransform>(std::move(transform));
+    }
+    // The set-up, the dataset's open and the pipeline's start block (a listing, manifests,
+    // indexes: minutes over a large bucket), so they run off the GIL where Ctrl-C reaches them.
+    struct Opening {
+      std::shared_ptr<Opened> opened;
+      std::unique_ptr<ld::Loader> loader;
+      std::optional<fl::Error> error;
+    };
+    auto job = std::make_shared<Opening>();
+    job->opened = opened;
     try {
-      opened->setup = fl::tools::make_run_setup(opened->options, stop_.get_token());
-      std::optional<std::uint64_t> saved_samples;
-      if (state_json) saved_samples = resume_from(*opened, *state_json);
-      opened->data = fl::tools::open_run_dataset(opened->options, opened->setup);
-      if (saved_samples) check_dataset(*opened, *saved_samples);
-      if (start_epoch > 0) start_at_epoch(*opened, start_epoch, state_json.has_value());
-      if (!transform.is_none()) {
-        if (!PyCallable_Check(transform.ptr())) throw py::type_error("transform must be callable");
-        transform_ = std::make_shared<PyTransform>(std::move(transform));
-        opened->setup.ctx.config.transform = transform_;
-      }
+      interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
+        Opened& o = *job->opened;
+        o.setup = fl::tools::make_run_setup(o.options, token);
+        std::optional<std::uint64_t> saved_samples;
+        if (state_json) saved_samples = resume_from(o, *state_json);
+        o.data = fl::tools::open_run_dataset(o.options, o.setup);
+        if (saved_samples) check_dataset(o, *saved_samples);
+        if (start_epoch > 0) start_at_epoch(o, start_epoch, state_json.has_value());
+        o.setup.ctx.config.transform = t;
+        auto loader = ld::Loader::open(*o.data.backend, o.data.dataset, o.setup.ctx.config);
+        if (loader) {
+          job->loader = std::move(*loader);
+        } else {
+          job->error = loader.error();
+        }
+      });
     } catch (const fl::tools::UsageError& e) {
       raise_value(e.what());
     } catch (const fl::tools::CommandError& e) {
       raise_error(e.error());
     }
-    auto loader =
-        ld::Loader::open(*opened->data.backend, opened->data.dataset, opened->setup.ctx.config);
-    if (!loader) {
-      if (loader.error().code() == fl::Errc::kInvalidArgument) raise_value(loader.error().what());
-      raise_error(loader.error());
+    if (job->error) {
+      if (job->error->code() == fl::Errc::kInvalidArgument) raise_value(job->error->what());
+      raise_error(*job->error);
     }
+    auto loader = std::move(job->loader);
     // The same sampler the loader runs, for where the run stands after each batch (state_dict).
     ld::SamplerConfig sc = opened->setup.ctx.config.sampler;
     sc.num_samples = opened->data.dataset.samples.size();
@@ -357,7 +374,7 @@ class PyLoader {
     if (!sampler) raise_value(sampler.error().what());
     sampler_.emplace(std::move(*sampler));
     opened_ = std::move(opened);
-    loader_ = std::move(*loader);
+    loader_ = std::move(loader);
     fetcher_ = std::make_unique<Fetcher>(*loader_);
   }
 
@@ -485,6 +502,50 @@ class PyLoader {
   bool interrupted() const { return interrupted_; }
 
  private:
+  // Runs f on a thread of its own while this one waits with the GIL released, waking every
+  // 100 ms for Python's signal handlers. Ctrl-C asks f to stop (stop_: the open's waits end)
+  // and raises KeyboardInterrupt once f ended, or after 2 s without it (f then finishes on its
+  // own: it owns what it uses). f's exception is raised here.
+  void interruptible(std::function<void()> f) {
+    struct Shared {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      std::exception_ptr error;
+    };
+    auto sh = std::make_shared<Shared>();
+    std::thread t([sh, f = std::move(f)] {
+      std::exception_ptr error;
+      try {
+        f();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(sh->mu);
+      sh->error = error;
+      sh->done = true;
+      sh->cv.notify_all();
+    });
+    auto wait = [&](std::chrono::milliseconds d) {
+      py::gil_scoped_release nogil;
+      std::unique_lock lock(sh->mu);
+      return sh->cv.wait_for(lock, d, [&] { return sh->done; });
+    };
+    while (!wait(std::chrono::milliseconds(100))) {
+      if (PyErr_CheckSignals() != 0) {
+        stop_.request_stop();
+        if (wait(std::chrono::seconds(2))) {
+          t.join();
+        } else {
+          t.detach();
+        }
+        throw py::error_already_set();
+      }
+    }
+    t.join();
+    if (sh->error) std::rethrow_exception(sh->error);
+  }
+
   // The exception transform= raised, raised again with a note naming the sample, its object and
   // offset (the C++ error's text); returns when the error was not the transform's.
   void raise_transform_error(const fl::Error& e) {

@@ -145,9 +145,6 @@ def test_uncaught_ctrl_c_ends_the_process_promptly(slow_ds):
     assert exited < 4.0, "the child took %.1f s to exit after SIGINT" % exited
 
 
-@pytest.mark.xfail(strict=True, reason="Loader() opens the dataset (listing, manifests, indexes) "
-                   "holding the GIL without checking for signals: Ctrl-C waits for the whole open "
-                   "(python/src/module.cpp, PyLoader's constructor)")
 def test_ctrl_c_while_the_dataset_opens_surfaces_within_a_second(tmp_path):
     # feedline.torch opens a Loader at each pass's first batch; over a large bucket the open
     # (its listing) takes minutes. Here the open reads gen's manifest, which takes 3 s.
