@@ -10,14 +10,17 @@ if(NOT FEEDLINE_WITH_PYTHON STREQUAL "OFF")
     set(PYBIND11_FINDPYTHON ON)
     find_package(pybind11 2.10 CONFIG QUIET)
   endif()
-  if(Python_FOUND AND pybind11_FOUND)
+  # DLPack's header (libdlpack-dev): Batch.__dlpack__ for torch.from_dlpack.
+  find_path(FEEDLINE_DLPACK_INCLUDE_DIR dlpack/dlpack.h)
+  if(Python_FOUND AND pybind11_FOUND AND FEEDLINE_DLPACK_INCLUDE_DIR)
     add_subdirectory(python)
     set(FEEDLINE_PYTHON_BUILT ON)
     message(STATUS "feedline: Python binding for ${Python_EXECUTABLE} (pybind11 ${pybind11_VERSION})")
   elseif(FEEDLINE_WITH_PYTHON STREQUAL "ON")
-    message(FATAL_ERROR "FEEDLINE_WITH_PYTHON=ON, but Python's headers or pybind11 were not found "
-                        "(Debian: python3-dev pybind11-dev; scripts/install-deps.sh installs them)")
+    message(FATAL_ERROR "FEEDLINE_WITH_PYTHON=ON, but Python's headers, pybind11 or dlpack.h were "
+                        "not found (Debian: python3-dev pybind11-dev libdlpack-dev; "
+                        "scripts/install-deps.sh installs them)")
   else()
-    message(STATUS "feedline: no Python binding (Python headers or pybind11 not found)")
+    message(STATUS "feedline: no Python binding (Python headers, pybind11 or dlpack.h not found)")
   endif()
 endif()

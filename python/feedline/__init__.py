@@ -114,8 +114,31 @@ class Batch:
         """(numpy uint8 array [len, longest] zero-padded, numpy int64 lengths): one copy."""
         return self._b.padded(suffix)
 
+    def dlpack(self, suffix=""):
+        """A DLPack capsule of the members ending in suffix as one [len, size] uint8 tensor over
+        the batch's buffer (its GPU copy with device=), without a copy; None when the members
+        differ in size (padded() then gives one, with a copy). What takes it (torch.from_dlpack)
+        keeps the batch alive, and may write to the buffer: DLPack has no read-only tensors."""
+        return self._b.dlpack(suffix)
+
+    def __dlpack__(self, stream=None):
+        """DLPack for a batch whose samples have one member each (files): torch.from_dlpack(b)."""
+        capsule = self._b.dlpack("")
+        if capsule is None:
+            raise BufferError("the batch's samples differ in size: use padded() or to_torch()")
+        return capsule
+
+    def __dlpack_device__(self):
+        return self._b.dlpack_device()
+
     def to_torch(self, suffix=""):
+        """(uint8 tensor [len, longest], int64 lengths). Members of one size come without a copy
+        (a view of the batch's buffer, on the GPU with device=); others are padded (one copy)."""
         import torch  # only when asked for: feedline works without torch
+        capsule = self._b.dlpack(suffix)
+        if capsule is not None:
+            data = torch.utils.dlpack.from_dlpack(capsule)
+            return data, torch.full((data.shape[0],), data.shape[1], dtype=torch.int64)
         data, lengths = self._b.padded(suffix)
         return torch.from_numpy(data), torch.from_numpy(lengths)
 
@@ -151,6 +174,8 @@ class Loader:
             self._native = _feedline._Loader(args, state, _start_epoch, transform)
         except ValueError as e:
             raise ValueError(_flag_to_keyword(str(e))) from None
+        except Error as e:
+            raise Error(e.errno, _flag_to_keyword(e.strerror)) from None
         self._done = False
 
     def __iter__(self):

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <dlpack/dlpack.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -213,6 +214,35 @@ class PyBatch {
     return out;
   }
 
+  // The members as one [n, size] tensor without a copy, where they allow it: every one the same
+  // size, at one stride (files of one size; tar shards of fixed-size samples). nullopt when not.
+  struct Strided {
+    std::uint64_t first = 0, stride = 0, width = 0;
+  };
+  static std::optional<Strided> strided(const std::vector<const ld::BatchMember*>& members) {
+    if (members.empty()) return std::nullopt;
+    Strided st{members[0]->offset, 0, members[0]->size};
+    if (members.size() > 1) {
+      if (members[1]->offset <= members[0]->offset) return std::nullopt;
+      st.stride = members[1]->offset - members[0]->offset;
+    }
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (members[i]->size != st.width || members[i]->offset != st.first + i * st.stride)
+        return std::nullopt;
+    }
+    if (members.size() > 1 && st.stride < st.width) return std::nullopt;
+    return st;
+  }
+
+  // Where a DLPack tensor of this batch lives: its GPU twin when it has one, else host memory.
+  std::pair<const std::uint8_t*, DLDevice> dlpack_base() const {
+    if (const void* d = batch_.device_data()) {
+      return {static_cast<const std::uint8_t*>(d),
+              DLDevice{kDLCUDA, opened_->setup.ctx.config.device.device}};
+    }
+    return {host(), DLDevice{kDLCPU, 0}};
+  }
+
   const std::uint8_t* host() const {
     if (batch_.data().empty() && batch_.extent() > 0) {
       raise_value("this batch was read straight into GPU memory: it has no host bytes");
@@ -233,6 +263,52 @@ class PyBatch {
   std::shared_ptr<const Opened> opened_;  // keys and member names point into its dataset
   ld::Batch batch_;
 };
+
+// A DLPack tensor over a batch's buffer (dlpack.h 0.6): what its consumer (torch.from_dlpack)
+// holds keeps the Python Batch, and so the buffer, alive; its deleter may run on any thread.
+struct DlpackHolder {
+  py::object batch;
+  std::int64_t shape[2] = {0, 0};
+  std::int64_t strides[2] = {0, 1};
+  DLManagedTensor tensor{};
+};
+
+void delete_dlpack(DLManagedTensor* t) {
+  auto* h = static_cast<DlpackHolder*>(t->manager_ctx);
+  if (finalizing()) {  // see finalizing(): leak rather than touch a dying interpreter
+    h->batch.release();
+    delete h;
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  delete h;
+}
+
+// A "dltensor" capsule of the [n, width] uint8 tensor at `data` with rows `stride` bytes apart.
+py::capsule dlpack_capsule(py::object batch, const std::uint8_t* data, DLDevice device,
+                           std::uint64_t n, std::uint64_t width, std::uint64_t stride) {
+  auto* h = new DlpackHolder;
+  h->batch = std::move(batch);
+  h->shape[0] = static_cast<std::int64_t>(n);
+  h->shape[1] = static_cast<std::int64_t>(width);
+  h->strides[0] = static_cast<std::int64_t>(n > 1 ? stride : width);
+  DLTensor& d = h->tensor.dl_tensor;
+  d.data = const_cast<std::uint8_t*>(data);  // DLPack has no read-only tensors (0.6)
+  d.device = device;
+  d.ndim = 2;
+  d.dtype = DLDataType{kDLUInt, 8, 1};
+  d.shape = h->shape;
+  d.strides = h->strides;
+  d.byte_offset = 0;
+  h->tensor.manager_ctx = h;
+  h->tensor.deleter = delete_dlpack;
+  // The capsule frees the tensor only if no consumer took it (which renames it "used_dltensor").
+  return py::capsule(&h->tensor, "dltensor", [](PyObject* cap) {
+    if (!PyCapsule_IsValid(cap, "dltensor")) return;
+    auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+    if (t && t->deleter) t->deleter(t);
+  });
+}
 
 // The pipeline's consumer thread: next() and record_compute() run here, one request at a time,
 // so the Python thread can wait with a timeout (and handle signals) without the loader's
@@ -719,7 +795,24 @@ PYBIND11_MODULE(_feedline, mod) {
             }
             return py::make_tuple(out, lengths);
           },
-          py::arg("suffix"));
+          py::arg("suffix"))
+      .def(
+          "dlpack",
+          [](py::object self, const std::string& suffix) -> py::object {
+            const PyBatch& b = self.cast<const PyBatch&>();
+            const auto members = b.select(suffix);
+            const auto st = PyBatch::strided(members);
+            if (!st) return py::none();  // sizes differ: the caller pads (one copy)
+            const auto [base, device] = b.dlpack_base();
+            return dlpack_capsule(self, base + st->first, device, members.size(), st->width,
+                                  st->stride);
+          },
+          py::arg("suffix"))
+      .def("dlpack_device", [](const PyBatch& b) {
+        const auto [base, device] = b.dlpack_base();
+        (void)base;
+        return py::make_tuple(static_cast<int>(device.device_type), device.device_id);
+      });
 
   py::class_<PyLoader>(mod, "_Loader")
       .def(py::init<std::vector<std::string>, std::optional<std::string>, std::uint32_t,

@@ -417,3 +417,42 @@ def test_member_finds_a_zstd_member_by_its_decoded_name(tmp_path):
         names += b.transformed
     assert all(n == ["__key__", ".bin", ".cls"] or ".bin" in "".join(n) for n in names)
     assert loader.report()["delivered"]["verified"] is True
+
+
+def test_dlpack_and_to_torch_without_a_copy_where_sizes_allow(files_ds, tar_ds):
+    torch = pytest.importorskip("torch")
+    loader = feedline.Loader(files_ds, batch_size=32)
+    b = next(loader)
+    views = b.member("")
+    t, lengths = b.to_torch()
+    assert t.shape == (32, 4096) and lengths.tolist() == [4096] * 32
+    assert t.data_ptr() == views[0].ctypes.data, "a view of the batch's buffer, not a copy"
+    whole = torch.from_dlpack(b)
+    assert b.__dlpack_device__() == (1, 0)  # kDLCPU
+    copies = [v.tobytes() for v in views]
+    del b, views
+    loader.close()  # the tensors keep their batch's buffer alive
+    for i, c in enumerate(copies):
+        assert t[i].numpy().tobytes() == c and whole[i].numpy().tobytes() == c
+    # Members of differing sizes are padded (one copy); the rows match the views either way.
+    for b in feedline.Loader(tar_ds, batch_size=50):
+        for suffix in (".bin", ".cls"):
+            t, lengths = b.to_torch(suffix)
+            for row, n, v in zip(t, lengths.tolist(), b.member(suffix)):
+                assert n == len(v) and row[:n].numpy().tobytes() == v.tobytes()
+                assert not row[n:].any()
+
+
+def test_device_gives_gpu_batches_or_a_clear_error(files_ds):
+    # With a GPU: batches copied to it (the H2D copy its own stage), to_torch() on the device.
+    # Without one (this project's CI): a feedline.Error that says so and names the keyword.
+    try:
+        loader = feedline.Loader(files_ds, batch_size=32, device="cuda:0")
+    except feedline.Error as e:
+        assert "GPU" in str(e) and "device" in str(e) and "--" not in str(e), str(e)
+        return
+    torch = pytest.importorskip("torch")
+    b = next(loader)
+    t, _ = b.to_torch()
+    assert t.is_cuda
+    assert loader.report()["device"] is not None
