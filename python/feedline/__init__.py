@@ -154,7 +154,8 @@ class Loader:
     exactly the batches that run had not delivered yet, with the same settings.
 
     ``transform`` (a callable) runs on each sample on the decode threads, holding the GIL only
-    while it runs: it gets a dict of "__key__" and each member's bytes under the member's name,
+    while it runs: it gets a dict of "__key__" and each member's decoded bytes under its name
+    after the key, as WebDataset names them (".bin", ".cls"),
     and what it returns is in ``Batch.transformed``. The report's "transform" tells its time,
     and the decode threads' wait for the GIL, apart from feedline's own decode. ``rank`` and
     ``world_size`` default to torch.distributed's when it is initialised, then to the launcher's

@@ -66,7 +66,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
     def state_dict(self):
         if self._loader is None:
             return {"epoch": self._epoch, "loader": None}
-        return {"epoch": self._loader_epoch, "loader": self._loader.state_dict()}
+        state = self._loader.state_dict()
+        if state["epoch"] > self._loader_epoch:  # the pass is over: the next one starts afresh
+            return {"epoch": self._loader_epoch + 1, "loader": None}
+        return {"epoch": self._loader_epoch, "loader": state}
 
     def load_state_dict(self, state):
         if not isinstance(state, dict) or "epoch" not in state:

@@ -82,8 +82,9 @@ bool finalizing() {
 
 // transform=fn on the decode threads (feedline/loader/transform.hpp). Each call takes the GIL
 // for fn only, and reports how long it waited for it. fn gets a dict: "__key__" and each member's
-// decoded bytes (a copy, so fn may keep it) under the member's name (a zstd member's without
-// ".zst": the bytes are decoded); what it returns rides in the
+// decoded bytes (a copy, so fn may keep it) under the member's name after the sample's key, as
+// WebDataset names them (".bin", ".cls"; a zstd member's without ".zst": the bytes are decoded);
+// what it returns rides in the
 // batch (Batch.transformed). The first exception fn raises is kept, to be raised again from the
 // loop with the sample named.
 class PyTransform final : public ld::SampleTransform {
@@ -110,7 +111,9 @@ class PyTransform final : public ld::SampleTransform {
       py::dict sample;
       sample["__key__"] = py::str(in.key.data(), in.key.size());
       for (const ld::TransformMember& m : in.members) {
-        const std::string_view name = decoded_name(m.name);
+        // WebDataset's keys: the name after the sample's key (".bin" of "000123.bin.zst").
+        std::string_view name = decoded_name(m.name);
+        if (name.starts_with(in.key)) name.remove_prefix(in.key.size());
         sample[py::str(name.data(), name.size())] =
             py::bytes(reinterpret_cast<const char*>(m.bytes.data()), m.bytes.size());
       }
