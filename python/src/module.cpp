@@ -68,7 +68,6 @@ PyObject* g_error = nullptr;  // feedline.Error (an OSError)
 std::string_view decoded_name(std::string_view name) {
   return name.ends_with(".zst") ? name.substr(0, name.size() - 4) : name;
 }
-bool ends_with(std::string_view name, std::string_view suffix) { return name.ends_with(suffix); }
 
 // True once the interpreter is shutting down: a pipeline thread must not take the GIL then (it
 // would hang in PyGILState_Ensure while the main thread waits to join it).
@@ -193,9 +192,9 @@ class PyBatch {
     for (const auto& s : batch_.samples()) {
       const ld::BatchMember* found = nullptr;
       for (const auto& m : batch_.members_of(s)) {
-        const bool match =
-            suffix.empty() ? batch_.members_of(s).size() == 1
-                           : ends_with(m.name, suffix) || ends_with(decoded_name(m.name), suffix);
+        const bool match = suffix.empty()
+                               ? batch_.members_of(s).size() == 1
+                               : m.name.ends_with(suffix) || decoded_name(m.name).ends_with(suffix);
         if (!match) continue;
         if (found) {
           raise_value(fmt::format("sample '{}' has several members ending in '{}' ('{}', '{}')",

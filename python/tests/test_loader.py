@@ -19,21 +19,7 @@ import pytest
 
 import feedline
 
-FEEDLINE = os.environ.get("FEEDLINE_BIN", "feedline")
-M64 = 2 ** 64
-
-
-def gen(path, *args):
-    subprocess.run([FEEDLINE, "gen", str(path), *args], check=True, stdout=subprocess.DEVNULL)
-    return str(path)
-
-
-def manifest_digest(root):
-    with open(os.path.join(root, ".feedline-dataset")) as f:
-        for line in f:
-            if line.startswith("digest "):
-                return int(line.split()[1])
-    raise AssertionError("no digest in the manifest of " + root)
+from support import M64, gen, manifest_digest, run_all
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +33,6 @@ def tar_ds(tmp_path_factory):
     args = ["--format", "tar", "--samples", "500", "--sample-size", "8k",
             "--samples-per-shard", "125"]
     return gen(tmp_path_factory.mktemp("tar") / "ds", *args)
-
-
-def run_all(loader):
-    keys, digest, batches = [], 0, 0
-    for b in loader:
-        keys += b.keys
-        digest = (digest + b.digest) % M64
-        batches += 1
-    return keys, digest, batches
 
 
 def test_digest_equals_gen(files_ds):

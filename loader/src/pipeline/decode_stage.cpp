@@ -11,12 +11,10 @@
 
 namespace feedline::loader::detail {
 
-void DecodeStage::transform(InFlightSample& item) {
+void DecodeStage::transform(InFlightSample& item, std::vector<TransformMember>& members) {
   const Dataset& d = run_.dataset;
   const Sample& smp = d.samples[item.slot.sample];
-  // At most a few members per sample: on the stack unless a sample has more.
-  std::vector<TransformMember> members;
-  members.reserve(item.members.size());
+  members.clear();  // the thread's own, reused: no allocation per sample
   for (std::size_t i = 0; i < item.members.size(); ++i) {
     members.push_back({d.members[smp.first_member + i].name,
                        ConstBytes(item.members[i].data, item.members[i].size)});
@@ -53,6 +51,7 @@ void DecodeStage::run(Worker& w) {
   constexpr std::uint64_t kFlushBytes = 4ull << 20;
   std::vector<InFlightSample> in;
   std::vector<InFlightSample> out;
+  std::vector<TransformMember> members;  // the transform's view of a sample
   in.reserve(kRun);
   out.reserve(kRun);
   bool running = true;
@@ -69,7 +68,7 @@ void DecodeStage::run(Worker& w) {
           item.reserved += extra;
         }
         spin_for(config.diagnostics.decode_cost, run_.stop_flag());
-        if (config.transform && !item.error) transform(item);
+        if (config.transform && !item.error) transform(item, members);
       }
       if (item.error) {
         if (config.on_error == OnError::kFail) {

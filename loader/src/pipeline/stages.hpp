@@ -63,8 +63,9 @@ class DecodeStage {
   std::atomic<std::uint64_t> transform_lock_wait_ns{0};
 
  private:
-  // Runs the transform on a decoded sample: its result, or the sample's error.
-  void transform(InFlightSample& item);
+  // Runs the transform on a decoded sample: its result, or the sample's error. `members` is the
+  // calling thread's scratch list.
+  void transform(InFlightSample& item, std::vector<TransformMember>& members);
 
   RunState& run_;
   std::atomic<unsigned> done_{0};  // the last decoder out closes the queue behind it
