@@ -45,14 +45,6 @@ bool make_this_thread_nicer(int increment) noexcept {
   return ::setpriority(PRIO_PROCESS, tid, std::min(19, now + increment)) == 0;
 }
 
-unsigned usable_cores() noexcept {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-    return static_cast<unsigned>(CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop) {
   if (d.count() <= 0) return;
   const std::uint64_t until = now_ns() + static_cast<std::uint64_t>(d.count());

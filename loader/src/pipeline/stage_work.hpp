@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "buffer_pool.hpp"
+#include "feedline/core/cpus.hpp"
 #include "feedline/loader/codec.hpp"
 #include "run_state.hpp"
 
@@ -44,9 +45,7 @@ void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop);
 // the kernel refused.
 bool make_this_thread_nicer(int increment) noexcept;
 
-// CPUs this process may run on: its affinity mask, which containers and taskset narrow (at least
-// 1).
-unsigned usable_cores() noexcept;
+using feedline::usable_cores;  // core/cpus.hpp
 
 // Bytes a sample takes in a batch after decoding: its members' decoded sizes, each started on a
 // kMemberAlign boundary (what decode in place writes and collate packs). Needs every zstd

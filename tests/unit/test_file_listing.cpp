@@ -1,0 +1,135 @@
+// The local backend's listing: what a directory tree of a dataset lists as (keys, sizes, order),
+// what it leaves out (links to directories, dangling links, unreadable directories) and what it
+// flags (FIFOs), a prefix that is not a directory, and a directory large enough that its stats
+// are spread over threads.
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "feedline/storage/registry.hpp"
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+using namespace feedline;
+
+namespace {
+
+std::unique_ptr<storage::Backend> file_backend() {
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  auto r = registry.open(testing::scratch_dir("listing").string(), storage::BackendConfig{});
+  REQUIRE(r);
+  return std::move(r->backend);
+}
+
+fs::path fresh(const std::string& name) {
+  const fs::path dir = testing::scratch_dir("listing") / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("file listing: a tree's files, sorted, with their sizes, links followed to files only") {
+  const fs::path root = fresh("tree");
+  testing::write_file(root / "b.bin", testing::pattern_bytes(300, 1));
+  testing::write_file(root / "a.bin", testing::pattern_bytes(5000, 2));
+  fs::create_directories(root / "sub" / "deeper");
+  testing::write_file(root / "sub" / "c.bin", testing::pattern_bytes(7, 3));
+  testing::write_file(root / "sub" / "deeper" / "d.bin", {});
+  fs::create_symlink("a.bin", root / "link-to-file");
+  fs::create_symlink("sub", root / "link-to-dir");        // not walked: its files would list twice
+  fs::create_symlink("missing", root / "dangling");       // names nothing: left out
+  REQUIRE(::mkfifo((root / "fifo").c_str(), 0600) == 0);  // listed as special, never opened
+
+  auto b = file_backend();
+  for (const std::string& given : {root.string(), root.string() + "/"}) {
+    auto l = b->list(given);
+    REQUIRE(l);
+    REQUIRE(l->size() == 6);
+    const std::string r = root.string() + "/";
+    CHECK(l->at(0).key == r + "a.bin");
+    CHECK(l->at(0).size == 5000);
+    CHECK(l->at(1).key == r + "b.bin");
+    CHECK(l->at(1).size == 300);
+    CHECK(l->at(2).key == r + "fifo");
+    CHECK(l->at(2).special);
+    CHECK(l->at(2).size == 0);
+    CHECK(l->at(3).key == r + "link-to-file");
+    CHECK(l->at(3).size == 5000);
+    CHECK_FALSE(l->at(3).special);
+    CHECK(l->at(4).key == r + "sub/c.bin");
+    CHECK(l->at(4).size == 7);
+    CHECK(l->at(5).key == r + "sub/deeper/d.bin");
+    CHECK(l->at(5).size == 0);
+  }
+}
+
+TEST_CASE("file listing: a prefix lists its directory's files that start with it, not subtrees") {
+  const fs::path root = fresh("prefix");
+  testing::write_file(root / "train-1.bin", testing::pattern_bytes(10, 1));
+  testing::write_file(root / "train-2.bin", testing::pattern_bytes(20, 2));
+  testing::write_file(root / "val-1.bin", testing::pattern_bytes(30, 3));
+  fs::create_directories(root / "train-dir");
+  testing::write_file(root / "train-dir" / "x.bin", testing::pattern_bytes(40, 4));
+  auto l = file_backend()->list((root / "train-").string());
+  REQUIRE(l);
+  REQUIRE(l->size() == 2);
+  CHECK(l->at(0).key == (root / "train-1.bin").string());
+  CHECK(l->at(1).size == 20);
+  auto none = file_backend()->list((root / "test-").string());
+  REQUIRE(none);
+  CHECK(none->empty());
+}
+
+TEST_CASE("file listing: a missing root is an error naming it") {
+  const fs::path root = fresh("errors");
+  auto missing = file_backend()->list((root / "nope" / "").string());
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().code() == Errc::kNotFound);
+  CHECK(missing.error().object().find("nope") != std::string::npos);
+}
+
+TEST_CASE("file listing: a subdirectory it may not read is skipped") {
+  const fs::path root = fresh("locked");
+  testing::write_file(root / "ok.bin", testing::pattern_bytes(5, 1));
+  fs::create_directories(root / "locked");
+  testing::write_file(root / "locked" / "hidden.bin", testing::pattern_bytes(5, 2));
+  fs::permissions(root / "locked", fs::perms::none);
+  if (::access((root / "locked").c_str(), R_OK) == 0) {
+    fs::permissions(root / "locked", fs::perms::owner_all);
+    return testing::skip_test(
+        "a mode-000 directory is still readable here (root, or CAP_DAC_OVERRIDE)");
+  }
+  auto l = file_backend()->list(root.string());
+  fs::permissions(root / "locked", fs::perms::owner_all);
+  REQUIRE(l);
+  REQUIRE(l->size() == 1);
+  CHECK(l->at(0).key == (root / "ok.bin").string());
+}
+
+TEST_CASE(
+    "file listing: a directory of 10,000 files (stats over several threads) lists each once") {
+  const fs::path root = fresh("many");
+  constexpr int kFiles = 10'000;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = fmt::format("{:05}.bin", i);
+    testing::write_file(root / name, testing::pattern_bytes(static_cast<std::size_t>(i % 97), 0));
+  }
+  auto l = file_backend()->list(root.string());
+  REQUIRE(l);
+  REQUIRE(l->size() == kFiles);
+  for (int i = 0; i < kFiles; ++i) {
+    INFO(i);
+    REQUIRE(l->at(static_cast<std::size_t>(i)).key ==
+            (root / fmt::format("{:05}.bin", i)).string());
+    REQUIRE(l->at(static_cast<std::size_t>(i)).size == static_cast<std::uint64_t>(i % 97));
+  }
+  fs::remove_all(root);
+}
