@@ -427,6 +427,9 @@ class PyLoader {
         if (saved_samples) check_dataset(o, *saved_samples);
         if (start_epoch > 0) start_at_epoch(o, start_epoch, state_json.has_value());
         o.setup.ctx.config.transform = t;
+        // A Python loop keeps the last batch (and views of it) alive until next() returned the
+        // new one: two with the caller, so that the prefetch stays what was asked.
+        o.setup.ctx.config.caller_batches = 2;
         auto loader = ld::Loader::open(*o.data.backend, o.data.dataset, o.setup.ctx.config);
         if (loader) {
           job->loader = std::move(*loader);

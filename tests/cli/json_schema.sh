@@ -50,7 +50,7 @@ SCHEMAS = {
         "config.batch_size": int, "config.epochs": int, "config.seed": int, "config.shuffle": bool,
         "config.shard_shuffle": int, "config.rank": int, "config.world_size": int, "config.drop_last": bool,
         "config.io_depth": int, "config.decode_threads": int, "config.decode_nice": int,
-        "config.prefetch_batches": int, "config.memory_budget": int, "config.compute_time": str,
+        "config.prefetch_batches": int, "config.caller_batches": int, "config.memory_budget": int, "config.compute_time": str,
         "config.accounting": bool,
         "dataset.samples": int, "dataset.bytes": int, "dataset.unknown_size_samples": int, "dataset.manifest": (str, type(None)),
         "dataset.open_reads": int, "dataset.open_bytes": int,

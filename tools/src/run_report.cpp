@@ -114,6 +114,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
         {"decode_threads", ctx.config.decode_threads},
         {"decode_nice", ctx.config.decode_nice},
         {"prefetch_batches", ctx.config.prefetch_batches},
+        {"caller_batches", ctx.config.caller_batches},
         {"memory_budget", ctx.config.memory_budget},
         {"compute_time", ctx.compute_time},
         {"accounting", ctx.config.diagnostics.accounting}}},

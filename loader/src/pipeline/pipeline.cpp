@@ -227,6 +227,7 @@ Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Da
   FEEDLINE_TRY(bound("decode_threads", config.decode_threads, 1, kMaxDecodeThreads));
   FEEDLINE_TRY(bound("storage_threads", config.storage_threads, 0, kMaxStorageThreads));
   FEEDLINE_TRY(bound("prefetch_batches", config.prefetch_batches, 0, kMaxPrefetchBatches));
+  FEEDLINE_TRY(bound("caller_batches", config.caller_batches, 1, kMaxPrefetchBatches));
   FEEDLINE_TRY(bound("sampler.batch_size", config.sampler.batch_size, 1, kMaxBatchSize));
   // The sampler's view of the dataset comes from the dataset: a different one set by hand is a
   // mistake to report, not to paper over.

@@ -17,19 +17,24 @@ std::uint64_t recycle_bytes(std::uint64_t budget) {
 }
 
 // Samples storage may read ahead of collate over a network, in units of io_depth. With only
-// prefetch + 2 batches ahead, small batches starve the reads: batch 32 at depth 16 kept 7 of 16
-// requests in flight against a web server (one slow response holds the window while the next
-// batches wait). Local storage keeps prefetch + 2: its reads come back in microseconds, and more
-// buffers only cost start-up time (they are locked, so faulted in, at once).
+// prefetch + 1 + the caller's batches ahead, small batches starve the reads: batch 32 at depth 16
+// kept 7 of 16 requests in flight against a web server (one slow response holds the window while
+// the next batches wait). Local storage keeps just those: its reads come back in microseconds, and
+// more buffers only cost start-up time (they are locked, so faulted in, at once).
 constexpr std::uint64_t kWindowDepths = 16;
 constexpr std::size_t kMaxBatchBuffers = 64;
 // Two batch buffers run a pipeline: collate fills one while the consumer holds the other.
 constexpr std::size_t kFewestBatchBuffers = 2;
 
-// Batch buffers wanted: prefetch + 2 at least; over a network, more when batches are small, so
-// that the window (every buffer's batch) holds kWindowDepths x io_depth samples.
+// Batch buffers a run needs at least: the prefetched ones, collate's, and the caller's.
+std::size_t least_batch_buffers(const LoaderConfig& c) {
+  return std::size_t{c.prefetch_batches} + 1 + std::max(1u, c.caller_batches);
+}
+
+// Batch buffers wanted: least_batch_buffers() at least; over a network, more when batches are
+// small, so that the window (every buffer's batch) holds kWindowDepths x io_depth samples.
 std::size_t wanted_batch_buffers(const LoaderConfig& c, bool networked) {
-  const std::size_t floor = std::size_t{c.prefetch_batches} + 2;
+  const std::size_t floor = least_batch_buffers(c);
   if (!networked) return floor;
   const std::uint64_t batch = std::max(1u, c.sampler.batch_size);
   const std::uint64_t for_window = (kWindowDepths * c.io_depth + batch - 1) / batch + 1;
@@ -89,7 +94,7 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
   z.batch_samples = std::max<std::uint64_t>(
       1, std::min<std::uint64_t>(config.sampler.batch_size, samples_per_epoch));
   z.recycle = recycle_bytes(budget);
-  const std::size_t min_buffers = std::size_t{config.prefetch_batches} + 2;
+  const std::size_t min_buffers = least_batch_buffers(config);
   std::size_t buffers = wanted_batch_buffers(config, networked);
   auto too_large = [&](std::size_t index, std::uint64_t need, std::uint64_t room) {
     const Sample& s = dataset.samples[index];
@@ -164,11 +169,11 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
   // buffers hold nothing.
   z.device_cap = std::max(batch * align_up(dataset.max_sample_bytes, kPageAlign), kPageAlign);
   if (reads_into_device(path)) batch_cap = kPageAlign;
-  // Buffers beyond prefetch + 2 are there for a deeper read window: only as many as fit in half
+  // Buffers beyond the least are there for a deeper read window: only as many as fit in half
   // the budget (the other half is for samples in flight).
   while (buffers > min_buffers && batch_cap * buffers + z.recycle > budget / 2) --buffers;
   // Then the pool fits the budget with room for the largest sample in flight, shrinking below
-  // prefetch + 2 (down to two buffers) where it must.
+  // the least (down to two buffers) where it must.
   auto fits = [&](std::size_t n) {
     const std::uint64_t pool = batch_cap * n + z.recycle;
     return pool < budget && largest <= budget - pool;
@@ -194,12 +199,13 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
     const std::uint64_t enough = batch_cap * asked + z.recycle + largest;
     z.fitted.push_back(
         fmt::format("memory_budget {} holds {} batch buffers of {}, not the {} asked for "
-                    "(prefetch_batches {} + 2): "
+                    "(prefetch_batches {} + 1 + caller_batches {}): "
                     "batches are prefetched {} deep and storage reads less far ahead; about {} "
                     "would hold them all",
                     format_bytes(static_cast<double>(budget)), buffers,
                     format_bytes(static_cast<double>(batch_cap)), asked, config.prefetch_batches,
-                    buffers - kFewestBatchBuffers, format_bytes(static_cast<double>(enough))));
+                    std::max(1u, config.caller_batches), buffers - kFewestBatchBuffers,
+                    format_bytes(static_cast<double>(enough))));
   }
   z.buffers = buffers;
   z.batch_cap = batch_cap;

@@ -4,9 +4,9 @@
 // The memory budget holds: the batch pool (batch buffers), the recycled sample buffers (an
 // eighth of the budget, at most 64 MiB) and the samples in flight (each sample's footprint is
 // reserved at admission: its stored bytes plus, for zstd members, its decoded size or an
-// estimate). Buffers beyond prefetch + 2 (a network's deeper window) fit in half the budget.
-// When even prefetch + 2 buffers leave no room for the largest sample in flight, the pool shrinks
-// to fit, down to two batch buffers (one filling, one with the consumer: the pipeline still runs,
+// estimate). Buffers beyond prefetch + 1 + caller_batches (a network's deeper window) fit in half
+// the budget. When even those leave no room for the largest sample in flight, the pool shrinks to
+// fit, down to two batch buffers (one filling, one with the consumer: the pipeline still runs,
 // prefetching less), and `fitted` says so; only a budget that cannot hold two batches and the
 // largest sample is an error.
 #pragma once

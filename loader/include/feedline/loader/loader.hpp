@@ -90,6 +90,11 @@ struct LoaderConfig {
   // on tar+zstd shards and on files, and lost in 3 of 17 pairs).
   int decode_nice = 5;
   unsigned prefetch_batches = 2;  // finished batches queued ahead of the consumer
+  // Batches the caller keeps alive at once while it asks for the next one (1: it drops each
+  // before next(); a Python loop holds the last one, and views of it, until next() returned). The
+  // pool holds prefetch_batches + 1 (collate's) + caller_batches buffers, so that batches the
+  // caller holds do not eat the prefetch.
+  unsigned caller_batches = 1;
   std::uint64_t memory_budget = 1ull << 30;
   // The largest sample the pipeline accepts, decoded (0: what the memory budget can hold). A
   // zstd frame's declared size is not trusted: a sample that declares or decodes to more is a
