@@ -37,6 +37,7 @@
 #include "feedline/core/redact.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/sampler.hpp"
+#include "loader_state.hpp"
 #include "run_options.hpp"
 
 namespace py = pybind11;
@@ -44,10 +45,6 @@ namespace fl = feedline;
 namespace ld = feedline::loader;
 
 namespace {
-
-// A state_dict's "format" and "version": Loader(state=...) refuses any other.
-constexpr const char* kStateFormat = "feedline.loader_state";
-constexpr int kStateVersion = 1;
 
 PyObject* g_error = nullptr;  // feedline.Error (an OSError)
 
@@ -542,21 +539,9 @@ class PyLoader {
   // and with any number of ranks (ranks that step together, as DDP's do, save the same state).
   std::string state_json() const {
     if (!opened_) raise_value("the loader is closed");
-    const ld::LoaderConfig& c = opened_->setup.ctx.config;
-    nlohmann::json s = {{"format", kStateFormat},
-                        {"version", kStateVersion},
-                        {"url", opened_->setup.ctx.url},
-                        {"num_samples", opened_->data.dataset.samples.size()},
-                        {"batch_size", c.sampler.batch_size},
-                        {"epochs", c.sampler.epochs},
-                        {"seed", c.sampler.seed},
-                        {"shuffle", c.sampler.shuffle},
-                        {"shard_shuffle", c.sampler.shard_shuffle},
-                        {"drop_last", c.sampler.drop_last},
-                        {"rank", c.sampler.rank},
-                        {"world_size", c.sampler.world_size}};
-    s.update(resume_json(sampler_->resume_point_after(delivered_)));
-    return s.dump();
+    return fl::tools::format_loader_state(fl::tools::loader_state(
+        opened_->setup.ctx.url, opened_->data.dataset.samples.size(),
+        opened_->setup.ctx.config.sampler, sampler_->resume_point_after(delivered_)));
   }
 
   void stop() {
@@ -642,64 +627,20 @@ class PyLoader {
   }
 
   static nlohmann::json resume_json(const ld::ResumePoint& p) {
-    nlohmann::json progress = nlohmann::json::array();
-    for (const ld::EpochProgress& e : p.progress)
-      progress.push_back({{"world_size", e.world_size}, {"batches", e.batches}});
-    return {{"epoch", p.epoch}, {"progress", progress}};
+    return nlohmann::json::parse(fl::tools::resume_point_json(p));
   }
 
   // Checks a state_dict against this loader's settings (all but rank and world size: the rest is
   // split over this run's ranks) and starts where it stopped. Returns the sample count the state
   // was saved on (checked once the dataset is open).
   static std::uint64_t resume_from(Opened& o, const std::string& text) {
-    nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
-    if (s.is_discarded() || !s.is_object() || s.value("format", "") != kStateFormat) {
-      raise_value("state: not a feedline loader state (from Loader.state_dict())");
-    }
-    if (s.value("version", 0) != kStateVersion) {
-      raise_value(fmt::format("state: version {} is not one this feedline reads ({})",
-                              s.value("version", 0), kStateVersion));
-    }
+    auto s = fl::tools::parse_loader_state(text);
+    if (!s) raise_value(s.error().message());
     ld::SamplerConfig& c = o.setup.ctx.config.sampler;
-    auto same = [&](const char* key, const nlohmann::json& mine, const char* option) {
-      if (!s.contains(key) || s[key] != mine) {
-        raise_value(fmt::format(
-            "state: it was saved with {}={}, and this loader has {}={}: resume with the same "
-            "settings",
-            option, s.contains(key) ? s[key].dump() : "?", option, mine.dump()));
-      }
-    };
-    same("batch_size", c.batch_size, "batch_size");
-    same("epochs", c.epochs, "epochs");
-    same("seed", c.seed, "seed");
-    same("shuffle", c.shuffle, "shuffle");
-    same("shard_shuffle", c.shard_shuffle, "shard_shuffle");
-    same("drop_last", c.drop_last, "drop_last");
+    if (auto why = fl::tools::loader_state_mismatch(*s, c)) raise_value(*why);
     // Where it stopped: the sampler checks the numbers against the dataset and settings.
-    auto whole = [&](const nlohmann::json& v, const char* what) -> std::uint64_t {
-      if (!v.is_number_unsigned()) raise_value(fmt::format("state: {} is not a count", what));
-      return v.get<std::uint64_t>();
-    };
-    auto field = [&](const nlohmann::json& obj, const char* key) -> const nlohmann::json& {
-      if (!obj.is_object() || !obj.contains(key))
-        raise_value(fmt::format("state: it has no \"{}\"", key));
-      return obj[key];
-    };
-    ld::ResumePoint rp;
-    const std::uint64_t epoch = whole(field(s, "epoch"), "epoch");
-    if (epoch > c.epochs)
-      raise_value(fmt::format("state: epoch {} is past epochs {}", epoch, c.epochs));
-    rp.epoch = static_cast<std::uint32_t>(epoch);
-    const nlohmann::json& progress = field(s, "progress");
-    if (!progress.is_array()) raise_value("state: progress is not a list");
-    for (const nlohmann::json& e : progress) {
-      const std::uint64_t w = whole(field(e, "world_size"), "progress.world_size");
-      if (w == 0 || w > 0xffffffffull) raise_value("state: progress.world_size is out of range");
-      rp.progress.push_back(
-          {static_cast<std::uint32_t>(w), whole(field(e, "batches"), "progress.batches")});
-    }
-    c.resume = std::move(rp);
-    return s.value("num_samples", std::uint64_t{0});
+    c.resume = std::move(s->resume);
+    return s->num_samples;
   }
 
   // Starts the run at epoch `epoch` (feedline.torch's set_epoch: each pass a fresh Loader).

@@ -1,0 +1,175 @@
+#include "loader_state.hpp"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace feedline::tools {
+namespace {
+
+using json = nlohmann::json;
+
+json resume_object(const loader::ResumePoint& p) {
+  json progress = json::array();
+  for (const loader::EpochProgress& e : p.progress)
+    progress.push_back({{"world_size", e.world_size}, {"batches", e.batches}});
+  return {{"epoch", p.epoch}, {"progress", std::move(progress)}};
+}
+
+Error bad(std::string why) {
+  return Error(Errc::kInvalidArgument, "state: " + std::move(why)).with_object("state");
+}
+
+// The fields of one JSON object, each checked for its type and range.
+class Fields {
+ public:
+  explicit Fields(const json& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
+
+  Result<std::uint64_t> count(const char* key, std::uint64_t max) const {
+    auto v = get(key);
+    if (!v) return fail(v.error());
+    if (!(*v)->is_number_unsigned() &&
+        !((*v)->is_number_integer() && (*v)->get<std::int64_t>() >= 0))
+      return fail(bad(fmt::format("{}{} is not a count", where_, key)));
+    const std::uint64_t n = (*v)->get<std::uint64_t>();
+    if (n > max) return fail(bad(fmt::format("{}{} is {}, above {}", where_, key, n, max)));
+    return n;
+  }
+  Result<bool> flag(const char* key) const {
+    auto v = get(key);
+    if (!v) return fail(v.error());
+    if (!(*v)->is_boolean())
+      return fail(bad(fmt::format("{}{} is not true or false", where_, key)));
+    return (*v)->get<bool>();
+  }
+  Result<std::string> text(const char* key) const {
+    auto v = get(key);
+    if (!v) return fail(v.error());
+    if (!(*v)->is_string()) return fail(bad(fmt::format("{}{} is not a string", where_, key)));
+    return (*v)->get<std::string>();
+  }
+  Result<const json*> get(const char* key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) return fail(bad(fmt::format("it has no \"{}{}\"", where_, key)));
+    return &*it;
+  }
+
+ private:
+  const json& obj_;
+  std::string where_;
+};
+
+constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+constexpr std::uint64_t kU64 = std::numeric_limits<std::uint64_t>::max();
+
+}  // namespace
+
+LoaderState loader_state(std::string url, std::uint64_t num_samples, const loader::SamplerConfig& c,
+                         loader::ResumePoint where) {
+  return LoaderState{std::move(url), num_samples,  c.batch_size,    c.epochs,
+                     c.seed,         c.shuffle,    c.shard_shuffle, c.drop_last,
+                     c.rank,         c.world_size, std::move(where)};
+}
+
+std::string format_loader_state(const LoaderState& s) {
+  json doc = {{"format", kLoaderStateFormat},
+              {"version", kLoaderStateVersion},
+              {"url", s.url},
+              {"num_samples", s.num_samples},
+              {"batch_size", s.batch_size},
+              {"epochs", s.epochs},
+              {"seed", s.seed},
+              {"shuffle", s.shuffle},
+              {"shard_shuffle", s.shard_shuffle},
+              {"drop_last", s.drop_last},
+              {"rank", s.rank},
+              {"world_size", s.world_size}};
+  doc.update(resume_object(s.resume));
+  // A url from outside may hold bytes that are not UTF-8: written escaped, not refused.
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Result<LoaderState> parse_loader_state(std::string_view text) {
+  const json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return fail(bad("not a feedline loader state (from Loader.state_dict()): not a JSON object"));
+  auto format = doc.find("format");
+  if (format == doc.end() || !format->is_string() ||
+      format->get<std::string>() != kLoaderStateFormat)
+    return fail(bad("not a feedline loader state (from Loader.state_dict())"));
+  auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer() ||
+      version->get<std::int64_t>() != kLoaderStateVersion) {
+    return fail(
+        bad(fmt::format("version {} is not one this feedline reads ({})",
+                        version == doc.end() ? "none" : version->dump(), kLoaderStateVersion)));
+  }
+  const Fields f(doc, "");
+  LoaderState s;
+  std::optional<Error> first;  // the first field refused, in the document's order
+  auto take = [&first](auto result, auto& out) {
+    if (!result) {
+      if (!first) first = result.error();
+    } else {
+      out = static_cast<std::remove_reference_t<decltype(out)>>(std::move(*result));
+    }
+  };
+  take(f.text("url"), s.url);
+  take(f.count("num_samples", kU64), s.num_samples);
+  take(f.count("batch_size", kU32), s.batch_size);
+  take(f.count("epochs", kU32), s.epochs);
+  take(f.count("seed", kU64), s.seed);
+  take(f.flag("shuffle"), s.shuffle);
+  take(f.count("shard_shuffle", kU32), s.shard_shuffle);
+  take(f.flag("drop_last"), s.drop_last);
+  take(f.count("rank", kU32), s.rank);
+  take(f.count("world_size", kU32), s.world_size);
+  take(f.count("epoch", kU32), s.resume.epoch);
+  if (first) return fail(std::move(*first));
+  if (s.resume.epoch > s.epochs)
+    return fail(bad(fmt::format("epoch {} is past epochs {}", s.resume.epoch, s.epochs)));
+  auto progress = f.get("progress");
+  if (!progress) return fail(progress.error());
+  if (!(*progress)->is_array()) return fail(bad("progress is not a list"));
+  if ((*progress)->size() > kLoaderStateMaxRuns) {
+    return fail(bad(fmt::format("progress lists {} runs, at most {}", (*progress)->size(),
+                                kLoaderStateMaxRuns)));
+  }
+  for (const json& e : **progress) {
+    if (!e.is_object()) return fail(bad("an entry of progress is not an object"));
+    const Fields pf(e, "progress.");
+    auto w = pf.count("world_size", kU32);
+    if (!w) return fail(w.error());
+    if (*w == 0) return fail(bad("progress.world_size is 0"));
+    auto b = pf.count("batches", kU64);
+    if (!b) return fail(b.error());
+    s.resume.progress.push_back({static_cast<std::uint32_t>(*w), *b});
+  }
+  return s;
+}
+
+std::optional<std::string> loader_state_mismatch(const LoaderState& s,
+                                                 const loader::SamplerConfig& c) {
+  auto differs = [](const char* option, auto saved, auto mine) -> std::optional<std::string> {
+    if (saved == mine) return std::nullopt;
+    return fmt::format(
+        "state: it was saved with {}={}, and this loader has {}={}: resume with the same settings",
+        option, saved, option, mine);
+  };
+  for (auto m :
+       {differs("batch_size", s.batch_size, c.batch_size), differs("epochs", s.epochs, c.epochs),
+        differs("seed", s.seed, c.seed), differs("shuffle", s.shuffle, c.shuffle),
+        differs("shard_shuffle", s.shard_shuffle, c.shard_shuffle),
+        differs("drop_last", s.drop_last, c.drop_last)}) {
+    if (m) return m;
+  }
+  return std::nullopt;
+}
+
+std::string resume_point_json(const loader::ResumePoint& p) { return resume_object(p).dump(); }
+
+}  // namespace feedline::tools

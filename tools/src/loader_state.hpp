@@ -1,0 +1,65 @@
+// The document an embedded loader's state_dict() is (the Python binding's Loader.state_dict()):
+// where a job stands, as plain JSON, so a checkpoint file can hold it and Loader(state=) can
+// resume from it on any rank and any number of ranks. The document comes from outside (a user's
+// checkpoint), so the parse trusts none of it: every field is checked for type and range, and a
+// refusal names the field.
+//
+//   {"format": "feedline.loader_state", "version": 1, "url": ..., "num_samples": N,
+//    "batch_size": B, "epochs": E, "seed": S, "shuffle": bool, "shard_shuffle": K,
+//    "drop_last": bool, "rank": r, "world_size": w,
+//    "epoch": e, "progress": [{"world_size": w0, "batches": b0}, ...]}
+//
+// rank and world_size say who saved it (any rank's state serves every rank); epoch and progress
+// are the sampler's ResumePoint (see feedline/loader/sampler.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "feedline/core/error.hpp"
+#include "feedline/loader/sampler.hpp"
+
+namespace feedline::tools {
+
+inline constexpr std::string_view kLoaderStateFormat = "feedline.loader_state";
+inline constexpr int kLoaderStateVersion = 1;
+// At most this many earlier runs in one epoch (the sampler's own bound).
+inline constexpr std::size_t kLoaderStateMaxRuns = 64;
+
+struct LoaderState {
+  std::string url;
+  std::uint64_t num_samples = 0;
+  std::uint32_t batch_size = 1;
+  std::uint32_t epochs = 1;
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  std::uint32_t shard_shuffle = 0;
+  bool drop_last = false;
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+  loader::ResumePoint resume;
+  bool operator==(const LoaderState&) const = default;
+};
+
+// The state of a run with sampler settings `c` over `num_samples` samples of `url`, standing at
+// `where`.
+LoaderState loader_state(std::string url, std::uint64_t num_samples, const loader::SamplerConfig& c,
+                         loader::ResumePoint where);
+
+std::string format_loader_state(const LoaderState& s);
+
+// kInvalidArgument for anything but a document format_loader_state() could have written (its
+// message starts "state: " and names the field); keys it does not know are ignored.
+Result<LoaderState> parse_loader_state(std::string_view text);
+
+// Why a run with settings `c` cannot resume from `s` (a setting that differs, named as the
+// option), or nullopt. The rank and world size may differ: the rest is split over the new ranks.
+std::optional<std::string> loader_state_mismatch(const LoaderState& s,
+                                                 const loader::SamplerConfig& c);
+
+// {"epoch": e, "progress": [...]}, as the state and the report's "resumed_from" give it.
+std::string resume_point_json(const loader::ResumePoint& p);
+
+}  // namespace feedline::tools
