@@ -40,7 +40,8 @@
 #       Its best setting is the fastest of the four in each pair. Its checksum (the sum mod 2^64 of
 #       every member's XXH3-64) must equal feedline's delivered digest, or the run fails.
 #       Times: the epoch loop, from iter(loader) (workers start) to the last batch (workers shut
-#       down); not the interpreter start, `import torch` or the listing.
+#       down); not the interpreter start, `import torch` or the listing. For the py rows, from its
+#       listing (the Dataset, the DataLoader and iter() included) to the last batch, as theirs.
 # ours  feedline run DIR --format files|tar --batch-size --batch --epochs 1 --json FILE, every other
 #       setting feedline's default. Times: samples_per_second of its report = delivered samples /
 #       wall_seconds, the consumer's clock from the pipeline's start (after the listing) to the last
@@ -49,8 +50,9 @@
 #       PYTHONPATH=--pythonpath (default: the build's python/ folder next to --feedline's tools/)
 #       that imports torch and feedline, then runs feedline.Loader(DIR, format=files|tar,
 #       batch_size=--batch, epochs=1, shuffle=True, seed=0) and iterates every batch as a training
-#       loop does: `x, lengths = batch.to_torch(member)` (one [len, longest] uint8 tensor per batch:
-#       one copy, as the peer's "batch" setting; member "" for files, ".bin.zst" for the shards,
+#       loop does: `x, lengths = batch.to_torch(member)` (one [len, longest] uint8 tensor per batch,
+#       as the peer's "batch" setting: a view of the batch buffer where the members are one size
+#       at one stride, as here, a padded copy otherwise; member "" for files, ".bin.zst" for the shards,
 #       whose labels it also parses into an int64 tensor: torch.tensor([int(bytes(v)) for v in
 #       batch.member(".cls")])). A second run per pair, "py views", takes batch.member(member)
 #       (zero-copy numpy views, one per sample) and reads each view's length, and nothing else: the
@@ -59,6 +61,10 @@
 #       Times: from feedline.Loader(...) (its listing included) to the last batch; not the
 #       interpreter start or the imports. The "vs run" rows take its report's samples_per_second
 #       instead: feedline run's own clock, with the Python loop as the consumer.
+#       Once per job, "py transform=fn" runs the views loop with transform= a trivial Python
+#       function (it returns the sample's key) and prints its report's transform section: the
+#       time in fn per sample, the GIL wait at entry, the share of fn's time off the CPU (the GIL,
+#       mid-call too) and fn's share of decode time, with the verdict.
 #
 # Metrics per job (table rows; ratio = ours/peer of the medians):
 #   samples/s                       ours / the peer's best                    (target: ratio >= 3.00)
@@ -75,12 +81,15 @@
 #   vs CPU ceiling                  ours / the CPU ceiling that one `feedline run --stages-alone`
 #                                   per job reports (cores / CPU-seconds per sample of storage,
 #                                   decode and collate measured alone)         (target: ratio >= 0.90)
-#   py samples/s                    py (to_torch) / the peer's best           (target: ratio >= 3.00)
-#   py samples/s, views             py views / the peer's best (info)
+#   py samples/s                    py (to_torch) / the peer's best, both from the listing to the
+#                                   last batch                                (target: ratio >= 3.00)
+#   py samples/s, views             py views / the peer's best, the same (info)
+#   py samples/s, after Loader()    py (to_torch) from Loader()'s return / the peer's loop alone
+#                                   (info)
 #   py CPU/1k, loops                CPU per 1,000 samples of the timed loops, py (to_torch; the
 #                                   feedline threads count, getrusage SELF deltas around its loop,
-#                                   the listing included) / the peer's best (its loop, workers
-#                                   included)                                 (target: ratio <= 0.50)
+#                                   the listing included) / the peer's best (its listing and loop,
+#                                   workers included)                         (target: ratio <= 0.50)
 #   py CPU/1k, whole                the same, whole processes (getrusage RUSAGE_CHILDREN deltas,
 #                                   exec to exit: both import torch, ~2 CPU-s) (info)
 #   py peak RSS                     ru_maxrss, py (to_torch) / the peer's best (both with torch

@@ -234,6 +234,7 @@ def peer(argv):
         return ([t for t, _, _ in samples], [y for _, y, _ in samples],
                 sum(h for _, _, h in samples) & MASK64)
 
+    cpu_listing = cpu_now()
     if a.format == "files":
         paths = list_samples(a.root)
         gen = torch.Generator()
@@ -274,6 +275,11 @@ def peer(argv):
                "import_seconds": t_import - t_exec, "list_seconds": t_list - t_import,
                "loop_seconds": loop, "samples_per_second": samples / loop if loop > 0 else 0.0,
                "pre_loop_cpu_seconds": cpu0, "loop_cpu_seconds": cpu1 - cpu0,
+               # From the dataset's path to the last batch, as the py side's clock runs (its
+               # Loader() lists the dataset): the listing, Dataset and DataLoader included.
+               "listed_loop_seconds": t1 - t_import,
+               "listed_samples_per_second": samples / (t1 - t_import) if t1 > t_import else 0.0,
+               "listed_loop_cpu_seconds": cpu1 - cpu_listing,
                "rss_before_loop_bytes": rss0},
               sys.stdout)
     print()
@@ -292,6 +298,8 @@ def python_loop(argv):
     ap.add_argument("--touch", choices=("torch", "views"), required=True)
     ap.add_argument("--member", default="", help="suffix of the member to take ('' for the only one)")
     ap.add_argument("--label", default=None, help="suffix of a label member (text) to parse")
+    ap.add_argument("--transform", choices=("none", "trivial"), default="none",
+                    help="trivial: transform= a Python function that returns the sample's key")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
 
@@ -304,8 +312,9 @@ def python_loop(argv):
     rss0 = vm_rss()
     cpu0 = cpu_now()
     t0 = time.monotonic()
+    extra = {"transform": lambda sample: sample["__key__"]} if a.transform == "trivial" else {}
     loader = feedline.Loader(a.root, format=a.format, batch_size=a.batch, epochs=1, shuffle=True,
-                             seed=a.seed)
+                             seed=a.seed, **extra)
     t_created = time.monotonic()
     for batch in loader:
         samples += len(batch)
@@ -341,7 +350,7 @@ def python_loop(argv):
                "stages": [{k: st.get(k) for k in ("name", "threads", "busy_fraction", "starved_fraction",
                                                   "blocked_fraction", "cpu_seconds", "items")}
                           for st in report.get("stages", [])],
-               "config": report.get("config")},
+               "config": report.get("config"), "transform": report.get("transform")},
               sys.stdout)
     print()
     return 0
@@ -561,10 +570,10 @@ def peer_run(a, tmp, root, fmt, setting, tag):
     return r
 
 
-def python_run(a, tmp, root, fmt, touch, tag):
+def python_run(a, tmp, root, fmt, touch, tag, transform="none"):
     """`compare_torch.py --python-loop` under sys.executable with PYTHONPATH=--pythonpath first."""
     cmd = [sys.executable, os.path.abspath(__file__), "--python-loop", root, "--format", fmt,
-           "--batch", str(a.batch), "--touch", touch]
+           "--batch", str(a.batch), "--touch", touch, "--transform", transform]
     if fmt == "tar":  # gen's zstd shards: members <key>.bin.zst (decoded by feedline) and <key>.cls
         cmd += ["--member", ".bin.zst", "--label", ".cls"]
     env = dict(os.environ)
@@ -789,6 +798,24 @@ def run_job(a, tmp, job, report, rows, verdicts):
              f"{sa.get('cores')} cores)" if ceiling else "; no CPU ceiling in the report"),
           file=sys.stderr, flush=True)
 
+    # transform= a trivial Python function (it returns the sample's key), once per job: what the
+    # report says of the GIL. The decode threads take the GIL for each call, while the training
+    # loop's Python holds it between batches.
+    rec = {}
+    rewarm(job, paths, rec)
+    tr_run = python_run(a, tmp, root, fmt, "views", f"{job}-transform", transform="trivial")
+    tr_run.update(rec)
+    jr["python-transform"] = tr_run
+    tr = tr_run.get("transform") or {}
+    if not tr or not tr.get("samples"):
+        raise ToolFailure("the transform= run's report has no transform section")
+    per = 1e6 / tr["samples"]
+    print(f"[{job}] transform=trivial: {tr_run['report_samples_per_second']:.0f} smp/s; per sample "
+          f"{tr['seconds'] * per:.2f} us in fn ({tr['cpu_seconds'] * per:.2f} us on the CPU), "
+          f"{tr['lock_wait_seconds'] * per:.2f} us waiting for the GIL; off the CPU "
+          f"{100 * tr['off_cpu_share']:.0f}% of fn's time, fn {100 * tr['decode_share']:.0f}% of decode's",
+          file=sys.stderr, flush=True)
+
     peer_best, ours, py, pyv = jr["peer_best"], jr["feedline"], jr["python"], jr["python-views"]
     wins = {setting_name(s): sum(r["setting"] == setting_name(s) for r in peer_best) for s in settings}
     best_label = "DataLoader best (" + ", ".join(f"{w} x{k}" for w, k in wins.items() if k) + ")"
@@ -821,16 +848,21 @@ def run_job(a, tmp, job, report, rows, verdicts):
             extra={"cpu_per_sample_us": sa.get("cpu_per_sample_us"), "cores": sa.get("cores"),
                    "stages_alone": sa.get("stages"),
                    "stages_alone_run_efficiency_vs_cpu_ceiling": sa.get("efficiency_vs_cpu_ceiling")})
-    # Ours from Python (to_torch: a tensor per batch, as the peer's; its clock from Loader() to the
-    # last batch, the peer's from iter() to the last batch).
+    # Ours from Python (to_torch: a tensor per batch, as the peer's), both clocks from the dataset's
+    # path to the last batch: ours from Loader() (it lists the dataset), the peer's from its
+    # listing (Dataset, DataLoader and iter() included); CPU over the same span.
     py_others = {"others_cores_peer": others["others_cores_peer"],
                  "others_cores_ours": [r["others_cores"] for r in py]}
-    add_row(rows, job, "py samples/s", best_label, "samples/s", sps(peer_best), sps(py),
-            TARGETS["py samples/s"], extra=py_others)
-    add_row(rows, job, "py samples/s, views (info)", best_label, "samples/s", sps(peer_best), sps(pyv), None)
-    add_row(rows, job, "py CPU/1k, loops", bests + " loop", "cpu-s/1k",
-            cpu_k(peer_best, "loop_cpu_seconds"), cpu_k(py, "loop_cpu_seconds"), TARGETS["py CPU/1k"],
-            lower=True)
+    listed = lambda runs: [r["listed_samples_per_second"] for r in runs]  # noqa: E731
+    add_row(rows, job, "py samples/s", best_label + ", listing", "samples/s", listed(peer_best),
+            sps(py), TARGETS["py samples/s"], extra=py_others)
+    add_row(rows, job, "py samples/s, views (info)", best_label + ", listing", "samples/s",
+            listed(peer_best), sps(pyv), None)
+    add_row(rows, job, "py samples/s, after Loader() (info)", best_label, "samples/s", sps(peer_best),
+            [r["samples"] / (r["loop_seconds"] - r["create_seconds"]) for r in py], None)
+    add_row(rows, job, "py CPU/1k, loops", bests + " loop, listing", "cpu-s/1k",
+            cpu_k(peer_best, "listed_loop_cpu_seconds"), cpu_k(py, "loop_cpu_seconds"),
+            TARGETS["py CPU/1k"], lower=True)
     add_row(rows, job, "py CPU/1k, whole (info)", bests, "cpu-s/1k", cpu_k(peer_best), cpu_k(py), None)
     add_row(rows, job, "py peak RSS", "largest process", "bytes", [r["max_rss_bytes"] for r in peer_best],
             [r["max_rss_bytes"] for r in py], TARGETS["py peak RSS"], lower=True)
@@ -847,6 +879,9 @@ def run_job(a, tmp, job, report, rows, verdicts):
             extra={"others_cores_peer": others["others_cores_ours"],
                    "others_cores_ours": [r["others_cores"] for r in pyv]})
     add_row(rows, job, "py views, own clock (info)", "feedline run", "samples/s", sps(ours), sps(pyv), None)
+    add_row(rows, job, "py transform=fn (info)", "py views", "samples/s",
+            [r["report_samples_per_second"] for r in pyv],
+            [jr["python-transform"]["report_samples_per_second"]], None)
     add_row(rows, job, "py to_torch vs run (info)", "feedline run", "samples/s", sps(ours),
             [r["report_samples_per_second"] for r in py], None)
     verdicts.append((job, median_run(ours)))
@@ -999,6 +1034,20 @@ def print_table(a, report, rows, verdicts):
             b = r.get("bottleneck") or {}
             print(f"  {j}: {b.get('stage')} (input-bound: {r.get('input_bound')})\n"
                   f"    evidence: {b.get('evidence')}\n    next: {b.get('suggestion')}")
+    transforms = [(j, jr["python-transform"]) for j, jr in report["jobs"].items()
+                  if jr.get("python-transform")]
+    if transforms:
+        print("\nfeedline.Loader(transform=a trivial Python function), one run per job: its report's "
+              "transform section")
+        for j, r in transforms:
+            tr = r["transform"]
+            per = 1e6 / tr["samples"]
+            b = r.get("bottleneck") or {}
+            print(f"  {j}: {r['report_samples_per_second']:.0f} smp/s; per sample {tr['seconds'] * per:.2f} us "
+                  f"in fn, {tr['lock_wait_seconds'] * per:.2f} us of it waiting for the GIL at entry; "
+                  f"off the CPU {100 * tr['off_cpu_share']:.0f}% of fn's time (the GIL, mid-call too); "
+                  f"fn {100 * tr['decode_share']:.0f}% of decode's time\n    verdict: {b.get('stage')}: "
+                  f"{b.get('suggestion')}")
     print(f"raw runs and table: {a.out}")
 
 
