@@ -529,7 +529,7 @@ class PyLoader {
       if (!rep.snapshot) return report_json(true);  // it ended meanwhile
       nlohmann::json doc =
           fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, nullptr);
-      doc["resumed_from"] = resume_json(opened_->setup.ctx.config.sampler.resume);
+      doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
       return doc.dump();
     }
     {
@@ -541,7 +541,7 @@ class PyLoader {
       std::optional<fl::Error> mismatch;
       nlohmann::json doc =
           fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, &mismatch);
-      doc["resumed_from"] = resume_json(opened_->setup.ctx.config.sampler.resume);
+      doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
       report_ = doc.dump();
     }
     return *report_;
@@ -636,10 +636,6 @@ class PyLoader {
     }
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     throw py::error_already_set();
-  }
-
-  static nlohmann::json resume_json(const ld::ResumePoint& p) {
-    return nlohmann::json::parse(fl::tools::resume_point_json(p));
   }
 
   // Checks a state_dict against this loader's settings (all but rank and world size: the rest is

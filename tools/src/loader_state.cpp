@@ -13,13 +13,6 @@ namespace {
 
 using json = nlohmann::json;
 
-json resume_object(const loader::ResumePoint& p) {
-  json progress = json::array();
-  for (const loader::EpochProgress& e : p.progress)
-    progress.push_back({{"world_size", e.world_size}, {"batches", e.batches}});
-  return {{"epoch", p.epoch}, {"progress", std::move(progress)}};
-}
-
 Error bad(std::string why) {
   return Error(Errc::kInvalidArgument, "state: " + std::move(why)).with_object("state");
 }
@@ -32,8 +25,7 @@ class Fields {
   Result<std::uint64_t> count(const char* key, std::uint64_t max) const {
     auto v = get(key);
     if (!v) return fail(v.error());
-    if (!(*v)->is_number_unsigned() &&
-        !((*v)->is_number_integer() && (*v)->get<std::int64_t>() >= 0))
+    if (!(*v)->is_number_unsigned())  // the parser reads every integer >= 0 as unsigned
       return fail(bad(fmt::format("{}{} is not a count", where_, key)));
     const std::uint64_t n = (*v)->get<std::uint64_t>();
     if (n > max) return fail(bad(fmt::format("{}{} is {}, above {}", where_, key, n, max)));
@@ -88,7 +80,7 @@ std::string format_loader_state(const LoaderState& s) {
               {"drop_last", s.drop_last},
               {"rank", s.rank},
               {"world_size", s.world_size}};
-  doc.update(resume_object(s.resume));
+  doc.update(resume_point_json(s.resume));
   // A url from outside may hold bytes that are not UTF-8: written escaped, not refused.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -170,6 +162,11 @@ std::optional<std::string> loader_state_mismatch(const LoaderState& s,
   return std::nullopt;
 }
 
-std::string resume_point_json(const loader::ResumePoint& p) { return resume_object(p).dump(); }
+nlohmann::json resume_point_json(const loader::ResumePoint& p) {
+  json progress = json::array();
+  for (const loader::EpochProgress& e : p.progress)
+    progress.push_back({{"world_size", e.world_size}, {"batches", e.batches}});
+  return {{"epoch", p.epoch}, {"progress", std::move(progress)}};
+}
 
 }  // namespace feedline::tools

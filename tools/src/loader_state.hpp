@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,6 +61,6 @@ std::optional<std::string> loader_state_mismatch(const LoaderState& s,
                                                  const loader::SamplerConfig& c);
 
 // {"epoch": e, "progress": [...]}, as the state and the report's "resumed_from" give it.
-std::string resume_point_json(const loader::ResumePoint& p);
+nlohmann::json resume_point_json(const loader::ResumePoint& p);
 
 }  // namespace feedline::tools
