@@ -262,3 +262,17 @@ TEST_CASE("snapshot() reports the run so far and the run goes on", "[loader][api
   CHECK(end.verdict.stage);
   CHECK(loader->snapshot().snapshot == false);  // over: the report itself
 }
+
+TEST_CASE("a loader iterated on another thread than its open()'s counts the consumer's CPU there",
+          "[loader][accounting]") {
+  MemFiles mem(256, 1000);
+  auto loader = Loader::open(*mem.backend, mem.dataset, small(16, 1));
+  REQUIRE(loader);
+  PipelineReport report;
+  std::thread([&] { report = run_emulated(**loader, {}, {}, nullptr); }).join();
+  const StageReport* consumer = report.stage(StageId::kConsumer);
+  REQUIRE(consumer);
+  CHECK(consumer->cpu_seconds >= 0);
+  // Counted on the threads that did the work: never more than the process's whole CPU time.
+  CHECK(consumer->cpu_seconds <= process_cpu_times().total() + 0.01);
+}

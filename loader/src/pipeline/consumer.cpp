@@ -13,6 +13,7 @@ void Consumer::start(std::uint64_t start_ns) {
 }
 
 Result<Batch> Consumer::next() {
+  worker_.follow_thread();  // a loader may be iterated on another thread than its open()'s
   if (finished_) {
     if (auto e = run_.error()) return fail(std::move(*e));
     return Batch();

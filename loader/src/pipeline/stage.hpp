@@ -79,6 +79,7 @@ class Worker {
   // The stage runner's (or the consumer's) start and stop of the clock.
   void start() noexcept { clock_.start(WorkState::kBusy); }
   void stop() noexcept { clock_.stop(); }
+  void follow_thread() noexcept { clock_.follow_thread(); }
   const WorkerClock& clock() const noexcept { return clock_; }
 
  private:

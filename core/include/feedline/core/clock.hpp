@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 namespace feedline {
 
@@ -27,5 +28,10 @@ CpuTimes thread_cpu_times() noexcept;
 // The calling thread's CPU time in nanoseconds (CLOCK_THREAD_CPUTIME_ID: exact, one system call),
 // for timing a short piece of work against its wall time.
 std::uint64_t thread_cpu_ns() noexcept;
+// The calling thread's CPU clock (pthread_getcpuclockid), which any thread of the process may read
+// with cpu_clock_ns() while this one lives; -1 where there is none.
+int thread_cpu_clock() noexcept;
+// A CPU clock's reading in nanoseconds; nullopt when it cannot be read (its thread has ended).
+std::optional<std::uint64_t> cpu_clock_ns(int clock) noexcept;
 
 }  // namespace feedline

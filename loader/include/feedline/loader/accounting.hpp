@@ -29,7 +29,8 @@ class WorkerClock {
   explicit WorkerClock(bool enabled = true) : enabled_(enabled) {}
   void start(WorkState s = WorkState::kBusy) noexcept {
     if (!enabled_) return;
-    cpu0_ns_.store(thread_cpu_ns(), kRelaxed);
+    cpu_before_ns_.store(0, kRelaxed);
+    bind_cpu_clock();
     state_.store(s, kRelaxed);
     last_ns_.store(now_ns(), kRelaxed);
   }
@@ -51,8 +52,17 @@ class WorkerClock {
     const std::uint64_t last = last_ns_.load(kRelaxed);
     if (!enabled_ || last == 0) return;
     add(ns_[static_cast<int>(state_.load(kRelaxed))], now_ns() - last);
-    cpu_ns_.store(thread_cpu_ns() - cpu0_ns_.load(kRelaxed), kRelaxed);
+    cpu_ns_.store(cpu_before_ns_.load(kRelaxed) + bound_cpu_ns(), kRelaxed);
     last_ns_.store(0, kRelaxed);
+  }
+  // For a worker driven from its caller's threads (the consumer: a loader opened on one thread
+  // may be iterated on another): called on the thread doing the work, it keeps the CPU time the
+  // previous thread spent since start() (read from that thread's clock while it lives) and goes
+  // on counting this thread's. A no-op on the thread already counted.
+  void follow_thread() noexcept {
+    if (!enabled_ || bound_.load(kRelaxed) == this_thread_tag()) return;
+    cpu_before_ns_.store(cpu_before_ns_.load(kRelaxed) + bound_cpu_ns(), kRelaxed);
+    bind_cpu_clock();
   }
   void count(std::uint64_t items, std::uint64_t bytes) noexcept {
     add(items_, items);
@@ -85,7 +95,29 @@ class WorkerClock {
     a.store(a.load(kRelaxed) + d, kRelaxed);
   }
 
+  static const void* this_thread_tag() noexcept {
+    thread_local const char tag = 0;
+    return &tag;
+  }
+  void bind_cpu_clock() noexcept {
+    bound_.store(this_thread_tag(), kRelaxed);
+    clock_.store(thread_cpu_clock(), kRelaxed);
+    cpu0_ns_.store(thread_cpu_ns(), kRelaxed);
+  }
+  // CPU time of the thread counted since it was bound: read on that thread, or from its clock
+  // on another (0 once that thread has ended).
+  std::uint64_t bound_cpu_ns() const noexcept {
+    const std::uint64_t t0 = cpu0_ns_.load(kRelaxed);
+    const std::uint64_t t = bound_.load(kRelaxed) == this_thread_tag()
+                                ? thread_cpu_ns()
+                                : cpu_clock_ns(clock_.load(kRelaxed)).value_or(t0);
+    return t > t0 ? t - t0 : 0;
+  }
+
   bool enabled_;
+  std::atomic<const void*> bound_{nullptr};  // the thread whose CPU clock counts
+  std::atomic<int> clock_{-1};
+  std::atomic<std::uint64_t> cpu_before_ns_{0};  // spent on threads counted earlier
   std::atomic<WorkState> state_{WorkState::kBusy};
   std::atomic<std::uint64_t> last_ns_{0};
   std::array<std::atomic<std::uint64_t>, 3> ns_{};
