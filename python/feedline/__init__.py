@@ -24,9 +24,9 @@ Error = _feedline.Error  # storage and data errors: an OSError whose message nam
 __all__ = ["Loader", "Batch", "Error"]
 
 # `feedline run` flags that make no sense for an embedded loader (the CLI's own output, its
-# emulated accelerator and its after-run measurements).
+# emulated accelerators and its after-run measurements).
 _CLI_ONLY = {"json", "compute-time", "stages-alone", "stages-alone-samples", "au-target", "config",
-             "help"}
+             "accelerators", "help"}
 _FLAGS = frozenset(_feedline._run_flags()) - _CLI_ONLY
 _KEYWORDS = {f.replace("-", "_") for f in _FLAGS} | {"shuffle"}
 

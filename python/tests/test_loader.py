@@ -177,6 +177,9 @@ def test_bad_arguments(files_ds):
         feedline.Loader(files_ds, io_depth=[1])
     with pytest.raises(TypeError, match="url"):
         feedline.Loader(42)
+    # The CLI's emulated accelerators are not an embedded loader's: one Loader feeds one consumer.
+    with pytest.raises(TypeError, match="accelerators"):
+        feedline.Loader(files_ds, accelerators=2)
 
 
 def test_missing_dataset_is_a_feedline_error(tmp_path):

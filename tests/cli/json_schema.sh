@@ -75,6 +75,15 @@ SCHEMAS = {
     "probe": {"gpu.available": bool, "cufile.available": bool, "io_uring.compiled_in": bool},
     "failure": {"url": str, "error": str, "exit_code": int},
 }
+# run --accelerators N: every key of a run's document, for the host, plus the host's own, and
+# each accelerator's document in full.
+SCHEMAS["host"] = {**SCHEMAS["run"], "accelerators": int, "au_min": (int, float, type(None)),
+                   "au_mean": (int, float, type(None)), "au_max": (int, float, type(None)),
+                   "split.accelerators": int, "split.cores": int, "split.cores_each": int,
+                   "split.decode_threads": int, "split.decode_threads_each": int,
+                   "split.memory_budget": int, "split.memory_budget_each": int,
+                   "config.accelerators": int, "per_accelerator[].accelerator": int,
+                   **{"per_accelerator[]." + k: t for k, t in SCHEMAS["run"].items() if "[]" not in k}}
 def get(doc, path):
     cur = [doc]
     for part in path.split("."):
@@ -131,6 +140,9 @@ schema() {
 run run "$ds" --json "$scratch/run.json" --compute-time 1ms --batch-size 16
 ((rc == 0)) || { fail "run: exit $rc"; show stderr "$err"; }
 schema run "run --json" "$scratch/run.json"
+run run "$ds" --json "$scratch/host.json" --compute-time 1ms --batch-size 8 --accelerators 2
+((rc == 0)) || { fail "run --accelerators: exit $rc"; show stderr "$err"; }
+schema host "run --accelerators 2 --json" "$scratch/host.json"
 run bench storage "$scratch/f.bin" --bs 64k --output json
 cp "$out" "$scratch/bench.json"
 ((rc == 0)) || { fail "bench: exit $rc"; show stderr "$err"; }

@@ -11,6 +11,7 @@
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/stage_bench.hpp"
+#include "host_run.hpp"
 #include "json_file.hpp"
 #include "output.hpp"
 #include "progress.hpp"
@@ -73,6 +74,7 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   RunDataset rd = open_run_dataset(o, st);
   storage::Backend& backend = *rd.backend;
   const loader::Dataset& dataset = rd.dataset;
+  if (o.accelerators > 1) return run_on_host(o, st, rd, json);
   // The data path is planned by open(): an impossible one (--gpu-direct on, a GPU that is not
   // there) is kInvalidArgument / kUnsupported, a usage error by the exit-code rule.
   auto loader = value_or_exit(loader::Loader::open(backend, dataset, c));

@@ -10,6 +10,7 @@
 #include "cli_error.hpp"
 #include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/loader/accelerators.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "output.hpp"
@@ -88,6 +89,12 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
   RunContext& ctx = st.ctx;
   ctx.url = redact_url(o.url);
   ctx.au_target = o.au_target.value_or(0);
+  ctx.accelerators = o.accelerators;
+  if (o.accelerators > 1 && o.stages_alone) {
+    throw UsageError(
+        "--stages-alone measures one pipeline's stages: run it without --accelerators (each "
+        "accelerator's pipeline is the same)");
+  }
   loader::LoaderConfig& c = ctx.config;
   c.sampler.batch_size = o.batch_size;
   c.sampler.epochs = o.epochs;
@@ -237,6 +244,12 @@ void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
          "sample each; one otherwise)")
       ->capture_default_str()
       ->check(whole_number(0, loader::kMaxStorageThreads));
+  cmd->add_option("--accelerators", o.accelerators,
+                  "Emulated accelerators on this host, as MLPerf Storage's ranks: each its own "
+                  "shard, batches and compute; --decode-threads and --memory-budget are the "
+                  "host's, shared out between them")
+      ->capture_default_str()
+      ->check(whole_number(1, loader::kMaxAccelerators));
   cmd->add_option("--decode-threads", o.decode_threads, "Decode worker threads")
       ->capture_default_str()
       ->check(whole_number(1, loader::kMaxDecodeThreads));
@@ -344,6 +357,30 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   return rd;
 }
 
+std::optional<bool> check_manifest_digest(const DeliveredWhole& d, const loader::LoaderConfig& c,
+                                          const loader::Dataset& dataset,
+                                          std::optional<Error>* mismatch) {
+  const bool whole_epochs = d.world_size == 1 && !c.sampler.drop_last &&
+                            c.sampler.resume.at_start() && d.skipped == 0 &&
+                            dataset.skipped.empty() && !d.stopped &&
+                            d.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
+  if (!dataset.manifest_digest || !whole_epochs || !d.digest_computed) return std::nullopt;
+  const std::uint64_t want =
+      *dataset.manifest_digest * std::uint64_t{c.sampler.epochs};  // mod 2^64, as the digest
+  if (d.digest != want && mismatch) {
+    *mismatch =
+        Error(Errc::kCorrupt,
+              fmt::format("the bytes delivered are not those feedline gen wrote: digest {}, "
+                          "expected {} ({} epoch(s) x {} from its manifest)",
+                          d.digest, want, c.sampler.epochs, *dataset.manifest_digest))
+            .with_object(dataset.manifest)
+            .with_hint(
+                "a sample was changed after gen wrote it, or was read wrong: rerun with "
+                "--no-index, and check the storage");
+  }
+  return d.digest == want;
+}
+
 nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
                             const loader::Dataset& dataset, std::optional<Error>* mismatch) {
   const loader::LoaderConfig& c = st.ctx.config;
@@ -358,28 +395,15 @@ nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
   doc["dataset"]["open_reads"] = dataset.open_reads;
   doc["dataset"]["open_bytes"] = dataset.open_bytes;
   doc["delivered"]["verified"] = nullptr;
-  const bool whole_epochs =
-      c.sampler.world_size == 1 && !c.sampler.drop_last && c.sampler.resume.at_start() &&
-      report.delivered.skipped == 0 && dataset.skipped.empty() && !report.interrupted &&
-      !report.error &&
-      report.consumer.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
-  if (dataset.manifest_digest && whole_epochs && report.delivered.digest_computed) {
-    const std::uint64_t want =
-        *dataset.manifest_digest * std::uint64_t{c.sampler.epochs};  // mod 2^64, as the digest
-    doc["delivered"]["verified"] = report.delivered.digest == want;
-    if (report.delivered.digest != want && mismatch) {
-      *mismatch =
-          Error(Errc::kCorrupt,
-                fmt::format("the bytes delivered are not those feedline gen wrote: digest {}, "
-                            "expected {} ({} epoch(s) x {} from its manifest)",
-                            report.delivered.digest, want, c.sampler.epochs,
-                            *dataset.manifest_digest))
-              .with_object(dataset.manifest)
-              .with_hint(
-                  "a sample was changed after gen wrote it, or was read wrong: rerun with "
-                  "--no-index, and check the storage");
-      doc["error"] = (*mismatch)->what();
-    }
+  const DeliveredWhole whole{report.delivered.digest,
+                             report.consumer.samples,
+                             report.delivered.skipped,
+                             report.delivered.digest_computed,
+                             report.interrupted || report.error.has_value(),
+                             c.sampler.world_size};
+  if (auto v = check_manifest_digest(whole, c, dataset, mismatch)) {
+    doc["delivered"]["verified"] = *v;
+    if (!*v && mismatch && *mismatch) doc["error"] = (*mismatch)->what();
   }
   return doc;
 }

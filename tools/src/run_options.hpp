@@ -40,6 +40,7 @@ struct RunOptions {
   std::optional<unsigned> world_size;
   bool drop_last = false;
   unsigned io_depth = 64;
+  unsigned accelerators = 1;  // emulated on this host, each its own loader and shard
   unsigned decode_threads = 2;
   unsigned storage_threads = 0;  // 0: auto
   int decode_nice = 5;
@@ -92,6 +93,22 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st);
 // and what the dataset adds (skipped objects, manifest, peak RSS, the manifest check). A run that
 // delivered every sample of every epoch of a dataset `feedline gen` wrote must add up to its
 // digest: when it does not, *mismatch names the difference (and the document has "error").
+// What a run (or a host's accelerators together) delivered, as check_manifest_digest needs it.
+struct DeliveredWhole {
+  std::uint64_t digest = 0;
+  std::uint64_t samples = 0;
+  std::uint64_t skipped = 0;
+  bool digest_computed = false;
+  bool stopped = false;          // interrupted, or failed
+  std::uint64_t world_size = 1;  // ranks the samples were delivered over, together
+};
+// Whether the digest delivered is the one `feedline gen` recorded, where that can be known (every
+// sample of every epoch delivered, of a dataset with a manifest): nullopt where not. A mismatch
+// also sets *mismatch (when given) to an error naming the manifest.
+std::optional<bool> check_manifest_digest(const DeliveredWhole& d, const loader::LoaderConfig& c,
+                                          const loader::Dataset& dataset,
+                                          std::optional<Error>* mismatch);
+
 nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
                             const loader::Dataset& dataset, std::optional<Error>* mismatch);
 

@@ -17,6 +17,7 @@ struct RunContext {
   std::uint64_t dataset_bytes = 0;          // of the samples whose size is known
   std::uint64_t dataset_unknown_sizes = 0;  // samples whose size is learned when read
   double au_target = 0;                     // 0 = none
+  unsigned accelerators = 1;                // emulated on this host (accelerators.hpp)
 };
 
 nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx);

@@ -26,7 +26,8 @@ unsigned storage_threads_for(const LoaderConfig& config, storage::Backend& backe
   const bool host_work =
       caps.networked ? caps.cpu_per_request && per_sample_objects : caps.alignment <= 1;
   if (!host_work || reads_into_device(path)) return 1;
-  return std::clamp(detail::usable_cores(), 1u, std::min(4u, config.io_depth));
+  const unsigned cores = config.cores > 0 ? config.cores : detail::usable_cores();
+  return std::clamp(cores, 1u, std::min(4u, config.io_depth));
 }
 
 }  // namespace
@@ -226,6 +227,7 @@ Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Da
   FEEDLINE_TRY(bound("io_depth", config.io_depth, 1, kMaxIoDepth));
   FEEDLINE_TRY(bound("decode_threads", config.decode_threads, 1, kMaxDecodeThreads));
   FEEDLINE_TRY(bound("storage_threads", config.storage_threads, 0, kMaxStorageThreads));
+  FEEDLINE_TRY(bound("cores", config.cores, 0, 1u << 16));
   FEEDLINE_TRY(bound("prefetch_batches", config.prefetch_batches, 0, kMaxPrefetchBatches));
   FEEDLINE_TRY(bound("caller_batches", config.caller_batches, 1, kMaxPrefetchBatches));
   FEEDLINE_TRY(bound("sampler.batch_size", config.sampler.batch_size, 1, kMaxBatchSize));

@@ -84,6 +84,10 @@ struct LoaderConfig {
   // The run's report says how many ran (IoReport::storage_threads).
   unsigned storage_threads = 0;
   unsigned decode_threads = 2;
+  // The cores this loader's own work may spread over: where storage_threads is 0, at most one
+  // storage thread per core (0: the usable cores). Several loaders on one host (accelerators.hpp)
+  // share the host's.
+  unsigned cores = 0;
   // Added to the decode threads' nice value (Linux, per thread; 0..19, 0 leaves it). Decode is
   // CPU-bound; storage, collate and the consumer do short hand-offs that must not wait out a
   // decode time slice on a busy core (2 cores, alternating runs: +5 gave ~5-15% more samples/s

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# CLI test: `feedline run --accelerators N`, N emulated accelerators on one host. Over whole
+# epochs the accelerators together deliver every sample once: the host's digest is gen's, and
+# the per-accelerator documents add up to the host's (samples, digest mod 2^64), with ranks
+# 0..N-1 of N (of world x N under --world-size); AU per accelerator with min <= mean <= max and
+# the AU target passed only when every accelerator meets it; `accelerators` from a workload TOML;
+# bad requests are usage errors.
+#
+# usage: accelerators.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
+set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+
+files=$scratch/files
+tars=$scratch/tars
+must_gen "$files" --format files --samples 960 --sample-size 8KiB
+must_gen "$tars" --format tar --samples 600 --sample-size 4KiB --samples-per-shard 50
+
+# host_ok NAME FILE N WORLD RANK: the host document's sums, ranks and AU order hold.
+host_ok() {
+  local name=$1 file=$2 n=$3 world=$4 rank=$5
+  checks=$((checks + 1))
+  local v
+  v=$(json_check "$file" "(
+d['accelerators'] == $n and len(d['per_accelerator']) == $n
+and sum(a['samples'] for a in d['per_accelerator']) == d['samples']
+and sum(a['delivered']['digest'] for a in d['per_accelerator']) % 2**64 == d['delivered']['digest']
+and [a['config']['rank'] for a in d['per_accelerator']] == [$rank * $n + i for i in range($n)]
+and all(a['config']['world_size'] == $world * $n for a in d['per_accelerator'])
+and [a['accelerator'] for a in d['per_accelerator']] == list(range($n))
+and d['au_min'] <= d['au_mean'] <= d['au_max']
+and d['au_min'] == min(a['au'] for a in d['per_accelerator'])
+and d['bottleneck']['stage'] in ('storage', 'decode', 'collate', 'consumer')
+and 'accelerator(s) name' in d['bottleneck']['evidence'])" \
+    "the host document does not add up")
+  if [[ -z $v ]]; then
+    echo "ok: $name"
+  else
+    fail "$name: $v"
+    show document "$file"
+  fi
+}
+
+for n in 2 3; do
+  must_run "files x $n" run "$files" --accelerators "$n" --batch-size 16 --compute-time 1ms \
+    --json "$scratch/files-$n.json" || true
+  host_ok "files on $n accelerators" "$scratch/files-$n.json" "$n" 1 0
+  checks=$((checks + 1))
+  if [[ $(json_get "$scratch/files-$n.json" 'd["delivered"]["verified"]') == True ]] &&
+    grep -q "on $n emulated accelerators" "$out" && grep -q 'bottleneck (host)' "$out" &&
+    grep -q 'verified: the digest summed over the accelerators' "$out"; then
+    echo "ok: files on $n accelerators: the summed digest is gen's"
+  else
+    fail "files on $n accelerators: not verified against gen's digest"
+    show stdout "$out"
+  fi
+done
+
+must_run "tar x 2" run "$tars" --accelerators 2 --batch-size 10 --compute-time 1ms --epochs 2 \
+  --json "$scratch/tars.json" || true
+host_ok "tar shards on 2 accelerators, 2 epochs" "$scratch/tars.json" 2 1 0
+checks=$((checks + 1))
+if [[ $(json_get "$scratch/tars.json" 'd["delivered"]["verified"]') == True ]]; then
+  echo "ok: tar shards on 2 accelerators: 2 x gen's digest"
+else
+  fail "tar shards on 2 accelerators: not verified"
+  show document "$scratch/tars.json"
+fi
+
+# Rank 1 of 2 hosts: its accelerators are ranks 2 and 3 of 4, half the samples.
+must_run "rank 1 of 2" run "$files" --accelerators 2 --rank 1 --world-size 2 --batch-size 16 \
+  --compute-time 1ms --json "$scratch/rank1.json" || true
+host_ok "rank 1 of 2, 2 accelerators" "$scratch/rank1.json" 2 2 1
+checks=$((checks + 1))
+if [[ $(json_get "$scratch/rank1.json" 'd["samples"]') == 480 ]]; then
+  echo "ok: rank 1 of 2 delivered its half"
+else
+  fail "rank 1 of 2 delivered $(json_get "$scratch/rank1.json" 'd["samples"]') samples, expected 480"
+fi
+
+# The AU target passes only when every accelerator meets it: an easy target passes, one above
+# 100% cannot.
+must_run "au target" run "$files" --accelerators 2 --batch-size 16 --compute-time 2ms \
+  --au-target 0.01 --json "$scratch/au.json" || true
+checks=$((checks + 1))
+if [[ $(json_get "$scratch/au.json" 'd["au_pass"]') == True ]] && grep -q 'PASS (every accelerator' "$out"; then
+  echo "ok: an AU target every accelerator meets passes"
+else
+  fail "AU target 1%: not a pass"
+  show stdout "$out"
+fi
+
+# The workload file's `accelerators` key.
+printf 'accelerators = 3\nbatch-size = 16\ncompute-time = "1ms"\n' >"$scratch/w.toml"
+must_run "toml" run "$files" --config "$scratch/w.toml" --json "$scratch/toml.json" || true
+host_ok "accelerators = 3 from a workload file" "$scratch/toml.json" 3 1 0
+
+expect_usage "zero accelerators" "--accelerators" -- run "$files" --accelerators 0
+expect_usage "too many accelerators" "--accelerators" -- run "$files" --accelerators 100000
+expect_usage "stages alone with accelerators" "--stages-alone" -- run "$files" --accelerators 2 --stages-alone
+
+finish accelerators

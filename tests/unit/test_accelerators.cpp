@@ -1,0 +1,183 @@
+// N emulated accelerators on one host (loader/accelerators.hpp): shards, aggregate, AU, the host
+// verdict, and an error on one accelerator ending them all.
+#include "feedline/loader/accelerators.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <thread>
+
+#include "feedline/storage/decorators.hpp"
+#include "mem_dataset.hpp"
+
+using namespace feedline;
+using namespace feedline::loader;
+using feedline::testing::MemDataset;
+
+namespace {
+
+LoaderConfig small_config() {
+  LoaderConfig c;
+  c.sampler.batch_size = 16;
+  c.decode_threads = 4;
+  c.memory_budget = 64ull << 20;
+  c.io_depth = 8;
+  return c;
+}
+
+StageReport stage(StageId id, double cpu) {
+  StageReport s;
+  s.stage = id;
+  s.threads = 1;
+  s.cpu_seconds = cpu;
+  return s;
+}
+
+PipelineReport planted(StageId verdict, double samples_per_second, double cpu) {
+  PipelineReport r;
+  r.verdict.stage = verdict;
+  r.verdict.evidence = "planted";
+  r.consumer.samples_per_second = samples_per_second;
+  r.stages = {stage(StageId::kStorage, cpu), stage(StageId::kDecode, 0)};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("accelerators: the host's decode threads, cores and budget are shared out",
+          "[loader][accelerators]") {
+  LoaderConfig c = small_config();
+  c.cores = 4;
+  const AcceleratorSplit s = split_host(c, 3);
+  CHECK(s.accelerators == 3);
+  CHECK(s.decode_threads_each == 1);  // 4 / 3, at least one each
+  CHECK(s.cores_each == 1);
+  CHECK(s.memory_budget_each == (64ull << 20) / 3);
+  const AcceleratorSplit one = split_host(c, 1);
+  CHECK(one.decode_threads_each == 4);
+  CHECK(one.cores_each == 4);
+  CHECK(split_host(c, 8).decode_threads_each == 1);
+}
+
+TEST_CASE("accelerators: each reads its own shard, and together they deliver every sample once",
+          "[loader][accelerators]") {
+  MemDataset mem(960, 2000);  // 960 = 3 x 20 batches of 16: nothing is left out
+  LoaderConfig c = small_config();
+  ComputeModel compute;
+  compute.mean = std::chrono::microseconds(200);
+  auto host = run_accelerators(*mem.backend, mem.dataset, c, 3, compute, {}, nullptr);
+  REQUIRE(host);
+  REQUIRE_FALSE(host->error);
+  CHECK_FALSE(host->interrupted);
+  REQUIRE(host->accelerators.size() == 3);
+  CHECK(host->ranks == std::vector<unsigned>{0, 1, 2});
+  CHECK(host->samples == 960);
+  CHECK(host->digest == mem.digest_sum);
+  std::uint64_t each_sum = 0;
+  for (const auto& r : host->accelerators) {
+    CHECK(r.consumer.samples == 320);
+    CHECK(r.consumer.au_steps > 0);
+    CHECK(r.consumer.au > 0);
+    each_sum += r.delivered.digest;
+  }
+  CHECK(each_sum == host->digest);
+  CHECK(host->au_measured);
+  CHECK(host->au_min <= host->au_mean);
+  CHECK(host->au_mean <= host->au_max);
+  CHECK(host->samples_per_second > 0);
+  CHECK(host->verdict.stage.has_value());
+  CHECK_THAT(host->verdict.evidence, Catch::Contains("of 3 accelerator(s) name"));
+  // Under a world of 2 ranks, rank 1's accelerators are ranks 3..5 of 6.
+  c.sampler.rank = 1;
+  c.sampler.world_size = 2;
+  auto half = run_accelerators(*mem.backend, mem.dataset, c, 3, {}, {}, nullptr);
+  REQUIRE(half);
+  CHECK(half->ranks == std::vector<unsigned>{3, 4, 5});
+  CHECK(half->samples == 480);
+}
+
+TEST_CASE("accelerators: a failing accelerator ends every one, and the error names it",
+          "[loader][accelerators]") {
+  feedline::storage::Registry registry;
+  feedline::storage::register_builtin_backends(registry);
+  feedline::storage::FaultsConfig fc;
+  fc.error_rate = 0.002;
+  auto faulty =
+      feedline::storage::make_faults(std::move(registry.open("mem://ds/", {})->backend), fc);
+  REQUIRE(faulty);
+  MemDataset mem(4000, 1000, std::move(*faulty));
+  ComputeModel compute;
+  compute.mean = std::chrono::milliseconds(2);  // ~250 steps each: a run that would go on
+  auto host = run_accelerators(*mem.backend, mem.dataset, small_config(), 2, compute, {}, nullptr);
+  REQUIRE(host);
+  REQUIRE(host->error);
+  CHECK_THAT(host->error->message(), Catch::Contains("accelerator "));
+  CHECK_THAT(host->error->message(), Catch::Contains(" of 2)"));
+  CHECK(host->samples < 4000);
+}
+
+TEST_CASE("accelerators: a stop request ends them all", "[loader][accelerators]") {
+  MemDataset mem(2000, 1000);
+  ComputeModel compute;
+  compute.mean = std::chrono::milliseconds(20);  // 60+ steps of 20 ms each: seconds
+  std::stop_source stop;
+  std::jthread stopper([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop.request_stop();
+  });
+  auto host = run_accelerators(*mem.backend, mem.dataset, small_config(), 2, compute,
+                               stop.get_token(), nullptr);
+  REQUIRE(host);
+  CHECK(host->interrupted);
+  CHECK(host->samples < 2000);
+}
+
+TEST_CASE("accelerators: bad requests are refused before anything runs", "[loader][accelerators]") {
+  MemDataset mem(64, 100);
+  CHECK(run_accelerators(*mem.backend, mem.dataset, small_config(), 0, {}, {}, nullptr)
+            .error()
+            .code() == Errc::kInvalidArgument);
+  CHECK(run_accelerators(*mem.backend, mem.dataset, small_config(), kMaxAccelerators + 1, {}, {},
+                         nullptr)
+            .error()
+            .code() == Errc::kInvalidArgument);
+  LoaderConfig resumed = small_config();
+  resumed.sampler.resume.epoch = 1;  // the second epoch's start: a resume point all the same
+  REQUIRE_FALSE(resumed.sampler.resume.at_start());
+  auto r = run_accelerators(*mem.backend, mem.dataset, resumed, 2, {}, {}, nullptr);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("resume point"));
+}
+
+TEST_CASE("accelerators: the host verdict names a shared resource", "[loader][accelerators]") {
+  AcceleratorSplit split;
+  split.accelerators = 3;
+  split.cores = 2;
+  SECTION("storage named by most accelerators: the storage they share") {
+    const std::vector<PipelineReport> rs = {planted(StageId::kStorage, 100, 0.1),
+                                            planted(StageId::kStorage, 90, 0.1),
+                                            planted(StageId::kDecode, 120, 0.1)};
+    const Verdict v = host_verdict(rs, split, 1.0);
+    REQUIRE(v.stage);
+    CHECK(*v.stage == StageId::kStorage);
+    CHECK_THAT(v.evidence, Catch::Contains("2 of 3 accelerator(s) name storage"));
+    CHECK_THAT(v.evidence, Catch::Contains("the storage they share"));
+    CHECK_THAT(v.evidence, Catch::Contains("slowest accelerator (90 samples/s)"));
+    CHECK_THAT(v.advice, Catch::Contains("same storage"));
+  }
+  SECTION("the cores busy with every accelerator's work: the host's CPU") {
+    const std::vector<PipelineReport> rs = {planted(StageId::kDecode, 100, 0.6),
+                                            planted(StageId::kDecode, 100, 0.6),
+                                            planted(StageId::kDecode, 100, 0.6)};
+    const Verdict v = host_verdict(rs, split, 1.0);  // 1.8 CPU-s in 1 s on 2 cores: 90%
+    REQUIRE(v.stage);
+    CHECK(*v.stage == StageId::kDecode);
+    CHECK_THAT(v.evidence,
+               Catch::Contains("host's CPU, shared by every accelerator, is saturated"));
+    CHECK_THAT(v.advice, Catch::Contains("fewer accelerators on this host"));
+  }
+  SECTION("no accelerator delivered: nothing to judge") {
+    const std::vector<PipelineReport> rs(2);
+    CHECK_FALSE(host_verdict(rs, split, 1.0).stage);
+  }
+}

@@ -1,0 +1,223 @@
+#include "host_run.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "cli_error.hpp"
+#include "feedline/core/units.hpp"
+#include "knobs.hpp"
+#include "output.hpp"
+#include "progress.hpp"
+#include "signals.hpp"
+
+namespace feedline::tools {
+namespace {
+
+// Accelerator i's setup: the host's, with the config that accelerator's loader ran with.
+RunSetup accelerator_setup(const RunSetup& st, const loader::HostReport& host, std::size_t i) {
+  RunSetup each = st;
+  loader::LoaderConfig& c = each.ctx.config;
+  c.sampler.rank = host.ranks[i];
+  c.sampler.world_size = st.ctx.config.sampler.world_size * host.split.accelerators;
+  c.decode_threads = host.split.decode_threads_each;
+  c.memory_budget = host.split.memory_budget_each;
+  c.cores = host.split.cores_each;
+  each.ctx.accelerators = 1;
+  return each;
+}
+
+nlohmann::json split_json(const loader::AcceleratorSplit& s) {
+  return {{"accelerators", s.accelerators},
+          {"cores", s.cores},
+          {"cores_each", s.cores_each},
+          {"decode_threads", s.decode_threads},
+          {"decode_threads_each", s.decode_threads_each},
+          {"memory_budget", s.memory_budget},
+          {"memory_budget_each", s.memory_budget_each}};
+}
+
+}  // namespace
+
+nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
+                             const loader::Dataset& dataset, std::optional<Error>* mismatch) {
+  using nlohmann::json;
+  json each = json::array();
+  for (std::size_t i = 0; i < host.accelerators.size(); ++i) {
+    const RunSetup one = accelerator_setup(st, host, i);
+    json doc = run_document(host.accelerators[i], one, dataset, nullptr);
+    doc["accelerator"] = i;
+    each.push_back(std::move(doc));
+  }
+  // The host's document starts from accelerator 0's (the keys every run document has) and puts
+  // the host's figures in the place of its own.
+  json j = each.empty() ? json::object() : each.front();
+  j.erase("accelerator");
+  const loader::LoaderConfig& c = st.ctx.config;
+  j["samples"] = host.samples;
+  j["bytes"] = host.bytes;
+  j["batches"] = host.batches;
+  j["wall_seconds"] = host.wall_seconds;
+  j["samples_per_second"] = host.samples_per_second;
+  j["bytes_per_second"] = host.bytes_per_second;
+  j["au"] = host.au_measured ? json(host.au_mean) : json(nullptr);
+  j["au_min"] = host.au_measured ? json(host.au_min) : json(nullptr);
+  j["au_mean"] = host.au_measured ? json(host.au_mean) : json(nullptr);
+  j["au_max"] = host.au_measured ? json(host.au_max) : json(nullptr);
+  j["accelerators"] = host.split.accelerators;
+  j["split"] = split_json(host.split);
+  json next = json::array();
+  for (const auto& k : host.verdict.next) {
+    next.push_back({{"knob", loader::knob_name(k.knob)},
+                    {"flag", knob_flag(k.knob)},
+                    {"from", k.from},
+                    {"to", k.to}});
+  }
+  j["bottleneck"] = {
+      {"stage", host.verdict.stage ? json(loader::stage_name(*host.verdict.stage)) : json("none")},
+      {"evidence", host.verdict.evidence},
+      {"suggestion", suggestion_text(host.verdict)},
+      {"next", next}};
+  j["delivered"] = {{"samples", host.samples},
+                    {"digest", host.digest_computed ? json(host.digest) : json(nullptr)},
+                    {"verified", nullptr}};
+  j["skipped"]["samples"] = host.skipped;
+  j["interrupted"] = host.interrupted;
+  j["error"] = host.error ? json(host.error->what()) : json(nullptr);
+  j["config"] = each.empty() ? json::object() : each.front()["config"];
+  j["config"]["rank"] = c.sampler.rank;
+  j["config"]["world_size"] = c.sampler.world_size;
+  j["config"]["decode_threads"] = c.decode_threads;
+  j["config"]["memory_budget"] = c.memory_budget;
+  j["config"]["accelerators"] = host.split.accelerators;
+  j["memory"]["budget_bytes"] = c.memory_budget;
+  std::uint64_t peak = 0;
+  for (const auto& r : host.accelerators) peak += r.memory.peak;
+  j["memory"]["peak_bytes"] = peak;  // the sum of each one's peak: at most, not at once
+  j["memory"]["peak_rss_bytes"] = peak_rss_bytes();
+  const DeliveredWhole whole{host.digest,
+                             host.samples,
+                             host.skipped,
+                             host.digest_computed,
+                             host.interrupted || host.error.has_value(),
+                             c.sampler.world_size};
+  if (auto v = check_manifest_digest(whole, c, dataset, mismatch)) {
+    j["delivered"]["verified"] = *v;
+    if (!*v && mismatch && *mismatch) j["error"] = (*mismatch)->what();
+  }
+  if (st.ctx.au_target > 0) {
+    j["au_target"] = st.ctx.au_target;
+    // MLPerf Storage: the run passes only when every accelerator meets the target.
+    j["au_pass"] = host.au_measured ? json(host.au_min >= st.ctx.au_target) : json(nullptr);
+  }
+  j["per_accelerator"] = std::move(each);
+  return j;
+}
+
+std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
+  std::string out;
+  auto line = [&out](const std::string& l) { out += l + "\n"; };
+  const auto& cfg = ctx.config;
+  const auto& s = host.split;
+  line(fmt::format("feedline run: {} ({}, {} samples, {}) on {} emulated accelerators", ctx.url,
+                   ctx.format, ctx.dataset_samples,
+                   format_bytes(static_cast<double>(ctx.dataset_bytes)), s.accelerators));
+  line(fmt::format(
+      "  each accelerator: batch {} x {} epoch(s), io-depth {}, prefetch {}, compute {}; the "
+      "host's {} decode thread(s) give each {}, its {} core(s) each {} for storage threads, its "
+      "{} budget each {}",
+      cfg.sampler.batch_size, cfg.sampler.epochs, cfg.io_depth, cfg.prefetch_batches,
+      ctx.compute_time.empty() ? "none" : ctx.compute_time, s.decode_threads, s.decode_threads_each,
+      s.cores, s.cores_each, format_bytes(static_cast<double>(s.memory_budget)),
+      format_bytes(static_cast<double>(s.memory_budget_each))));
+  line("  accel   rank   samples   samples/s        rate      AU   wait  bottleneck");
+  for (std::size_t i = 0; i < host.accelerators.size(); ++i) {
+    const auto& r = host.accelerators[i];
+    const auto& c = r.consumer;
+    line(fmt::format("  {:>5} {:>6} {:>9} {:>11.0f} {:>11} {:>7} {:>5.0f}%  {}", i,
+                     fmt::format("{}/{}", host.ranks[i], cfg.sampler.world_size * s.accelerators),
+                     c.samples, c.samples_per_second, format_rate(c.bytes_per_second),
+                     c.au_steps > 0 ? fmt::format("{:.1f}%", c.au * 100) : std::string("-"),
+                     c.wait_fraction * 100,
+                     r.verdict.stage ? loader::stage_name(*r.verdict.stage) : "none"));
+  }
+  line(fmt::format(
+      "  host: delivered {} samples in {} batches, {} in {:.2f} s: {:.0f} samples/s, {}{}",
+      host.samples, host.batches, format_bytes(static_cast<double>(host.bytes)), host.wall_seconds,
+      host.samples_per_second, format_rate(host.bytes_per_second),
+      host.interrupted ? "  [interrupted: partial result]" : ""));
+  if (host.au_measured) {
+    line(fmt::format(
+        "  accelerator utilisation (AU): min {:.1f}% (accelerator {}), mean {:.1f}%, "
+        "max {:.1f}%",
+        host.au_min * 100, host.au_min_accelerator, host.au_mean * 100, host.au_max * 100));
+  }
+  line(fmt::format("  bottleneck (host): {}",
+                   host.verdict.stage ? loader::stage_name(*host.verdict.stage) : "none"));
+  line(fmt::format("    evidence: {}", host.verdict.evidence));
+  line(fmt::format("    next: {}", suggestion_text(host.verdict)));
+  if (host.digest_computed) {
+    line(fmt::format("  delivered digest: {} ({} samples, summed over the accelerators)",
+                     host.digest, host.samples));
+  }
+  if (host.error) line(fmt::format("  error: {}", host.error->what()));
+  return out;
+}
+
+int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json) {
+  RunContext& ctx = st.ctx;
+  const loader::Dataset& dataset = rd.dataset;
+  std::atomic<std::uint64_t> delivered{0};
+  loader::HostReport host;
+  {
+    const auto total =
+        static_cast<double>(dataset.samples.size()) * o.epochs / ctx.config.sampler.world_size;
+    ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
+      const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
+      return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s,
+                         s > 0 ? n / s : 0, n, total, total > 0 ? 100 * n / total : 0);
+    });
+    host = value_or_exit(loader::run_accelerators(*rd.backend, dataset, ctx.config, o.accelerators,
+                                                  st.compute, stop_token(), &delivered));
+  }
+  out::write_stdout(host_text(host, ctx));
+  std::optional<Error> mismatch;
+  nlohmann::json doc = host_document(host, st, dataset, &mismatch);
+  int code = host.error ? kExitRuntime : host.interrupted ? exit_code_for_stop() : kExitOk;
+  std::optional<Error> failure = host.error;
+  if (doc["delivered"]["verified"] == true) {
+    out::print(
+        "  verified: the digest summed over the accelerators is {} x the digest feedline "
+        "gen recorded\n",
+        ctx.config.sampler.epochs);
+  }
+  if (mismatch) {
+    failure = std::move(mismatch);
+    code = kExitRuntime;
+  }
+  if (code != kExitOk) doc["exit_code"] = code;
+  if (auto w = json.commit(doc); !w) {
+    out::error(w.error().what());
+    if (code == kExitOk) code = kExitRuntime;
+  }
+  if (failure) out::error(failure->what());
+  if (ctx.au_target > 0 && !host.interrupted && !host.error) {
+    if (!host.au_measured) {
+      out::print(
+          "  AU target {:.0f}%: not measured: no accelerator had more than one step, and AU "
+          "leaves the first one out (as MLPerf Storage does)\n",
+          ctx.au_target * 100);
+    } else {
+      const bool ok = host.au_min >= ctx.au_target;
+      out::print("  AU min {:.1f}% {} the {:.0f}% target: {}\n", host.au_min * 100, ok ? ">=" : "<",
+                 ctx.au_target * 100,
+                 ok ? std::string("PASS (every accelerator meets it)")
+                    : fmt::format("FAIL (accelerator {} does not: the storage cannot feed {} "
+                                  "accelerators at this rate)",
+                                  host.au_min_accelerator, host.split.accelerators));
+    }
+  }
+  return code;
+}
+
+}  // namespace feedline::tools
