@@ -3,7 +3,8 @@
 # embedded default. It generates (once) a resnet50-like dataset in a scratch folder — 10,000
 # samples of ~114.7 KiB in WebDataset-style tar shards, plus a class-label member each — and runs
 # it through `feedline run` with an emulated accelerator (MLPerf Storage's resnet50 settings:
-# batch 400, 224 ms of compute per step, AU target 90%), ending with the stall report.
+# batch 400, 224 ms of compute per step, AU target 90%), ending with the stall report; then it
+# asks how many such accelerators the disk feeds (`bench accelerators`, O_DIRECT, under a minute).
 # Idempotent: the build and the dataset are reused when present.
 # Environment: FEEDLINE_SCRATCH (default ./.scratch), FEEDLINE_SAMPLES (default 10000).
 set -euo pipefail
@@ -27,3 +28,10 @@ echo
 "$bin" run "$ds" --config configs/workloads/resnet50.toml --json "$scratch/last-run.json"
 echo
 echo "JSON report: $scratch/last-run.json"
+# The storage engineer's question of this machine's own disk: how many such accelerators it feeds
+# at AU >= 90%, with O_DIRECT so that the page cache does not answer for the disk. Bounded: 4 s
+# trials, at most 16 accelerators (at most 9 trials), 2 GiB of memory shared between them.
+echo
+"$bin" bench accelerators "$ds" --config configs/workloads/resnet50.toml --direct \
+  --trial-time 4s --max-accelerators 16 --memory-budget 2GiB --json "$scratch/last-bench.json"
+echo "JSON report: $scratch/last-bench.json"

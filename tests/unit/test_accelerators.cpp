@@ -181,3 +181,34 @@ TEST_CASE("accelerators: the host verdict names a shared resource", "[loader][ac
     CHECK_FALSE(host_verdict(rs, split, 1.0).stage);
   }
 }
+
+TEST_CASE("accelerator search: doubling, then bisection, finds the largest N that passes",
+          "[loader][accelerators]") {
+  for (unsigned max : {1u, 7u, 64u}) {
+    for (unsigned threshold = 0; threshold <= max + 2; ++threshold) {
+      AcceleratorSearch search(max);
+      std::vector<unsigned> tried;
+      while (auto n = search.next()) {
+        REQUIRE(*n >= 1);
+        REQUIRE(*n <= max);
+        tried.push_back(*n);
+        search.record(*n, *n <= threshold);
+        REQUIRE(tried.size() <= 20);
+      }
+      INFO("max " << max << ", threshold " << threshold);
+      CHECK(search.answer() == std::min(threshold, max));
+      if (threshold >= max) {
+        CHECK(search.capped());
+        CHECK_FALSE(search.first_failure());
+      } else {
+        CHECK_FALSE(search.capped());
+        REQUIRE(search.first_failure());
+        CHECK(*search.first_failure() == threshold + 1);
+      }
+      // Never the same N twice, and no more trials than doubling plus bisection need.
+      std::set<unsigned> unique(tried.begin(), tried.end());
+      CHECK(unique.size() == tried.size());
+      CHECK(tried.size() <= 2 * 7 + 1);
+    }
+  }
+}

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "bench_accelerators_cmd.hpp"
 #include "bench_storage_cmd.hpp"
 #include "cli_error.hpp"
 #include "feedline/loader/codec.hpp"
@@ -65,12 +66,14 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
   add_bench_storage(*bench, exit_code);
+  add_bench_accelerators(*bench, exit_code);
   add_gen(app, exit_code);
   add_run(app, exit_code);
   add_probe(app, exit_code);
   if (auto cmd = unknown_command(argc, argv, app)) {
     out::error(fmt::format(
-        "unknown command '{}' (commands: bench storage, gen, run, probe; see feedline --help)",
+        "unknown command '{}' (commands: bench storage, bench accelerators, gen, run, probe; see "
+        "feedline --help)",
         *cmd));
     return out::finish(kExitUsage);
   }

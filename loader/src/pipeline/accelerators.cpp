@@ -110,6 +110,23 @@ Verdict host_verdict(const std::vector<PipelineReport>& accelerators, const Acce
   return v;
 }
 
+std::optional<unsigned> AcceleratorSearch::next() const noexcept {
+  if (!failed_) {
+    if (passed_ >= max_) return std::nullopt;
+    return passed_ == 0 ? 1u : std::min(max_, passed_ * 2);
+  }
+  if (*failed_ <= passed_ + 1) return std::nullopt;
+  return passed_ + (*failed_ - passed_) / 2;
+}
+
+void AcceleratorSearch::record(unsigned n, bool passed) noexcept {
+  if (passed) {
+    passed_ = std::max(passed_, n);
+  } else if (!failed_ || n < *failed_) {
+    failed_ = n;
+  }
+}
+
 Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& dataset,
                                     const LoaderConfig& host, unsigned n,
                                     const ComputeModel& compute, std::stop_token stop,

@@ -77,6 +77,30 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
                                     const ComputeModel& compute, std::stop_token stop,
                                     std::atomic<std::uint64_t>* progress);
 
+// The search of `bench accelerators` for the most accelerators a storage feeds at the AU
+// target (MLPerf Storage's question): N doubles from 1 while trials pass, then bisects between
+// the last pass and the first failure; at most max_accelerators. Each trial's outcome is given
+// to record(); next() says what to try, until it says nothing.
+class AcceleratorSearch {
+ public:
+  explicit AcceleratorSearch(unsigned max_accelerators) noexcept
+      : max_(max_accelerators < 1 ? 1 : max_accelerators) {}
+  // The N to try next; nullopt when the answer is known.
+  std::optional<unsigned> next() const noexcept;
+  void record(unsigned n, bool passed) noexcept;
+  // The largest N that passed (0: not even one accelerator).
+  unsigned answer() const noexcept { return passed_; }
+  // The smallest N that failed (answer() + 1 once the search is over), nullopt where every N
+  // tried passed up to max_accelerators (the answer is then at least that).
+  std::optional<unsigned> first_failure() const noexcept { return failed_; }
+  bool capped() const noexcept { return !failed_ && passed_ >= max_; }
+
+ private:
+  unsigned max_;
+  unsigned passed_ = 0;
+  std::optional<unsigned> failed_;
+};
+
 // The host verdict of reports that already ran (run_accelerators() fills HostReport::verdict
 // with it): exposed to be tested on planted reports.
 Verdict host_verdict(const std::vector<PipelineReport>& accelerators, const AcceleratorSplit& split,
