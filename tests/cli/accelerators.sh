@@ -4,7 +4,8 @@
 # the per-accelerator documents add up to the host's (samples, digest mod 2^64), with ranks
 # 0..N-1 of N (of world x N under --world-size); AU per accelerator with min <= mean <= max and
 # the AU target passed only when every accelerator meets it; `accelerators` from a workload TOML;
-# bad requests are usage errors.
+# bad requests are usage errors. And MLPerf Storage's dataset-size rule: gen --for-host, and the
+# potential_caching flag.
 #
 # usage: accelerators.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -euo pipefail
@@ -95,6 +96,35 @@ fi
 printf 'accelerators = 3\nbatch-size = 16\ncompute-time = "1ms"\n' >"$scratch/w.toml"
 must_run "toml" run "$files" --config "$scratch/w.toml" --json "$scratch/toml.json" || true
 host_ok "accelerators = 3 from a workload file" "$scratch/toml.json" 3 1 0
+
+# MLPerf Storage's dataset-size rule: gen --for-host writes at least 5x the memory given of
+# samples; a run whose dataset the page cache could hold says so (potential_caching), unless its
+# reads are O_DIRECT.
+must_gen "$scratch/sized" --format files --for-host 1MiB --sample-size 4KiB --samples 10
+checks=$((checks + 1))
+got=$(find "$scratch/sized" -name '*.bin' | wc -l)
+if ((got == 1280)) && grep -q 'for-host: 1280 samples' "$err"; then
+  echo "ok: gen --for-host 1MiB of 4 KiB samples writes 5 x 1 MiB of them (1280)"
+else
+  fail "gen --for-host: $got samples, expected 1280"
+  show stderr "$err"
+fi
+must_run "cached" run "$files" --json "$scratch/cached.json" || true
+checks=$((checks + 1))
+if [[ $(json_get "$scratch/cached.json" 'd["potential_caching"]') == True ]] && grep -q "potential_caching" "$out"; then
+  echo "ok: a dataset that fits in memory is flagged potential_caching"
+else
+  fail "a small dataset is not flagged potential_caching"
+  show stdout "$out"
+fi
+must_run "direct" run "$files" --direct --json "$scratch/direct.json" || true
+checks=$((checks + 1))
+if [[ $(json_get "$scratch/direct.json" 'd["potential_caching"]') == False ]] && ! grep -q "potential_caching" "$out"; then
+  echo "ok: O_DIRECT reads are not flagged potential_caching"
+else
+  fail "O_DIRECT reads flagged potential_caching"
+fi
+expect_usage "for-host without a size" "--for-host" -- gen "$scratch/sized2" --for-host lots
 
 expect_usage "zero accelerators" "--accelerators" -- run "$files" --accelerators 0
 expect_usage "too many accelerators" "--accelerators" -- run "$files" --accelerators 100000

@@ -126,6 +126,7 @@ int run(const Options& o) {
       "per trial, at most {}\n",
       st.ctx.url, rd.dataset.samples.size(), workload, target * 100, o.trial_time,
       o.max_accelerators);
+  if (auto n = potential_caching_note(st.ctx); !n.empty()) out::print("  note: {}\n", n);
   loader::AcceleratorSearch search(o.max_accelerators);
   std::vector<Trial> trials;
   bool stopped = false;

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "cli_checks.hpp"
 #include "cli_error.hpp"
@@ -32,6 +34,9 @@ struct Options {
   bool no_label = false;
   std::uint64_t seed = 0;
   std::string output = "text";
+  // --for-host[=MEMORY]: at least 5x this host's memory (or MEMORY) of samples, MLPerf Storage's
+  // rule so that the page cache cannot hold the dataset. nullopt: not asked.
+  std::optional<std::string> for_host;
 };
 
 // A sample is built whole in memory before it is written (twice with compression): larger than
@@ -48,6 +53,33 @@ loader::GenConfig make_config(const Options& o) {
     auto d = loader::SizeDistribution::parse(o.sample_size);
     if (!d) throw UsageError(fmt::format("--sample-size: {}", d.error().message()));
     c.sample_size = *d;
+  }
+  if (o.for_host) {
+    std::uint64_t memory = physical_memory_bytes();
+    if (!o.for_host->empty()) {
+      auto m = parse_size(*o.for_host);
+      if (!m || *m == 0) {
+        throw UsageError(
+            fmt::format("--for-host: {}", m ? "the memory must be positive" : m.error().message()));
+      }
+      memory = *m;
+    }
+    const double mean = std::max(1.0, c.sample_size.mean());
+    const auto need =
+        static_cast<std::uint64_t>(std::ceil(5.0 * static_cast<double>(memory) / mean));
+    if (need > (1ull << 32)) {
+      throw UsageError(fmt::format(
+          "--for-host: 5 x {} of samples of {} is {} samples, more than gen writes (2^32): use "
+          "larger samples",
+          format_bytes(static_cast<double>(memory)), format_bytes(mean), need));
+    }
+    if (need > c.samples) {
+      out::note(fmt::format(
+          "--for-host: {} samples (5 x {} of memory over a mean sample of {}: MLPerf Storage's "
+          "minimum, so that the page cache cannot hold the dataset)",
+          need, format_bytes(static_cast<double>(memory)), format_bytes(mean)));
+      c.samples = need;
+    }
   }
   {
     auto m = parse_size(o.max_sample_size);
@@ -182,6 +214,10 @@ void add_gen(CLI::App& app, int& exit_code) {
   cmd->add_option("--samples", o->samples, "Number of samples")
       ->capture_default_str()
       ->check(whole_number(1, 1ull << 32));
+  cmd->add_option("--for-host", o->for_host,
+                  "Raise --samples to 5x this host's memory (or the MEMORY given: the training "
+                  "host's) of data, MLPerf Storage's minimum so that the page cache cannot hold it")
+      ->expected(0, 1);
   cmd->add_option("--sample-size", o->sample_size,
                   "Size: 128KiB, normal:MEAN:STDEV, lognormal:MEAN:STDEV, uniform:MIN:MAX")
       ->capture_default_str();

@@ -122,6 +122,7 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
   line(fmt::format("feedline run: {} ({}, {} samples, {}) on {} emulated accelerators", ctx.url,
                    ctx.format, ctx.dataset_samples,
                    format_bytes(static_cast<double>(ctx.dataset_bytes)), s.accelerators));
+  if (auto n = potential_caching_note(ctx); !n.empty()) line("  note: " + n);
   line(fmt::format(
       "  each accelerator: batch {} x {} epoch(s), io-depth {}, prefetch {}, compute {}; the "
       "host's {} decode thread(s) give each {}, its {} core(s) each {} for storage threads, its "

@@ -354,6 +354,10 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   ctx.dataset_unknown_sizes = static_cast<std::uint64_t>(
       std::count_if(dataset.samples.begin(), dataset.samples.end(),
                     [](const loader::Sample& s) { return s.length == storage::kUnknownSize; }));
+  ctx.host_memory_bytes = physical_memory_bytes();
+  const auto parsed = storage::parse_url(o.url);
+  ctx.potential_caching = parsed && parsed->scheme == "file" && !o.direct &&
+                          dataset.total_bytes <= ctx.host_memory_bytes;
   return rd;
 }
 

@@ -121,7 +121,9 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"dataset",
        {{"samples", ctx.dataset_samples},
         {"bytes", ctx.dataset_bytes},
-        {"unknown_size_samples", ctx.dataset_unknown_sizes}}},
+        {"unknown_size_samples", ctx.dataset_unknown_sizes},
+        {"host_memory_bytes", ctx.host_memory_bytes}}},
+      {"potential_caching", ctx.potential_caching},
   };
   j["error"] = r.error ? json(r.error->what()) : json(nullptr);
   // The user's transform (the Python layer's transform=): null without one.
@@ -173,6 +175,16 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
   return j;
 }
 
+std::string potential_caching_note(const RunContext& ctx) {
+  if (!ctx.potential_caching) return {};
+  return fmt::format(
+      "the dataset ({}) fits in this host's memory ({}): reads through the page cache may "
+      "measure memory, not the disk (MLPerf Storage's potential_caching); for the disk: --direct, "
+      "or a dataset of at least 5x memory (feedline gen --for-host)",
+      format_bytes(static_cast<double>(ctx.dataset_bytes)),
+      format_bytes(static_cast<double>(ctx.host_memory_bytes)));
+}
+
 std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   std::string out;
   auto line = [&out](const std::string& l) { out += l + "\n"; };
@@ -192,6 +204,7 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   }
   line(fmt::format("feedline run: {} ({}, {} samples, {})", ctx.url, ctx.format,
                    ctx.dataset_samples, size));
+  if (auto n = potential_caching_note(ctx); !n.empty()) line("  note: " + n);
   line(
       fmt::format("  batch {} x {} epoch(s), io-depth {}, {} decode thread(s), prefetch {}, budget "
                   "{}, compute {}",
