@@ -26,7 +26,7 @@ __all__ = ["Loader", "Batch", "Error"]
 # `feedline run` flags that make no sense for an embedded loader (the CLI's own output, its
 # emulated accelerators and its after-run measurements).
 _CLI_ONLY = {"json", "compute-time", "stages-alone", "stages-alone-samples", "au-target", "config",
-             "accelerators", "help"}
+             "accelerators", "runs", "help"}
 _FLAGS = frozenset(_feedline._run_flags()) - _CLI_ONLY
 _KEYWORDS = {f.replace("-", "_") for f in _FLAGS} | {"shuffle"}
 

@@ -5,7 +5,7 @@
 # 0..N-1 of N (of world x N under --world-size); AU per accelerator with min <= mean <= max and
 # the AU target passed only when every accelerator meets it; `accelerators` from a workload TOML;
 # bad requests are usage errors. And MLPerf Storage's dataset-size rule: gen --for-host, and the
-# potential_caching flag.
+# potential_caching flag; and --runs.
 #
 # usage: accelerators.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -euo pipefail
@@ -124,6 +124,26 @@ if [[ $(json_get "$scratch/direct.json" 'd["potential_caching"]') == False ]] &&
 else
   fail "O_DIRECT reads flagged potential_caching"
 fi
+# --runs N: a warm-up, then N runs; the report says whether they agree within 5%.
+for n in 1 2; do
+  must_run "runs x $n accelerators" run "$files" --runs 3 --accelerators "$n" --batch-size 32 \
+    --compute-time 1ms --json "$scratch/runs-$n.json" || true
+  checks=$((checks + 1))
+  v=$(json_check "$scratch/runs-$n.json" "(
+d['runs']['count'] == 3 and d['runs']['completed'] == 3 and len(d['runs']['samples_per_second']) == 3
+and len(d['runs']['au']) == 3 and d['runs']['warmup_samples_per_second'] > 0
+and d['runs']['agree'] == (d['runs']['spread'] <= 0.05)
+and abs(d['runs']['samples_per_second'][-1] - d['samples_per_second']) < 1e-6 * d['samples_per_second'])" \
+    "the runs record is wrong")
+  if [[ -z $v ]] && grep -q 'runs: 3 after a warm-up' "$out" && [[ $(grep -c '^  run [123] of 3' "$out") == 3 ]]; then
+    echo "ok: --runs 3 on $n accelerator(s): a warm-up, three runs, the last one's report"
+  else
+    fail "--runs 3 on $n accelerator(s): $v"
+    show stdout "$out"
+  fi
+done
+expect_usage "zero runs" "--runs" -- run "$files" --runs 0
+
 expect_usage "for-host without a size" "--for-host" -- gen "$scratch/sized2" --for-host lots
 
 expect_usage "zero accelerators" "--accelerators" -- run "$files" --accelerators 0

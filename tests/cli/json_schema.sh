@@ -58,7 +58,7 @@ SCHEMAS = {
         "data_paths[].copy_amplification": NUM, "data_paths[].detail": str,
         "data_path.gpu_direct": str, "data_path.reason": str, "data_path.notes": list,
         "device": (dict, type(None)), "transform": (dict, type(None)),
-        "potential_caching": bool, "dataset.host_memory_bytes": int,
+        "potential_caching": bool, "dataset.host_memory_bytes": int, "runs": (dict, type(None)),
     },
     "bench": {
         "url": str, "rw": str, "bs": int, "iodepth": int, "numjobs": int, "size": int, "time_based": bool,

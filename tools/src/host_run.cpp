@@ -168,22 +168,39 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
 int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json) {
   RunContext& ctx = st.ctx;
   const loader::Dataset& dataset = rd.dataset;
-  std::atomic<std::uint64_t> delivered{0};
+  RunsRecord runs;
+  runs.runs = o.runs;
   loader::HostReport host;
-  {
-    const auto total =
-        static_cast<double>(dataset.samples.size()) * o.epochs / ctx.config.sampler.world_size;
-    ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
-      const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
-      return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s,
-                         s > 0 ? n / s : 0, n, total, total > 0 ? 100 * n / total : 0);
-    });
-    host = value_or_exit(loader::run_accelerators(*rd.backend, dataset, ctx.config, o.accelerators,
-                                                  st.compute, stop_token(), &delivered));
+  const unsigned total_runs = o.runs > 1 ? o.runs + 1 : 1;  // --runs N: a warm-up first
+  for (unsigned i = 0; i < total_runs; ++i) {
+    std::atomic<std::uint64_t> delivered{0};
+    {
+      const auto total =
+          static_cast<double>(dataset.samples.size()) * o.epochs / ctx.config.sampler.world_size;
+      ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
+        const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
+        return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s,
+                           s > 0 ? n / s : 0, n, total, total > 0 ? 100 * n / total : 0);
+      });
+      host = value_or_exit(loader::run_accelerators(
+          *rd.backend, dataset, ctx.config, o.accelerators, st.compute, stop_token(), &delivered));
+    }
+    if (host.error || host.interrupted || total_runs == 1) break;
+    if (i == 0) {
+      runs.warmup_samples_per_second = host.samples_per_second;
+      out::print("  warm-up run: {:.0f} samples/s\n", host.samples_per_second);
+      continue;
+    }
+    runs.samples_per_second.push_back(host.samples_per_second);
+    const bool au = host.au_measured && st.compute.mean.count() > 0;
+    if (au) runs.au.push_back(host.au_mean);
+    out::print("  run {} of {}: {:.0f} samples/s{}\n", i, o.runs, host.samples_per_second,
+               au ? fmt::format(", AU min {:.1f}%", host.au_min * 100) : "");
   }
-  out::write_stdout(host_text(host, ctx));
+  out::write_stdout(host_text(host, ctx) + runs_text(runs));
   std::optional<Error> mismatch;
   nlohmann::json doc = host_document(host, st, dataset, &mismatch);
+  doc["runs"] = runs_json(runs);
   int code = host.error ? kExitRuntime : host.interrupted ? exit_code_for_stop() : kExitOk;
   std::optional<Error> failure = host.error;
   if (doc["delivered"]["verified"] == true) {

@@ -77,23 +77,43 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   if (o.accelerators > 1) return run_on_host(o, st, rd, json);
   // The data path is planned by open(): an impossible one (--gpu-direct on, a GPU that is not
   // there) is kInvalidArgument / kUnsupported, a usage error by the exit-code rule.
-  auto loader = value_or_exit(loader::Loader::open(backend, dataset, c));
-
-  std::atomic<std::uint64_t> delivered{0};
+  RunsRecord runs;
+  runs.runs = o.runs;
   loader::PipelineReport report;
-  {
-    const auto total =
-        static_cast<double>(dataset.samples.size()) * o.epochs / c.sampler.world_size;
-    ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
-      const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
-      return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s,
-                         s > 0 ? n / s : 0, n, total, total > 0 ? 100 * n / total : 0);
-    });
-    report = loader::run_emulated(*loader, st.compute, stop_token(), &delivered);
+  // With --runs N: a warm-up, then N runs; the last one's report is the run's. A run that fails
+  // or is stopped ends the series there, and is the report.
+  const unsigned total_runs = o.runs > 1 ? o.runs + 1 : 1;
+  for (unsigned i = 0; i < total_runs; ++i) {
+    auto loader = value_or_exit(loader::Loader::open(backend, dataset, c));
+    std::atomic<std::uint64_t> delivered{0};
+    {
+      const auto total =
+          static_cast<double>(dataset.samples.size()) * o.epochs / c.sampler.world_size;
+      ProgressLine line(stdout_is_tty(), [&delivered, total](double s) {
+        const double n = static_cast<double>(delivered.load(std::memory_order_relaxed));
+        return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s,
+                           s > 0 ? n / s : 0, n, total, total > 0 ? 100 * n / total : 0);
+      });
+      report = loader::run_emulated(*loader, st.compute, stop_token(), &delivered);
+    }
+    if (report.error || report.interrupted) break;
+    if (total_runs == 1) break;
+    const auto& cr = report.consumer;
+    if (i == 0) {
+      runs.warmup_samples_per_second = cr.samples_per_second;
+      out::print("  warm-up run: {:.0f} samples/s\n", cr.samples_per_second);
+      continue;
+    }
+    runs.samples_per_second.push_back(cr.samples_per_second);
+    const bool au = cr.au_steps > 0 && st.compute.mean.count() > 0;
+    if (au) runs.au.push_back(cr.au);
+    out::print("  run {} of {}: {:.0f} samples/s{}\n", i, o.runs, cr.samples_per_second,
+               au ? fmt::format(", AU {:.1f}%", cr.au * 100) : "");
   }
-  out::write_stdout(run_text(report, ctx));
+  out::write_stdout(run_text(report, ctx) + runs_text(runs));
   std::optional<Error> mismatch;
   nlohmann::json doc = run_document(report, st, dataset, &mismatch);
+  doc["runs"] = runs_json(runs);
   int code = report.error ? kExitRuntime : report.interrupted ? exit_code_for_stop() : kExitOk;
   std::optional<Error> failure = report.error;
   if (doc["delivered"]["verified"] == true) {

@@ -307,6 +307,12 @@ void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   cmd->add_option("--stages-alone-samples", o.stages_alone_samples, "Samples for --stages-alone")
       ->capture_default_str()
       ->check(whole_number(1, 1u << 26));
+  cmd->add_option("--runs", o.runs,
+                  "MLPerf Storage's repeated runs: a warm-up, then N runs of the same settings; "
+                  "the report is the last one's, with each run's samples/s and whether they agree "
+                  "within 5%")
+      ->capture_default_str()
+      ->check(whole_number(1, 100));
   cmd->add_option("--au-target", o.au_target,
                   "Minimum accelerator utilisation (0..1] the run must reach, as in MLPerf Storage")
       ->check(number_in(0, 1, false));

@@ -41,6 +41,7 @@ struct RunOptions {
   bool drop_last = false;
   unsigned io_depth = 64;
   unsigned accelerators = 1;  // emulated on this host, each its own loader and shard
+  unsigned runs = 1;          // measured runs after a warm-up (MLPerf Storage's --runs)
   unsigned decode_threads = 2;
   unsigned storage_threads = 0;  // 0: auto
   int decode_nice = 5;

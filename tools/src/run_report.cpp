@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "feedline/core/units.hpp"
 #include "json_render.hpp"
 #include "knobs.hpp"
@@ -126,6 +128,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"potential_caching", ctx.potential_caching},
   };
   j["error"] = r.error ? json(r.error->what()) : json(nullptr);
+  j["runs"] = nullptr;  // --runs N: the command sets it (runs_json)
   // The user's transform (the Python layer's transform=): null without one.
   j["transform"] = nullptr;
   if (const auto& t = r.transform; t.enabled) {
@@ -173,6 +176,45 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
     j["au_pass"] = c.au_steps > 0 ? json(c.au >= ctx.au_target) : json(nullptr);
   }
   return j;
+}
+
+double runs_spread(const RunsRecord& r) {
+  if (r.samples_per_second.size() < 2) return 0;
+  std::vector<double> v = r.samples_per_second;
+  std::sort(v.begin(), v.end());
+  const double median =
+      v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  return median > 0 ? (v.back() - v.front()) / median : 0;
+}
+
+nlohmann::json runs_json(const RunsRecord& r) {
+  if (r.runs <= 1) return nullptr;
+  const double spread = runs_spread(r);
+  return {{"count", r.runs},
+          {"completed", r.samples_per_second.size()},
+          {"warmup_samples_per_second", r.warmup_samples_per_second},
+          {"samples_per_second", r.samples_per_second},
+          {"au", r.au},
+          {"spread", spread},
+          {"agree", r.samples_per_second.size() == r.runs && spread <= kRunsAgree}};
+}
+
+std::string runs_text(const RunsRecord& r) {
+  if (r.runs <= 1) return {};
+  if (r.samples_per_second.size() < r.runs) {
+    return fmt::format("  runs: {} of {} done after the warm-up: not compared\n",
+                       r.samples_per_second.size(), r.runs);
+  }
+  const auto [lo, hi] =
+      std::minmax_element(r.samples_per_second.begin(), r.samples_per_second.end());
+  const double spread = runs_spread(r);
+  return fmt::format(
+      "  runs: {} after a warm-up ({:.0f} samples/s): {:.0f}..{:.0f} samples/s, spread {:.1f}%: "
+      "{}\n",
+      r.runs, r.warmup_samples_per_second, *lo, *hi, spread * 100,
+      spread <= kRunsAgree
+          ? "they agree within 5%"
+          : "they do NOT agree within 5% (the storage or the host was not steady)");
 }
 
 std::string potential_caching_note(const RunContext& ctx) {

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "feedline/loader/loader.hpp"
 
@@ -26,6 +27,22 @@ struct RunContext {
 
 nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx);
 std::string run_text(const loader::PipelineReport& r, const RunContext& ctx);
+
+// MLPerf Storage's --runs: a warm-up run, then `runs` measured runs of the same settings.
+struct RunsRecord {
+  unsigned runs = 1;  // asked (1: one run, no warm-up)
+  double warmup_samples_per_second = 0;
+  std::vector<double> samples_per_second;  // each measured run, in order
+  std::vector<double> au;                  // each one's AU (the host's mean), where measured
+};
+inline constexpr double kRunsAgree = 0.05;  // (max - min) / median at most this: steady
+// The measured runs' spread: (max - min) / median (0 for fewer than two).
+double runs_spread(const RunsRecord& r);
+// null for a single run; else count, warmup_samples_per_second, samples_per_second[], au[],
+// spread, agree.
+nlohmann::json runs_json(const RunsRecord& r);
+// One line for the text report ("" for a single run).
+std::string runs_text(const RunsRecord& r);
 
 // The warning of a run whose dataset this host's page cache could hold (ctx.potential_caching),
 // for the reports of the commands that measure storage; "" when it could not.
