@@ -32,6 +32,9 @@ and all(a['config']['world_size'] == $world * $n for a in d['per_accelerator'])
 and [a['accelerator'] for a in d['per_accelerator']] == list(range($n))
 and d['au_min'] <= d['au_mean'] <= d['au_max']
 and d['au_min'] == min(a['au'] for a in d['per_accelerator'])
+and d['stragglers']['samples_per_second'] == min(a['samples_per_second'] for a in d['per_accelerator'])
+and d['stragglers']['slowest'] == [a['samples_per_second'] for a in d['per_accelerator']].index(d['stragglers']['samples_per_second'])
+and 0 < d['stragglers']['ratio'] <= 1
 and d['bottleneck']['stage'] in ('storage', 'decode', 'collate', 'consumer')
 and 'accelerator(s) name' in d['bottleneck']['evidence'])" \
     "the host document does not add up")

@@ -84,6 +84,9 @@ SCHEMAS["host"] = {**SCHEMAS["run"], "accelerators": int, "au_min": (int, float,
                    "split.decode_threads": int, "split.decode_threads_each": int,
                    "split.memory_budget": int, "split.memory_budget_each": int,
                    "config.accelerators": int, "per_accelerator[].accelerator": int,
+                   "stragglers.slowest": int, "stragglers.rank": int, "stragglers.ratio": NUM,
+                   "stragglers.samples_per_second": NUM, "stragglers.median_samples_per_second": NUM,
+                   "stragglers.bottleneck": str, "stragglers.evidence": str,
                    **{"per_accelerator[]." + k: t for k, t in SCHEMAS["run"].items() if "[]" not in k}}
 def get(doc, path):
     cur = [doc]

@@ -85,6 +85,13 @@ TEST_CASE("accelerators: each reads its own shard, and together they deliver eve
   CHECK(host->au_min <= host->au_mean);
   CHECK(host->au_mean <= host->au_max);
   CHECK(host->samples_per_second > 0);
+  CHECK(host->straggler < 3);
+  CHECK(host->straggler_ratio > 0);
+  CHECK(host->straggler_ratio <= 1);
+  for (const auto& r : host->accelerators) {
+    CHECK(r.consumer.samples_per_second >=
+          host->accelerators[host->straggler].consumer.samples_per_second);
+  }
   CHECK(host->verdict.stage.has_value());
   CHECK_THAT(host->verdict.evidence, Catch::Contains("of 3 accelerator(s) name"));
   // Under a world of 2 ranks, rank 1's accelerators are ranks 3..5 of 6.

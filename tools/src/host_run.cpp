@@ -65,6 +65,19 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
   j["au_mean"] = host.au_measured ? json(host.au_mean) : json(nullptr);
   j["au_max"] = host.au_measured ? json(host.au_max) : json(nullptr);
   j["accelerators"] = host.split.accelerators;
+  {
+    const auto& slow =
+        host.accelerators.empty() ? loader::PipelineReport{} : host.accelerators[host.straggler];
+    j["stragglers"] = {
+        {"slowest", host.straggler},
+        {"rank", host.ranks.empty() ? 0u : host.ranks[host.straggler]},
+        {"samples_per_second", slow.consumer.samples_per_second},
+        {"median_samples_per_second", host.median_samples_per_second},
+        {"ratio", host.straggler_ratio},
+        {"bottleneck",
+         slow.verdict.stage ? json(loader::stage_name(*slow.verdict.stage)) : json("none")},
+        {"evidence", slow.verdict.evidence}};
+  }
   j["split"] = split_json(host.split);
   json next = json::array();
   for (const auto& k : host.verdict.next) {
@@ -152,6 +165,15 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
         "  accelerator utilisation (AU): min {:.1f}% (accelerator {}), mean {:.1f}%, "
         "max {:.1f}%",
         host.au_min * 100, host.au_min_accelerator, host.au_mean * 100, host.au_max * 100));
+  }
+  if (host.accelerators.size() > 1) {
+    const auto& slow = host.accelerators[host.straggler];
+    line(
+        fmt::format("  slowest accelerator: {} (rank {}) at {:.2f}x the median {:.0f} samples/s, "
+                    "limited by {}",
+                    host.straggler, host.ranks[host.straggler], host.straggler_ratio,
+                    host.median_samples_per_second,
+                    slow.verdict.stage ? loader::stage_name(*slow.verdict.stage) : "none"));
   }
   line(fmt::format("  bottleneck (host): {}",
                    host.verdict.stage ? loader::stage_name(*host.verdict.stage) : "none"));

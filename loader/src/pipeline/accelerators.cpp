@@ -215,6 +215,20 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
     out.samples_per_second = static_cast<double>(out.samples) / out.wall_seconds;
     out.bytes_per_second = static_cast<double>(out.bytes) / out.wall_seconds;
   }
+  {
+    std::vector<double> rates;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double r = out.accelerators[i].consumer.samples_per_second;
+      rates.push_back(r);
+      if (r < out.accelerators[out.straggler].consumer.samples_per_second) out.straggler = i;
+    }
+    std::sort(rates.begin(), rates.end());
+    out.median_samples_per_second = n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
+    out.straggler_ratio = out.median_samples_per_second > 0
+                              ? out.accelerators[out.straggler].consumer.samples_per_second /
+                                    out.median_samples_per_second
+                              : 1;
+  }
   out.verdict = host_verdict(out.accelerators, out.split, out.wall_seconds);
   return out;
 }

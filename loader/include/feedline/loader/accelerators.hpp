@@ -61,6 +61,11 @@ struct HostReport {
   std::uint64_t digest = 0;
   bool digest_computed = true;
   std::uint64_t skipped = 0;
+  // The straggler: the accelerator with the fewest samples/s, against the median of them all
+  // (straggler_ratio = its rate / the median; 1 for a single accelerator).
+  std::size_t straggler = 0;
+  double median_samples_per_second = 0;
+  double straggler_ratio = 1;
   // The host as a whole: the stage most accelerators name, and whether a shared resource (the
   // storage every accelerator reads, the host's cores) is what saturated.
   Verdict verdict;
