@@ -35,6 +35,10 @@ and d['au_min'] == min(a['au'] for a in d['per_accelerator'])
 and d['stragglers']['samples_per_second'] == min(a['samples_per_second'] for a in d['per_accelerator'])
 and d['stragglers']['slowest'] == [a['samples_per_second'] for a in d['per_accelerator']].index(d['stragglers']['samples_per_second'])
 and 0 < d['stragglers']['ratio'] <= 1
+and all(s['items'] == sum(a['stages'][k]['items'] for a in d['per_accelerator']) and
+        s['threads'] == sum(a['stages'][k]['threads'] for a in d['per_accelerator'])
+        for k, s in enumerate(d['stages']))
+and d['io']['reads'] == sum(a['io']['reads'] for a in d['per_accelerator'])
 and d['bottleneck']['stage'] in ('storage', 'decode', 'collate', 'consumer')
 and 'accelerator(s) name' in d['bottleneck']['evidence'])" \
     "the host document does not add up")

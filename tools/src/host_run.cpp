@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <initializer_list>
+#include <vector>
 
 #include "cli_error.hpp"
 #include "feedline/core/units.hpp"
@@ -37,6 +39,36 @@ nlohmann::json split_json(const loader::AcceleratorSplit& s) {
           {"memory_budget_each", s.memory_budget_each}};
 }
 
+// The host's rows of a per-stage (or per-queue) table: counts summed over the accelerators,
+// fractions averaged (weighted by `weight`, the threads of a stage; unweighted where absent).
+nlohmann::json merge_rows(const nlohmann::json& each, const char* table,
+                          std::initializer_list<const char*> sums,
+                          std::initializer_list<const char*> means, const char* weight) {
+  nlohmann::json rows = each.front()[table];
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    double total_weight = 0;
+    for (const char* f : sums) rows[k][f] = 0;
+    std::vector<double> mean(means.size(), 0.0);
+    for (const auto& doc : each) {
+      const auto& row = doc[table].at(k);
+      for (const char* f : sums) {
+        if (row[f].is_number_integer()) {
+          rows[k][f] = rows[k][f].get<std::uint64_t>() + row[f].get<std::uint64_t>();
+        } else {
+          rows[k][f] = rows[k][f].get<double>() + row[f].get<double>();
+        }
+      }
+      const double w = weight ? row[weight].get<double>() : 1.0;
+      total_weight += w;
+      std::size_t i = 0;
+      for (const char* f : means) mean[i++] += w * row[f].get<double>();
+    }
+    std::size_t i = 0;
+    for (const char* f : means) rows[k][f] = total_weight > 0 ? mean[i++] / total_weight : 0.0;
+  }
+  return rows;
+}
+
 }  // namespace
 
 nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
@@ -65,6 +97,25 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
   j["au_mean"] = host.au_measured ? json(host.au_mean) : json(nullptr);
   j["au_max"] = host.au_measured ? json(host.au_max) : json(nullptr);
   j["accelerators"] = host.split.accelerators;
+  if (!each.empty()) {
+    // Stages, queues and reads for the whole host; latency percentiles stay accelerator 0's
+    // (per_accelerator has each one's).
+    j["stages"] =
+        merge_rows(each, "stages", {"threads", "cpu_seconds", "items", "items_inline", "bytes"},
+                   {"busy_fraction", "starved_fraction", "blocked_fraction"}, "threads");
+    j["queues"] = merge_rows(
+        each, "queues", {"capacity", "items"},
+        {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
+    for (const char* f : {"reads", "bytes", "ops", "errors", "retries", "short_reads",
+                          "bounced_bytes", "storage_threads", "depth_cap"}) {
+      std::uint64_t sum = 0;
+      for (const auto& doc : each) sum += doc["io"].value(f, std::uint64_t{0});
+      j["io"][f] = sum;
+    }
+    double wait = 0;
+    for (const auto& doc : each) wait += doc["consumer_wait"]["fraction"].get<double>();
+    j["consumer_wait"]["fraction"] = wait / static_cast<double>(each.size());
+  }
   {
     const auto& slow =
         host.accelerators.empty() ? loader::PipelineReport{} : host.accelerators[host.straggler];
