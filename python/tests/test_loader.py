@@ -180,6 +180,8 @@ def test_bad_arguments(files_ds):
     # The CLI's emulated accelerators are not an embedded loader's: one Loader feeds one consumer.
     with pytest.raises(TypeError, match="accelerators"):
         feedline.Loader(files_ds, accelerators=2)
+    with pytest.raises(TypeError, match="runs"):
+        feedline.Loader(files_ds, runs=3)
 
 
 def test_missing_dataset_is_a_feedline_error(tmp_path):
