@@ -259,16 +259,9 @@ int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& jso
           *rd.backend, dataset, ctx.config, o.accelerators, st.compute, stop_token(), &delivered));
     }
     if (host.error || host.interrupted || total_runs == 1) break;
-    if (i == 0) {
-      runs.warmup_samples_per_second = host.samples_per_second;
-      out::print("  warm-up run: {:.0f} samples/s\n", host.samples_per_second);
-      continue;
-    }
-    runs.samples_per_second.push_back(host.samples_per_second);
     const bool au = host.au_measured && st.compute.mean.count() > 0;
-    if (au) runs.au.push_back(host.au_mean);
-    out::print("  run {} of {}: {:.0f} samples/s{}\n", i, o.runs, host.samples_per_second,
-               au ? fmt::format(", AU min {:.1f}%", host.au_min * 100) : "");
+    out::print("{}", record_run(runs, i, host.samples_per_second,
+                                au ? std::optional<double>(host.au_mean) : std::nullopt));
   }
   out::write_stdout(host_text(host, ctx) + runs_text(runs));
   std::optional<Error> mismatch;

@@ -99,16 +99,9 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
     if (report.error || report.interrupted) break;
     if (total_runs == 1) break;
     const auto& cr = report.consumer;
-    if (i == 0) {
-      runs.warmup_samples_per_second = cr.samples_per_second;
-      out::print("  warm-up run: {:.0f} samples/s\n", cr.samples_per_second);
-      continue;
-    }
-    runs.samples_per_second.push_back(cr.samples_per_second);
     const bool au = cr.au_steps > 0 && st.compute.mean.count() > 0;
-    if (au) runs.au.push_back(cr.au);
-    out::print("  run {} of {}: {:.0f} samples/s{}\n", i, o.runs, cr.samples_per_second,
-               au ? fmt::format(", AU {:.1f}%", cr.au * 100) : "");
+    out::print("{}", record_run(runs, i, cr.samples_per_second,
+                                au ? std::optional<double>(cr.au) : std::nullopt));
   }
   out::write_stdout(run_text(report, ctx) + runs_text(runs));
   std::optional<Error> mismatch;

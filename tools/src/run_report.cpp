@@ -178,6 +178,18 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
   return j;
 }
 
+std::string record_run(RunsRecord& r, unsigned i, double samples_per_second,
+                       std::optional<double> au) {
+  if (i == 0) {
+    r.warmup_samples_per_second = samples_per_second;
+    return fmt::format("  warm-up run: {:.0f} samples/s\n", samples_per_second);
+  }
+  r.samples_per_second.push_back(samples_per_second);
+  if (au) r.au.push_back(*au);
+  return fmt::format("  run {} of {}: {:.0f} samples/s{}\n", i, r.runs, samples_per_second,
+                     au ? fmt::format(", AU {:.1f}%", *au * 100) : "");
+}
+
 double runs_spread(const RunsRecord& r) {
   if (r.samples_per_second.size() < 2) return 0;
   std::vector<double> v = r.samples_per_second;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct RunsRecord {
   std::vector<double> au;                  // each one's AU (the host's mean), where measured
 };
 inline constexpr double kRunsAgree = 0.05;  // (max - min) / median at most this: steady
+// Records run i of a --runs series (0: the warm-up) with its samples/s and AU (nullopt: not
+// measured); returns its progress line.
+std::string record_run(RunsRecord& r, unsigned i, double samples_per_second,
+                       std::optional<double> au);
 // The measured runs' spread: (max - min) / median (0 for fewer than two).
 double runs_spread(const RunsRecord& r);
 // null for a single run; else count, warmup_samples_per_second, samples_per_second[], au[],
