@@ -4,8 +4,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "feedline/storage/decorators.hpp"
 #include "mem_dataset.hpp"
@@ -218,4 +221,80 @@ TEST_CASE("accelerator search: doubling, then bisection, finds the largest N tha
       CHECK(tried.size() <= 2 * 7 + 1);
     }
   }
+}
+
+namespace {
+
+// A job's other hosts, planted: records the epochs the host arrived at (once per epoch for the
+// whole host, however many accelerators it has), and fails at `fail_at` when asked to.
+struct RecordingSync final : EpochSync {
+  std::mutex mu;
+  std::vector<std::uint32_t> epochs;
+  std::optional<std::uint32_t> fail_at;
+  Result<void> arrive(std::uint32_t epoch, std::stop_token) override {
+    std::lock_guard lock(mu);
+    epochs.push_back(epoch);
+    if (fail_at && epoch == *fail_at) {
+      return fail(Errc::kIo, "rank 1 of 2 (host far): the storage went away");
+    }
+    return {};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("accelerators: the host arrives once at each epoch's barrier, its accelerators together",
+          "[loader][accelerators]") {
+  MemDataset mem(384, 2000);  // 2 accelerators x 12 batches of 16 per epoch
+  LoaderConfig c = small_config();
+  c.sampler.epochs = 3;
+  RecordingSync job;
+  auto host = run_accelerators(*mem.backend, mem.dataset, c, 2, {}, {}, nullptr, &job);
+  REQUIRE(host);
+  REQUIRE_FALSE(host->error);
+  CHECK(host->samples == 384 * 3);
+  // Epoch 0 before the first batch (the ranks start together), then each later epoch.
+  CHECK(job.epochs == std::vector<std::uint32_t>{0, 1, 2});
+  CHECK(host->sync_seconds >= 0);
+}
+
+TEST_CASE("accelerators: a failure at an epoch barrier ends every accelerator with it",
+          "[loader][accelerators]") {
+  MemDataset mem(384, 2000);
+  LoaderConfig c = small_config();
+  c.sampler.epochs = 4;
+  RecordingSync job;
+  job.fail_at = 2;
+  auto host = run_accelerators(*mem.backend, mem.dataset, c, 2, {}, {}, nullptr, &job);
+  REQUIRE(host);
+  REQUIRE(host->error);
+  CHECK(host->error->message().find("the storage went away") != std::string::npos);
+  // Two epochs delivered, not the third nor the fourth.
+  CHECK(host->samples <= 384 * 2 + 2 * 16 * 3);
+  CHECK(job.epochs == std::vector<std::uint32_t>{0, 1, 2});
+}
+
+TEST_CASE("emulate: a stop ends a wait at an epoch barrier", "[loader][accelerators]") {
+  // A barrier nobody else reaches: only the stop ends it, and the run is interrupted, not failed.
+  struct NeverSync final : EpochSync {
+    Result<void> arrive(std::uint32_t, std::stop_token stop) override {
+      while (!stop.stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return fail(Errc::kCancelled, "stopped at an epoch barrier");
+    }
+  } never;
+  MemDataset mem(64, 1000);
+  auto loader = Loader::open(*mem.backend, mem.dataset, small_config());
+  REQUIRE(loader);
+  std::stop_source stop;
+  std::jthread stopper([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop.request_stop();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const PipelineReport r = run_emulated(**loader, {}, stop.get_token(), nullptr, &never);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK_FALSE(r.error);
+  CHECK(r.interrupted);
+  CHECK(r.consumer.samples == 0);
+  CHECK(r.consumer.sync_seconds > 0.05);
 }

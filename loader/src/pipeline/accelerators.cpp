@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "feedline/core/cpus.hpp"
@@ -28,6 +31,45 @@ Error on_accelerator(const Error& err, std::size_t i, unsigned rank, std::uint64
   if (err.http_status() != 0) e.with_http_status(err.http_status());
   return e;
 }
+
+// The host's accelerators meeting at an epoch: the last to arrive waits on the job's sync (the
+// other hosts), then releases the rest. A failure there, or a stop, releases them all with it.
+class HostBarrier final : public EpochSync {
+ public:
+  HostBarrier(unsigned n, EpochSync* job) : n_(n), job_(job) {}
+
+  Result<void> arrive(std::uint32_t epoch, std::stop_token stop) override {
+    std::unique_lock lock(mu_);
+    if (failed_) return fail(*failed_);
+    const std::uint64_t generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      Result<void> r;
+      if (job_) {
+        lock.unlock();
+        r = job_->arrive(epoch, stop);
+        lock.lock();
+      }
+      if (!r) failed_ = r.error();
+      ++generation_;
+      cv_.notify_all();
+      return r;
+    }
+    cv_.wait(lock, stop, [&] { return generation_ != generation || failed_.has_value(); });
+    if (failed_) return fail(*failed_);
+    if (generation_ == generation) return fail(Errc::kCancelled, "stopped at an epoch barrier");
+    return {};
+  }
+
+ private:
+  const unsigned n_;
+  EpochSync* const job_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  unsigned arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  std::optional<Error> failed_;
+};
 
 double cpu_seconds_of(const PipelineReport& r) {
   double s = 0;
@@ -130,7 +172,7 @@ void AcceleratorSearch::record(unsigned n, bool passed) noexcept {
 Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& dataset,
                                     const LoaderConfig& host, unsigned n,
                                     const ComputeModel& compute, std::stop_token stop,
-                                    std::atomic<std::uint64_t>* progress) {
+                                    std::atomic<std::uint64_t>* progress, EpochSync* sync) {
   if (n < 1 || n > kMaxAccelerators) {
     return fail(Errc::kInvalidArgument,
                 fmt::format("accelerators: {} is not in 1..{}", n, kMaxAccelerators));
@@ -173,6 +215,7 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
     loaders.push_back(std::move(*l));
   }
   out.accelerators.resize(n);
+  HostBarrier barrier(n, sync);
   const auto t0 = std::chrono::steady_clock::now();
   {
     std::vector<std::jthread> consumers;
@@ -181,7 +224,8 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
       consumers.emplace_back([&, i] {
         ComputeModel mine = compute;
         mine.seed = compute.seed + i;  // each accelerator's steps drawn on their own
-        out.accelerators[i] = run_emulated(*loaders[i], mine, all.get_token(), progress);
+        out.accelerators[i] =
+            run_emulated(*loaders[i], mine, all.get_token(), progress, sync ? &barrier : nullptr);
         if (out.accelerators[i].error) all.request_stop();
       });
     }
@@ -197,6 +241,7 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
     out.digest += r.delivered.digest;
     out.digest_computed = out.digest_computed && r.delivered.digest_computed;
     out.skipped += r.delivered.skipped;
+    out.sync_seconds = std::max(out.sync_seconds, r.consumer.sync_seconds);
     if (r.error && !out.error) out.error = on_accelerator(*r.error, i, out.ranks[i], world);
     if (r.consumer.au_steps > 0) {
       if (au_count == 0 || r.consumer.au < out.au_min) {

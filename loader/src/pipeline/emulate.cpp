@@ -3,6 +3,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stop_token>
 
@@ -31,7 +32,7 @@ Result<ComputeModel> parse_compute_time(std::string_view text) {
 }
 
 PipelineReport run_emulated(Loader& loader, const ComputeModel& compute, std::stop_token stop,
-                            std::atomic<std::uint64_t>* progress) {
+                            std::atomic<std::uint64_t>* progress, EpochSync* sync) {
   std::mt19937_64 rng(compute.seed);
   std::normal_distribution<double> dist(static_cast<double>(compute.mean.count()),
                                         static_cast<double>(compute.stdev.count()));
@@ -40,9 +41,28 @@ PipelineReport run_emulated(Loader& loader, const ComputeModel& compute, std::st
   std::stop_callback on_stop(stop, [&loader] { loader.stop(); });
   std::mutex mu;
   std::condition_variable_any cv;
-  while (!stop.stop_requested()) {
+  std::chrono::steady_clock::duration synced{0};
+  std::optional<Error> sync_error;
+  // Waits with the other participants at the start of `epoch`; false ends the run.
+  auto arrive = [&](std::uint32_t epoch) {
+    if (!sync) return true;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = sync->arrive(epoch, stop);
+    synced += std::chrono::steady_clock::now() - t0;
+    if (r) return true;
+    if (r.error().code() != Errc::kCancelled) sync_error = r.error();
+    loader.stop();
+    return false;
+  };
+  std::uint32_t epoch = 0;
+  bool running = arrive(0);
+  while (running && !stop.stop_requested()) {
     auto batch = loader.next();
     if (!batch || batch->end()) break;  // an error stays in the report
+    if (batch->epoch() != epoch) {
+      epoch = batch->epoch();
+      if (!arrive(epoch)) break;
+    }
     if (progress) progress->fetch_add(batch->samples().size(), std::memory_order_relaxed);
     if (compute.mean.count() > 0) {
       const double ns = compute.stdev.count() > 0 ? std::max(0.0, dist(rng))
@@ -57,7 +77,13 @@ PipelineReport run_emulated(Loader& loader, const ComputeModel& compute, std::st
       loader.record_compute(std::chrono::nanoseconds(0));
     }
   }
-  return loader.report();
+  PipelineReport report = loader.report();
+  report.consumer.sync_seconds = std::chrono::duration<double>(synced).count();
+  if (sync_error && !report.error) {
+    report.error = std::move(sync_error);
+    report.interrupted = false;
+  }
+  return report;
 }
 
 }  // namespace feedline::loader

@@ -66,6 +66,8 @@ struct HostReport {
   std::size_t straggler = 0;
   double median_samples_per_second = 0;
   double straggler_ratio = 1;
+  // The longest any accelerator waited at epoch barriers for the rest of a job (with sync).
+  double sync_seconds = 0;
   // The host as a whole: the stage most accelerators name, and whether a shared resource (the
   // storage every accelerator reads, the host's cores) is what saturated.
   Verdict verdict;
@@ -76,11 +78,15 @@ struct HostReport {
 // Opens n loaders over backend and dataset with the host's config split by split_host(), runs
 // each with an emulated accelerator and gathers their reports. An invalid config, or an
 // accelerator that cannot open, is an error before anything runs. progress (may be null) counts
-// the samples delivered over all accelerators.
+// the samples delivered over all accelerators. With sync (may be null: this host alone) the host
+// starts each epoch together with the rest of a job: its accelerators meet at the epoch, the last
+// to arrive waits on sync for the other hosts' (an MPI job's ranks), and all of them go on
+// together (emulate.hpp's EpochSync).
 Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& dataset,
                                     const LoaderConfig& host, unsigned n,
                                     const ComputeModel& compute, std::stop_token stop,
-                                    std::atomic<std::uint64_t>* progress);
+                                    std::atomic<std::uint64_t>* progress,
+                                    EpochSync* sync = nullptr);
 
 // The search of `bench accelerators` for the most accelerators a storage feeds at the AU
 // target (MLPerf Storage's question): N doubles from 1 while trials pass, then bisects between

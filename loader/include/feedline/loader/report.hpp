@@ -95,6 +95,10 @@ struct ConsumerReport {
   // Steps AU was measured over (batches after the first). 0: AU is not measured (a run of one
   // step); `au` is then meaningless, not a failure.
   std::uint64_t au_steps = 0;
+  // Waiting at epoch barriers for the other ranks of a job (run_emulated's EpochSync): inside
+  // wall_seconds, neither compute nor input wait. A rank that waits long there was not the one
+  // holding the job back.
+  double sync_seconds = 0;
 };
 
 // The storage stage's reads.
