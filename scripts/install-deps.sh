@@ -14,7 +14,8 @@ set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-      libxxhash-dev libnfs-dev libpugixml-dev python3-dev pybind11-dev libdlpack-dev python3-numpy)
+      libxxhash-dev libnfs-dev libpugixml-dev python3-dev pybind11-dev libdlpack-dev python3-numpy
+      libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(ccache fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard zstd tar
          nginx awscli python3-boto3 python3-botocore rclone curl openssl

@@ -39,8 +39,8 @@ nlohmann::json split_json(const loader::AcceleratorSplit& s) {
           {"memory_budget_each", s.memory_budget_each}};
 }
 
-// The host's rows of a per-stage (or per-queue) table: counts summed over the accelerators,
-// fractions averaged (weighted by `weight`, the threads of a stage; unweighted where absent).
+}  // namespace
+
 nlohmann::json merge_rows(const nlohmann::json& each, const char* table,
                           std::initializer_list<const char*> sums,
                           std::initializer_list<const char*> means, const char* weight) {
@@ -69,7 +69,18 @@ nlohmann::json merge_rows(const nlohmann::json& each, const char* table,
   return rows;
 }
 
-}  // namespace
+MlperfFigures host_mlperf(const loader::HostReport& host, const RunContext& ctx) {
+  MlperfFigures m;
+  m.accelerators = host.split.accelerators;
+  m.samples_per_second = host.samples_per_second;
+  m.bytes_per_second = host.bytes_per_second;
+  if (host.au_measured && !ctx.compute_time.empty()) {
+    m.au_mean = host.au_mean;
+    m.au_min = host.au_min;
+  }
+  m.au_target = ctx.au_target;
+  return m;
+}
 
 nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
                              const loader::Dataset& dataset, std::optional<Error>* mismatch) {
@@ -97,6 +108,8 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
   j["au_mean"] = host.au_measured ? json(host.au_mean) : json(nullptr);
   j["au_max"] = host.au_measured ? json(host.au_max) : json(nullptr);
   j["accelerators"] = host.split.accelerators;
+  j["sync_seconds"] = host.sync_seconds;
+  j["mlperf"] = mlperf_json(host_mlperf(host, st.ctx));
   if (!each.empty()) {
     // Stages, queues and reads for the whole host; latency percentiles stay accelerator 0's
     // (per_accelerator has each one's).
@@ -226,6 +239,7 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
                     host.median_samples_per_second,
                     slow.verdict.stage ? loader::stage_name(*slow.verdict.stage) : "none"));
   }
+  if (!ctx.compute_time.empty()) line(mlperf_text(host_mlperf(host, ctx)));
   line(fmt::format("  bottleneck (host): {}",
                    host.verdict.stage ? loader::stage_name(*host.verdict.stage) : "none"));
   line(fmt::format("    evidence: {}", host.verdict.evidence));

@@ -12,6 +12,7 @@
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/stage_bench.hpp"
 #include "host_run.hpp"
+#include "job_run.hpp"
 #include "json_file.hpp"
 #include "output.hpp"
 #include "progress.hpp"
@@ -154,6 +155,8 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
 }
 
 int run(const RunOptions& o) {
+  // Under mpirun: a rank of the job (job_run.hpp); otherwise a process of its own.
+  if (auto job = MpiJob::join(o.rank || o.world_size)) return run_in_job(o, *job);
   RunSetup st = make_run_setup(o, stop_token());
   JsonFile json;
   if (o.json_path) json = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));

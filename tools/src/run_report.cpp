@@ -73,6 +73,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"au", c.au_steps > 0 ? json(c.au) : json(nullptr)},
       {"au_steps", c.au_steps},
       {"compute_seconds", c.compute_seconds},
+      {"sync_seconds", c.sync_seconds},
       {"consumer_wait",
        {{"fraction", c.wait_fraction},
         {"seconds", c.wait_seconds},
@@ -175,6 +176,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
     j["au_target"] = ctx.au_target;
     j["au_pass"] = c.au_steps > 0 ? json(c.au >= ctx.au_target) : json(nullptr);
   }
+  j["mlperf"] = mlperf_json(run_mlperf(r, ctx));
   return j;
 }
 
@@ -227,6 +229,44 @@ std::string runs_text(const RunsRecord& r) {
       spread <= kRunsAgree
           ? "they agree within 5%"
           : "they do NOT agree within 5% (the storage or the host was not steady)");
+}
+
+MlperfFigures run_mlperf(const loader::PipelineReport& r, const RunContext& ctx) {
+  const loader::ConsumerReport& c = r.consumer;
+  MlperfFigures m;
+  m.samples_per_second = c.samples_per_second;
+  m.bytes_per_second = c.bytes_per_second;
+  if (c.au_steps > 0 && c.compute_seconds > 0) m.au_mean = m.au_min = c.au;
+  m.au_target = ctx.au_target;
+  return m;
+}
+
+nlohmann::json mlperf_json(const MlperfFigures& m) {
+  using nlohmann::json;
+  json meet = nullptr;
+  if (m.au_target > 0 && m.au_min) meet = *m.au_min >= m.au_target ? "success" : "fail";
+  return {{"num_accelerators", m.accelerators},
+          {"num_hosts", m.hosts},
+          {"train_au_mean_percentage", m.au_mean ? json(*m.au_mean * 100) : json(nullptr)},
+          {"train_au_meet_expectation", meet},
+          {"train_throughput_mean_samples_per_second", m.samples_per_second},
+          {"train_io_mean_MB_per_second", m.bytes_per_second / (1024.0 * 1024.0)}};
+}
+
+std::string mlperf_text(const MlperfFigures& m) {
+  std::string au = "train_au_mean_percentage -";
+  if (m.au_mean) {
+    au = fmt::format("train_au_mean_percentage {:.2f}", *m.au_mean * 100);
+    if (m.au_target > 0 && m.au_min) {
+      au += fmt::format(" ({} at {:.0f}%)", *m.au_min >= m.au_target ? "success" : "fail",
+                        m.au_target * 100);
+    }
+  }
+  return fmt::format(
+      "  MLPerf Storage terms: {} accelerator(s) on {} host(s), {}, "
+      "train_throughput_mean_samples_per_second {:.2f}, train_io_mean_MB_per_second {:.2f} "
+      "(MiB/s)",
+      m.accelerators, m.hosts, au, m.samples_per_second, m.bytes_per_second / (1024.0 * 1024.0));
 }
 
 std::string potential_caching_note(const RunContext& ctx) {
@@ -286,6 +326,7 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
         "  accelerator utilisation (AU): not measured: {} step(s), and AU leaves the first one out",
         c.batches));
   }
+  if (!ctx.compute_time.empty()) line(mlperf_text(run_mlperf(r, ctx)));
   line("  stage      threads   busy  starved  blocked   cpu-s     items");
   for (const auto& s : r.stages) {
     line(fmt::format("  {:<10} {:>7} {:>5.0f}% {:>7.0f}% {:>7.0f}% {:>7.2f} {:>9}",

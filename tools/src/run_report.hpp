@@ -49,6 +49,27 @@ nlohmann::json runs_json(const RunsRecord& r);
 // One line for the text report ("" for a single run).
 std::string runs_text(const RunsRecord& r);
 
+// A result in MLPerf Storage's words (the keys of DLIO's summary.json), beside feedline's own:
+// num_accelerators, num_hosts, train_au_mean_percentage (null where AU was not measured),
+// train_au_meet_expectation ("success" / "fail" against au_target by the lowest accelerator's
+// AU, as MLPerf Storage asks of every accelerator; null without a target),
+// train_throughput_mean_samples_per_second, train_io_mean_MB_per_second (MiB/s, as DLIO computes
+// it). AU is feedline's: over the whole run, the first step left out (DLIO averages its epochs').
+struct MlperfFigures {
+  unsigned accelerators = 1;
+  unsigned hosts = 1;
+  double samples_per_second = 0;
+  double bytes_per_second = 0;
+  std::optional<double> au_mean;
+  std::optional<double> au_min;
+  double au_target = 0;  // 0: none
+};
+nlohmann::json mlperf_json(const MlperfFigures& m);
+// A single loader's run (one accelerator, this host).
+MlperfFigures run_mlperf(const loader::PipelineReport& r, const RunContext& ctx);
+// The same as one line of the text report.
+std::string mlperf_text(const MlperfFigures& m);
+
 // The warning of a run whose dataset this host's page cache could hold (ctx.potential_caching),
 // for the reports of the commands that measure storage; "" when it could not.
 std::string potential_caching_note(const RunContext& ctx);

@@ -1,0 +1,179 @@
+// One rank of an MPI job running `feedline run` (job_run.hpp).
+#include "job_run.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <optional>
+
+#include "cli_error.hpp"
+#include "feedline/loader/accelerators.hpp"
+#include "host_run.hpp"
+#include "job_report.hpp"
+#include "json_file.hpp"
+#include "output.hpp"
+#include "signals.hpp"
+
+namespace feedline::tools {
+namespace {
+
+using nlohmann::json;
+
+// What every rank learns of one run of a --runs series, to record it as the job's.
+struct RunFigures {
+  double samples = 0, bytes = 0, wall = 0, au_sum = 0;
+  unsigned au_count = 0;
+  bool ok = true;
+};
+
+RunFigures job_figures(MpiJob& job, const loader::HostReport& host) {
+  json mine = {{"samples", host.samples},
+               {"wall", host.wall_seconds},
+               {"au_sum", host.au_mean * host.split.accelerators},
+               {"au_count", host.au_measured ? host.split.accelerators : 0u},
+               {"ok", !host.error && !host.interrupted}};
+  RunFigures f;
+  for (const std::string& t : job.allgather(mine.dump())) {
+    const json r = json::parse(t);
+    f.samples += r["samples"].get<double>();
+    f.wall = std::max(f.wall, r["wall"].get<double>());
+    f.au_sum += r["au_sum"].get<double>();
+    f.au_count += r["au_count"].get<unsigned>();
+    f.ok = f.ok && r["ok"].get<bool>();
+  }
+  return f;
+}
+
+}  // namespace
+
+int run_in_job(const RunOptions& o, MpiJob& job) {
+  // One stop for this rank's run: Ctrl-C, or another rank's failure (the watcher hears it).
+  std::stop_source run_stop;
+  std::stop_callback relay(stop_token(), [&run_stop] { run_stop.request_stop(); });
+  job.watch([&run_stop] { run_stop.request_stop(); });
+  json mine;
+  RunSetup st;
+  std::optional<RunDataset> rd;
+  JsonFile json_file;
+  RunsRecord runs;
+  runs.runs = o.runs;
+  try {
+    if (o.rank || o.world_size) {
+      throw UsageError(fmt::format(
+          "--rank and --world-size: under mpirun each rank's shard comes from MPI ({} of {}); "
+          "leave them out",
+          job.rank(), job.size()));
+    }
+    if (o.stages_alone) {
+      throw UsageError("--stages-alone measures one process's stages: run it without mpirun");
+    }
+    st = make_run_setup(o, run_stop.get_token());
+    st.ctx.config.sampler.rank = job.rank();
+    st.ctx.config.sampler.world_size = job.size();
+    if (job.rank() == 0 && o.json_path) {
+      json_file = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));
+    }
+    rd = open_run_dataset(o, st);
+    loader::HostReport host;
+    const unsigned total_runs = o.runs > 1 ? o.runs + 1 : 1;  // --runs N: a warm-up first
+    for (unsigned i = 0; i < total_runs; ++i) {
+      job.begin_series();
+      host = value_or_exit(loader::run_accelerators(*rd->backend, rd->dataset, st.ctx.config,
+                                                    o.accelerators, st.compute,
+                                                    run_stop.get_token(), nullptr, &job));
+      if (host.error) {
+        job.announce_failure(fmt::format("{}: {}", job.who(), host.error->what()));
+      }
+      if (total_runs == 1) break;
+      // Every rank takes part in every run's figures, so that all leave the series together.
+      const RunFigures f = job_figures(job, host);
+      if (!f.ok) break;
+      const double sps = f.wall > 0 ? f.samples / f.wall : 0;
+      const std::string progress = record_run(runs, i, sps,
+                                              f.au_count && !st.ctx.compute_time.empty()
+                                                  ? std::optional<double>(f.au_sum / f.au_count)
+                                                  : std::nullopt);
+      if (job.rank() == 0) out::print("{}", progress);
+    }
+    mine = host_document(host, st, rd->dataset, nullptr);
+  } catch (const CommandError& e) {
+    // This rank cannot go on: the others hear of it and stop; its error reaches rank 0 below.
+    mine = {{"error", e.error().what()},
+            {"exit_code", e.code()},
+            {"interrupted", e.error().code() == Errc::kCancelled}};
+    if (e.error().code() != Errc::kCancelled) {
+      job.announce_failure(fmt::format("{}: {}", job.who(), e.error().what()));
+    }
+  }
+  job.watch(nullptr);
+  mine["rank"] = job.rank();
+  mine["host"] = job.host();
+  if (mine.contains("error") && mine["error"].is_string()) {
+    out::error(fmt::format("{}: {}", job.who(), mine["error"].get<std::string>()));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> docs = job.gather(mine.dump());
+  int code = kExitOk;
+  if (job.rank() == 0) {
+    std::vector<json> ranks;
+    for (const std::string& d : docs) ranks.push_back(json::parse(d));
+    JobSetup setup;
+    setup.hosts = job.distinct_hosts();
+    setup.au_target = st.ctx.au_target;
+    setup.emulated = !st.ctx.compute_time.empty();
+    json doc = job_document(std::move(ranks), setup);
+    if (rd) {
+      std::optional<Error> mismatch;
+      const DeliveredWhole whole{doc["delivered"]["digest"].is_number()
+                                     ? doc["delivered"]["digest"].get<std::uint64_t>()
+                                     : 0,
+                                 doc["samples"].get<std::uint64_t>(),
+                                 doc["skipped"]["samples"].get<std::uint64_t>(),
+                                 doc["delivered"]["digest"].is_number(),
+                                 doc["interrupted"].get<bool>() || doc["error"].is_string(),
+                                 1};
+      if (auto v = check_manifest_digest(whole, st.ctx.config, rd->dataset, &mismatch)) {
+        doc["delivered"]["verified"] = *v;
+        if (mismatch) doc["error"] = mismatch->what();
+      }
+    }
+    doc["runs"] = runs_json(runs);
+    doc["mpi"] = {{"ranks", job.size()},
+                  {"hosts", job.distinct_hosts()},
+                  {"gather_seconds",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
+    out::write_stdout(job_text(doc) + runs_text(runs));
+    if (doc["delivered"]["verified"] == true) {
+      out::print(
+          "  verified: the digest summed over the ranks is {} x the digest feedline gen "
+          "recorded\n",
+          st.ctx.config.sampler.epochs);
+    }
+    // The job's exit code: the first failing rank's, else a stop's.
+    for (const json& r : doc["ranks"]) {
+      if (r.contains("exit_code") && r["exit_code"].is_number() && code == kExitOk) {
+        code = r["exit_code"].get<int>();
+      }
+    }
+    if (doc["error"].is_string() && code == kExitOk) code = kExitRuntime;
+    if (code == kExitOk && doc["interrupted"].get<bool>()) code = exit_code_for_stop();
+    if (code != kExitOk) doc["exit_code"] = code;
+    if (doc["error"].is_string()) out::error(doc["error"].get<std::string>());
+    if (auto w = json_file.commit(doc); !w) {
+      out::error(w.error().what());
+      if (code == kExitOk) code = kExitRuntime;
+    }
+    if (st.ctx.au_target > 0 && doc["au_pass"].is_boolean()) {
+      const bool ok = doc["au_pass"].get<bool>();
+      out::print("  AU min {:.1f}% {} the {:.0f}% target: {}\n", doc["au_min"].get<double>() * 100,
+                 ok ? ">=" : "<", st.ctx.au_target * 100,
+                 ok ? "PASS (every accelerator of every rank meets it)"
+                    : fmt::format("FAIL (rank {} accelerator {} does not)",
+                                  doc["au_min_at"].value("rank", 0u),
+                                  doc["au_min_at"].value("accelerator", 0u)));
+    }
+  }
+  return std::stoi(job.broadcast(std::to_string(code)));
+}
+
+}  // namespace feedline::tools
