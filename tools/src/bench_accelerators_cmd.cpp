@@ -16,6 +16,7 @@
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "json_file.hpp"
+#include "mpi_job.hpp"
 #include "output.hpp"
 #include "run_options.hpp"
 #include "signals.hpp"
@@ -31,12 +32,32 @@ struct Options {
 };
 
 struct Trial {
-  unsigned accelerators = 0;
-  loader::HostReport host;
-  bool passed = false;
+  unsigned accelerators = 0;  // per rank (the job has ranks x this many)
+  loader::HostReport host;    // this rank's
   // The N accelerators could not be set up on this host (their share of the memory budget
   // cannot hold their batches): a failed trial, the reason in place of a limiting stage.
   std::optional<Error> unfit;
+  std::optional<Error> error;  // this rank's trial failed
+};
+
+// A trial's outcome for the whole job (one host: that host's): every rank computes the same from
+// the same figures, so every rank's search takes the same next step.
+struct Outcome {
+  unsigned accelerators = 0;  // over every rank
+  unsigned per_rank = 0;
+  std::uint64_t samples = 0;
+  double wall = 0;
+  double samples_per_second = 0;
+  double bytes_per_second = 0;
+  bool au_measured = true;  // on every rank
+  double au_min = 0, au_mean = 0, au_max = 0;
+  unsigned au_min_rank = 0;
+  bool passed = false;
+  bool stopped = false;  // Ctrl-C on some rank
+  std::optional<std::string> error;
+  std::optional<std::string> unfit;
+  std::string limit = "none";  // the stage of the rank whose accelerator had the lowest AU
+  std::string evidence;
 };
 
 std::string limit_of(const Trial& t) {
@@ -45,20 +66,92 @@ std::string limit_of(const Trial& t) {
   return h.verdict.stage ? std::string(loader::stage_name(*h.verdict.stage)) : "none";
 }
 
-nlohmann::json trial_json(const Trial& t) {
+nlohmann::json trial_summary(const Trial& t, bool stopped) {
   using nlohmann::json;
   const auto& h = t.host;
-  return {{"accelerators", t.accelerators},
-          {"au_min", h.au_measured ? json(h.au_min) : json(nullptr)},
-          {"au_mean", h.au_measured ? json(h.au_mean) : json(nullptr)},
-          {"au_max", h.au_measured ? json(h.au_max) : json(nullptr)},
-          {"samples_per_second", h.samples_per_second},
-          {"bytes_per_second", h.bytes_per_second},
-          {"seconds", h.wall_seconds},
-          {"samples", h.samples},
-          {"passed", t.passed},
+  return {{"samples", h.samples},
+          {"bytes", h.bytes},
+          {"wall", h.wall_seconds},
+          {"au_measured", h.au_measured},
+          {"au_min", h.au_min},
+          {"au_sum", h.au_mean * static_cast<double>(h.split.accelerators)},
+          {"au_max", h.au_max},
+          {"accelerators", t.accelerators},
+          {"stopped", stopped},
+          {"error", t.error ? json(t.error->what()) : json(nullptr)},
+          {"unfit", t.unfit ? json(t.unfit->message()) : json(nullptr)},
           {"limit", limit_of(t)},
           {"evidence", t.unfit ? t.unfit->what() : h.verdict.evidence}};
+}
+
+// Every rank's summaries (one for a host alone) into the job's outcome of the trial.
+Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double au_target,
+                MpiJob* job) {
+  Outcome o;
+  o.per_rank = per_rank;
+  double au_sum = 0;
+  unsigned au_count = 0;
+  std::uint64_t bytes = 0;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const nlohmann::json t = nlohmann::json::parse(ranks[r]);
+    const std::string who = job ? job->who(static_cast<unsigned>(r)) + ": " : "";
+    o.accelerators += per_rank;
+    o.samples += t["samples"].get<std::uint64_t>();
+    bytes += t["bytes"].get<std::uint64_t>();
+    o.wall = std::max(o.wall, t["wall"].get<double>());
+    o.stopped = o.stopped || t["stopped"].get<bool>();
+    if (t["error"].is_string() && !o.error) o.error = who + t["error"].get<std::string>();
+    if (t["unfit"].is_string() && !o.unfit) o.unfit = who + t["unfit"].get<std::string>();
+    o.au_measured = o.au_measured && t["au_measured"].get<bool>();
+    if (t["au_measured"].get<bool>()) {
+      const double lo = t["au_min"].get<double>();
+      if (au_count == 0 || lo < o.au_min) {
+        o.au_min = lo;
+        o.au_min_rank = static_cast<unsigned>(r);
+        o.limit = t["limit"].get<std::string>();
+        o.evidence = who + t["evidence"].get<std::string>();
+      }
+      o.au_max = au_count == 0 ? t["au_max"].get<double>()
+                               : std::max(o.au_max, t["au_max"].get<double>());
+      au_sum += t["au_sum"].get<double>();
+      au_count += per_rank;
+    } else if (o.evidence.empty()) {
+      o.limit = t["limit"].get<std::string>();
+      o.evidence = who + t["evidence"].get<std::string>();
+    }
+  }
+  if (o.unfit) {
+    o.limit = "memory";
+    o.evidence = *o.unfit;
+  }
+  o.au_mean = au_count ? au_sum / au_count : 0;
+  if (o.wall > 0) {
+    o.samples_per_second = static_cast<double>(o.samples) / o.wall;
+    o.bytes_per_second = static_cast<double>(bytes) / o.wall;
+  }
+  o.passed = !o.error && !o.unfit && !o.stopped && o.au_measured && au_count > 0 &&
+             o.au_min >= au_target;
+  return o;
+}
+
+nlohmann::json trial_json(const Outcome& t, bool job) {
+  using nlohmann::json;
+  json j = {{"accelerators", t.accelerators},
+            {"au_min", t.au_measured ? json(t.au_min) : json(nullptr)},
+            {"au_mean", t.au_measured ? json(t.au_mean) : json(nullptr)},
+            {"au_max", t.au_measured ? json(t.au_max) : json(nullptr)},
+            {"samples_per_second", t.samples_per_second},
+            {"bytes_per_second", t.bytes_per_second},
+            {"seconds", t.wall},
+            {"samples", t.samples},
+            {"passed", t.passed},
+            {"limit", t.limit},
+            {"evidence", t.evidence}};
+  if (job) {
+    j["accelerators_per_rank"] = t.per_rank;
+    j["au_min_rank"] = t.au_min_rank;
+  }
+  return j;
 }
 
 // The workload's name for the summary: the --config file's stem (unet3d.toml: unet3d).
@@ -71,12 +164,12 @@ bool is_local(const std::string& url) {
   return url.find("://") == std::string::npos || url.starts_with("file://");
 }
 
-// Runs one trial of n accelerators for trial_ns (or until the dataset's 2^20 epochs end, or
-// Ctrl-C: then *stopped).
+// Runs one trial of n accelerators on this host for trial_ns (or until the dataset's 2^20 epochs
+// end, or Ctrl-C: then *stopped). In a job the ranks start each epoch together.
 Trial run_trial(RunDataset& rd, const RunSetup& st, unsigned n, std::chrono::nanoseconds trial_ns,
-                double au_target, bool* stopped) {
+                std::stop_token stop, MpiJob* job, bool* stopped) {
   std::stop_source trial;
-  std::stop_callback relay(stop_token(), [&trial] { trial.request_stop(); });
+  std::stop_callback relay(stop, [&trial] { trial.request_stop(); });
   std::jthread timer([&trial, trial_ns](std::stop_token done) {
     std::mutex mu;
     std::condition_variable_any cv;
@@ -88,8 +181,10 @@ Trial run_trial(RunDataset& rd, const RunSetup& st, unsigned n, std::chrono::nan
   c.sampler.epochs = static_cast<std::uint32_t>(kMaxEpochs);  // the trial's time bounds it
   Trial t;
   t.accelerators = n;
+  if (job) job->begin_series();
   auto host = loader::run_accelerators(*rd.backend, rd.dataset, c, n, st.compute, trial.get_token(),
-                                       nullptr);
+                                       nullptr, job);
+  *stopped = stop_token().stop_requested();
   // One accelerator that cannot open is the run's own configuration error; more that cannot
   // share the budget are a limit of this host, which the search stays under.
   if (!host && n > 1 && host.error().code() == Errc::kInvalidArgument &&
@@ -97,117 +192,193 @@ Trial run_trial(RunDataset& rd, const RunSetup& st, unsigned n, std::chrono::nan
     t.unfit = host.error();
     return t;
   }
-  t.host = value_or_exit(std::move(host));
-  *stopped = stop_token().stop_requested();
-  t.passed = !t.host.error && t.host.au_measured && t.host.au_min >= au_target;
+  if (!host) {
+    t.error = host.error();
+    return t;
+  }
+  t.host = std::move(*host);
+  if (t.host.error && !*stopped) t.error = t.host.error;
   return t;
 }
 
-int run(const Options& o) {
+int run(const Options& o, MpiJob* job) {
   const RunOptions& ro = o.run;
-  RunSetup st = make_run_setup(ro, stop_token());
-  JsonFile json;
-  if (ro.json_path) json = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
-  if (st.compute.mean.count() <= 0) {
-    throw UsageError(
-        "bench accelerators needs an accelerator's step: give --compute-time (or a workload "
-        "file, --config configs/workloads/unet3d.toml)");
+  // In a job: one stop for this rank, Ctrl-C or another rank's failure.
+  std::stop_source stop;
+  std::stop_callback relay(stop_token(), [&stop] { stop.request_stop(); });
+  if (job) job->watch([&stop] { stop.request_stop(); });
+  const bool root = !job || job->rank() == 0;
+  const unsigned ranks = job ? job->size() : 1;
+  if (job && (ro.rank || ro.world_size)) {
+    throw UsageError(fmt::format(
+        "--rank and --world-size: under mpirun each rank's shard comes from MPI ({} of {}); "
+        "leave them out",
+        job->rank(), job->size()));
   }
-  auto trial = parse_duration(o.trial_time);
-  if (!trial || trial->count() <= 0) {
-    throw UsageError(
-        fmt::format("--trial-time: {}", trial ? "must be positive" : trial.error().message()));
+  // Set-up: in a job, a rank that cannot go on ends the search on every rank (the others must
+  // not wait for it in the trials' collectives), and rank 0 says why.
+  RunSetup st;
+  JsonFile json;
+  std::optional<std::chrono::nanoseconds> trial;
+  std::optional<RunDataset> rd;
+  std::optional<std::string> setup_error;
+  int setup_code = kExitOk;
+  try {
+    st = make_run_setup(ro, stop.get_token());
+    if (job) {
+      st.ctx.config.sampler.rank = job->rank();
+      st.ctx.config.sampler.world_size = job->size();
+    }
+    if (ro.json_path && root) json = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
+    if (st.compute.mean.count() <= 0) {
+      throw UsageError(
+          "bench accelerators needs an accelerator's step: give --compute-time (or a workload "
+          "file, --config configs/workloads/unet3d.toml)");
+    }
+    auto t = parse_duration(o.trial_time);
+    if (!t || t->count() <= 0) {
+      throw UsageError(
+          fmt::format("--trial-time: {}", t ? "must be positive" : t.error().message()));
+    }
+    trial = *t;
+    rd = open_run_dataset(ro, st);
+  } catch (const CommandError& e) {
+    if (!job) throw;
+    setup_error = fmt::format("{}: {}", job->who(), e.error().what());
+    setup_code = e.code();
+  }
+  if (job) {
+    const auto all = job->allgather(
+        setup_error ? nlohmann::json{{"error", *setup_error}, {"code", setup_code}}.dump() : "");
+    for (const std::string& r : all) {
+      if (r.empty()) continue;
+      const auto e = nlohmann::json::parse(r);
+      if (root) out::error(e["error"].get<std::string>());
+      setup_code = e["code"].get<int>();
+      break;
+    }
+    if (setup_code != kExitOk) {
+      job->watch(nullptr);
+      return std::stoi(job->broadcast(std::to_string(setup_code)));
+    }
   }
   const double target = st.ctx.au_target > 0 ? st.ctx.au_target : 0.90;
   const std::string workload = workload_name(o);
-  RunDataset rd = open_run_dataset(ro, st);
-  out::print(
-      "feedline bench accelerators: {} ({} samples), {} accelerators at AU >= {:.0f}%, {} "
-      "per trial, at most {}\n",
-      st.ctx.url, rd.dataset.samples.size(), workload, target * 100, o.trial_time,
-      o.max_accelerators);
-  if (auto n = potential_caching_note(st.ctx); !n.empty()) out::print("  note: {}\n", n);
+  const std::string where =
+      job ? fmt::format("{} rank(s) on {} host(s)", ranks, job->distinct_hosts()) : "this host";
+  if (root) {
+    out::print(
+        "feedline bench accelerators: {} ({} samples), {} accelerators at AU >= {:.0f}%, {} "
+        "per trial, at most {}{}\n",
+        st.ctx.url, rd->dataset.samples.size(), workload, target * 100, o.trial_time,
+        o.max_accelerators, job ? fmt::format(" per rank, from {}", where) : "");
+    if (auto n = potential_caching_note(st.ctx); !n.empty()) out::print("  note: {}\n", n);
+  }
   loader::AcceleratorSearch search(o.max_accelerators);
-  std::vector<Trial> trials;
+  std::vector<Outcome> trials;
   bool stopped = false;
-  std::optional<Error> failure;
+  std::optional<std::string> failure;
   while (auto n = search.next()) {
-    Trial t = run_trial(rd, st, *n, *trial, target, &stopped);
-    if (stopped) break;  // Ctrl-C: a partial trial says nothing
-    const auto& h = t.host;
-    if (t.unfit)
-      out::print("  trial {:>4} accelerator(s): do not fit: {}\n", *n, t.unfit->message());
-    if (!t.unfit)
-      out::print(
-          "  trial {:>4} accelerator(s): AU min {} mean {}, {:.0f} samples/s, {}: {} "
-          "(limit: {})\n",
-          *n, h.au_measured ? fmt::format("{:.1f}%", h.au_min * 100) : "-",
-          h.au_measured ? fmt::format("{:.1f}%", h.au_mean * 100) : "-", h.samples_per_second,
-          format_rate(h.bytes_per_second), t.passed ? "pass" : "FAIL", limit_of(t));
-    if (h.error) {
-      failure = *h.error;
-      trials.push_back(std::move(t));
+    bool mine_stopped = false;
+    Trial t = run_trial(*rd, st, *n, *trial, stop.get_token(), job, &mine_stopped);
+    if (job && t.error) job->announce_failure(fmt::format("{}: {}", job->who(), t.error->what()));
+    const std::string summary = trial_summary(t, mine_stopped).dump();
+    Outcome out = combine(job ? job->allgather(summary) : std::vector<std::string>{summary}, *n,
+                          target, job);
+    if (out.stopped) {
+      stopped = true;  // Ctrl-C: a partial trial says nothing
       break;
     }
-    search.record(*n, t.passed);
-    trials.push_back(std::move(t));
+    if (root) {
+      if (out.unfit) {
+        out::print("  trial {:>4} accelerator(s): do not fit: {}\n", out.accelerators, *out.unfit);
+      } else {
+        out::print(
+            "  trial {:>4} accelerator(s){}: AU min {} mean {}, {:.0f} samples/s, {}: {} "
+            "(limit: {})\n",
+            out.accelerators, job ? fmt::format(" ({} per rank)", *n) : "",
+            out.au_measured ? fmt::format("{:.1f}%", out.au_min * 100) : "-",
+            out.au_measured ? fmt::format("{:.1f}%", out.au_mean * 100) : "-",
+            out.samples_per_second, format_rate(out.bytes_per_second),
+            out.passed ? "pass" : "FAIL", out.limit);
+      }
+    }
+    if (out.error) {
+      failure = out.error;
+      trials.push_back(std::move(out));
+      break;
+    }
+    search.record(*n, out.passed);
+    trials.push_back(std::move(out));
   }
-  const Trial* best = nullptr;
-  const Trial* next = nullptr;
+  if (job) job->watch(nullptr);
+  const Outcome* best = nullptr;
+  const Outcome* next = nullptr;
   for (const auto& t : trials) {
-    if (t.accelerators == search.answer() && t.passed) best = &t;
-    if (search.first_failure() && t.accelerators == *search.first_failure()) next = &t;
+    if (t.per_rank == search.answer() && t.passed) best = &t;
+    if (search.first_failure() && t.per_rank == *search.first_failure()) next = &t;
   }
-  const std::string what = is_local(ro.url) ? "this disk" : "this storage";
+  const std::string what = is_local(ro.url) && !job ? "this disk" : "this storage";
+  const std::string from =
+      job ? fmt::format("from {} ({} per rank)", where, search.answer()) : "from this host";
   std::string summary;
   if (failure || stopped) {
     summary =
         fmt::format("the search did not finish ({})", stopped ? "interrupted" : "a trial failed");
   } else if (best == nullptr) {
-    summary = fmt::format("{} cannot feed one {} accelerator at AU >= {:.0f}% from this host{}",
-                          what, workload, target * 100,
-                          next ? fmt::format(": one reached {:.1f}% AU, limited by {}",
-                                             next->host.au_min * 100, limit_of(*next))
+    summary = fmt::format("{} cannot feed one {} accelerator{} at AU >= {:.0f}% {}{}", what,
+                          workload, job ? " per rank" : "", target * 100,
+                          job ? fmt::format("from {}", where) : "from this host",
+                          next ? fmt::format(": the trial reached {:.1f}% AU, limited by {}",
+                                             next->au_min * 100, next->limit)
                                : "");
   } else {
     summary = fmt::format(
-        "{} feeds {}{} {} accelerator(s) at AU >= {:.0f}% ({}, {:.0f} samples/s) from this host",
-        what, search.capped() ? "at least " : "", best->accelerators, workload, target * 100,
-        format_rate(best->host.bytes_per_second), best->host.samples_per_second);
+        "{} feeds {}{} {} accelerator(s) at AU >= {:.0f}% ({}, {:.0f} samples/s) {}", what,
+        search.capped() ? "at least " : "", best->accelerators, workload, target * 100,
+        format_rate(best->bytes_per_second), best->samples_per_second, from);
     if (next && next->unfit) {
       summary += fmt::format(
-          "; {} do not fit this host's --memory-budget ({} each: raise it to try more)",
-          next->accelerators,
+          "; {} do not fit {} --memory-budget ({} each: raise it to try more)",
+          next->accelerators, job ? "a rank's" : "this host's",
           format_bytes(static_cast<double>(
-              loader::split_host(st.ctx.config, next->accelerators).memory_budget_each)));
+              loader::split_host(st.ctx.config, next->per_rank).memory_budget_each)));
     } else if (next) {
       summary += fmt::format("; the next trial, {}, reached {:.1f}% AU, limited by {}",
-                             next->accelerators, next->host.au_min * 100, limit_of(*next));
+                             next->accelerators, next->au_min * 100, next->limit);
     } else if (search.capped()) {
-      summary += fmt::format(" (the search stops at --max-accelerators {})", o.max_accelerators);
+      summary += fmt::format(" (the search stops at --max-accelerators {}{})", o.max_accelerators,
+                             job ? " per rank" : "");
     }
   }
-  out::print("{}\n", summary);
-  nlohmann::json doc = {{"url", st.ctx.url},
-                        {"workload", workload},
-                        {"au_target", target},
-                        {"trial_seconds", std::chrono::duration<double>(*trial).count()},
-                        {"max_accelerators", o.max_accelerators},
-                        {"accelerators", search.answer()},
-                        {"capped", search.capped()},
-                        {"summary", summary},
-                        {"interrupted", stopped},
-                        {"error", failure ? nlohmann::json(failure->what()) : nullptr}};
-  doc["trials"] = nlohmann::json::array();
-  for (const auto& t : trials) doc["trials"].push_back(trial_json(t));
   int code = failure ? kExitRuntime : stopped ? exit_code_for_stop() : kExitOk;
-  if (code != kExitOk) doc["exit_code"] = code;
-  if (auto w = json.commit(doc); !w) {
-    out::error(w.error().what());
-    if (code == kExitOk) code = kExitRuntime;
+  if (root) {
+    out::print("{}\n", summary);
+    nlohmann::json doc = {{"url", st.ctx.url},
+                          {"workload", workload},
+                          {"au_target", target},
+                          {"trial_seconds", std::chrono::duration<double>(*trial).count()},
+                          {"max_accelerators", o.max_accelerators},
+                          {"accelerators", best ? best->accelerators : 0u},
+                          {"capped", search.capped()},
+                          {"summary", summary},
+                          {"interrupted", stopped},
+                          {"error", failure ? nlohmann::json(*failure) : nullptr}};
+    if (job) {
+      doc["accelerators_per_rank"] = search.answer();
+      doc["ranks"] = ranks;
+      doc["hosts"] = job->distinct_hosts();
+    }
+    doc["trials"] = nlohmann::json::array();
+    for (const auto& t : trials) doc["trials"].push_back(trial_json(t, job != nullptr));
+    if (code != kExitOk) doc["exit_code"] = code;
+    if (auto w = json.commit(doc); !w) {
+      out::error(w.error().what());
+      if (code == kExitOk) code = kExitRuntime;
+    }
+    if (failure) out::error(*failure);
   }
-  if (failure) out::error(failure->what());
-  return code;
+  return job ? std::stoi(job->broadcast(std::to_string(code))) : code;
 }
 
 }  // namespace
@@ -236,7 +407,9 @@ void add_bench_accelerators(CLI::App& bench, int& exit_code) {
           "--max-accelerators");
     }
     if (o->run.stages_alone) throw UsageError("--stages-alone is a run flag, not a bench one");
-    exit_code = run(*o);
+    // Under mpirun the search runs over every rank (mpi_job.hpp).
+    auto job = MpiJob::join(o->run.rank || o->run.world_size);
+    exit_code = run(*o, job.get());
   });
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <list>
 #include <set>
 
@@ -191,6 +192,10 @@ std::unique_ptr<MpiJob> MpiJob::join(bool /*ranks_given: refused by the commands
 MpiJob::~MpiJob() {
   watcher_ = {};  // joins the watcher
   if (!mpi_) return;
+  // Left by an exception that only this rank may have met: MPI_Finalize would wait for ranks
+  // that wait in a collective for this one. Exiting without it makes mpirun end the job, and the
+  // error is printed on the way out.
+  if (std::uncaught_exceptions() > 0) return;
   {
     std::lock_guard lock(mu_);
     cancel_receive(mpi_->failure_recv);

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# CLI test: MPI jobs, `mpirun -np R feedline run ...` on this host (Open MPI, ranks oversubscribed
+# on the cores). Over whole epochs the ranks together deliver every sample once: the job's digest
+# (summed over ranks, mod 2^64) is gen's, with 2 and 3 ranks x 2 accelerators, files and tar
+# shards; every rank's document, its host and its accelerators' AU are in rank 0's JSON; a
+# planted straggler (one rank throttled, or with a planted decode cost) is named with its cause;
+# a rank that cannot reach its storage ends every rank with an error naming it, and a rank killed
+# mid-run ends the job, both within seconds; `bench accelerators` searches over every rank. In a
+# build without MPI, a process mpirun started is refused ("built without MPI").
+#
+# usage: mpi.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
+set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh"
+cli_init "$@"
+
+if ! command -v mpirun >/dev/null; then
+  echo "SKIP: mpirun is not installed (Debian: openmpi-bin; scripts/install-deps.sh)"
+  exit 77
+fi
+# As root Open MPI wants to be told; --oversubscribe: more ranks than cores; --bind-to none: the
+# ranks share the cores as the scheduler sees fit (bound, 3 ranks would fight over 2 cores).
+mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+export OMPI_MCA_btl_vader_single_copy_mechanism=none  # no ptrace-based copies in containers
+
+# mpi_run SECONDS ARGS...: mpirun ARGS (the binary named by the caller), bounded, capturing
+# stdout, stderr and the exit code as `run` does.
+mpi_run() {
+  local limit=$1; shift
+  rc=0
+  timeout "$limit" "${mpi[@]}" "$@" >"$out" 2>"$err" || rc=$?
+}
+
+if ! "$bin" --version | grep -q "mpi: yes"; then
+  checks=$((checks + 1))
+  must_gen "$scratch/small" --format files --samples 16 --sample-size 1KiB
+  mpi_run 60 -np 2 "$bin" run "$scratch/small"
+  if ((rc != 0)) && grep -q "built without MPI" "$err" && grep -q "OMPI_COMM_WORLD_SIZE=2" "$err"; then
+    echo "ok: a build without MPI refuses a job, naming the launcher's variable"
+  else
+    fail "a build without MPI under mpirun: exit $rc"
+    show stderr "$err"
+  fi
+  finish mpi.sh
+  exit 0
+fi
+
+files=$scratch/files
+tars=$scratch/tars
+must_gen "$files" --format files --samples 960 --sample-size 8KiB
+must_gen "$tars" --format tar --samples 600 --sample-size 4KiB --samples-per-shard 50
+
+# job_ok NAME FILE RANKS N EPOCHS: rank 0's job document adds up and was verified against gen.
+job_ok() {
+  local name=$1 file=$2 ranks=$3 n=$4 epochs=$5
+  checks=$((checks + 1))
+  local v
+  v=$(json_check "$file" "(
+len(d['ranks']) == $ranks and [r['rank'] for r in d['ranks']] == list(range($ranks))
+and all(r['host'] for r in d['ranks']) and d['hosts'] >= 1
+and d['accelerators'] == $ranks * $n and d['accelerators_per_rank'] == $n
+and d['mpi']['ranks'] == $ranks
+and sum(r['samples'] for r in d['ranks']) == d['samples'] == d['dataset']['samples'] * $epochs
+and sum(r['delivered']['digest'] for r in d['ranks']) % 2**64 == d['delivered']['digest']
+and d['delivered']['verified'] is True
+and all(r['config']['world_size'] == $ranks for r in d['ranks'])
+and all([a['config']['rank'] for a in r['per_accelerator']] == [r['rank'] * $n + i for i in range($n)]
+        and all(a['config']['world_size'] == $ranks * $n for a in r['per_accelerator'])
+        for r in d['ranks'])
+and all(isinstance(a['au'], float) for r in d['ranks'] for a in r['per_accelerator'])
+and d['au_min'] == min(a['au'] for r in d['ranks'] for a in r['per_accelerator'])
+and d['au_min'] <= d['au_mean'] <= d['au_max']
+and d['stragglers']['rank'] in range($ranks)
+and d['bottleneck']['stage'] in ('storage', 'decode', 'collate', 'consumer')
+and d['mlperf']['num_accelerators'] == $ranks * $n
+and d['error'] is None and 'exit_code' not in d)" \
+    "the job document does not add up")
+  if [[ -z $v ]] && ((rc == 0)) && grep -q "on $ranks rank(s) x $n accelerator(s)" "$out" &&
+    grep -q "verified: the digest summed over the ranks is $epochs x" "$out"; then
+    echo "ok: $name"
+  else
+    fail "$name: exit $rc ${v}"
+    show stdout "$out"
+    show stderr "$err"
+  fi
+}
+
+mpi_run 120 -np 2 "$bin" run "$files" --accelerators 2 --batch-size 16 --compute-time 1ms \
+  --json "$scratch/files-2.json"
+job_ok "files: 2 ranks x 2 accelerators" "$scratch/files-2.json" 2 2 1
+mpi_run 120 -np 3 "$bin" run "$tars" --accelerators 2 --batch-size 10 --epochs 2 \
+  --compute-time 1ms --json "$scratch/tars-3.json"
+job_ok "tar shards: 3 ranks x 2 accelerators, 2 epochs" "$scratch/tars-3.json" 3 2 2
+mpi_run 120 -np 3 "$bin" run "$files" --batch-size 16 --compute-time 1ms \
+  --json "$scratch/files-3.json"
+job_ok "files: 3 ranks x 1 accelerator" "$scratch/files-3.json" 3 1 1
+
+# straggler NAME CAUSE FLAGS...: rank 1 of 2 runs with FLAGS, and the job names it, for CAUSE.
+straggler() {
+  local name=$1 cause=$2 stage=$3; shift 3
+  checks=$((checks + 1))
+  mpi_run 120 -np 1 "$bin" run "$files" --batch-size 16 --epochs 2 --compute-time 1ms \
+    --json "$scratch/straggler.json" : \
+    -np 1 "$bin" run "$files" --batch-size 16 --epochs 2 --compute-time 1ms "$@"
+  local v
+  v=$(json_check "$scratch/straggler.json" "(
+d['stragglers']['rank'] == 1 and d['stragglers']['straggler'] is True
+and d['stragglers']['bottleneck'] == '$stage' and '$cause' in d['stragglers']['cause']
+and d['stragglers']['ratio'] < 0.9
+and d['ranks'][0]['sync_seconds'] > d['ranks'][1]['sync_seconds']
+and d['bottleneck']['stage'] == '$stage' and 'wait for rank 1' in d['bottleneck']['evidence']
+and d['delivered']['verified'] is True)" "the straggler is not rank 1 for $cause")
+  if [[ -z $v ]] && ((rc == 0)) && grep -q "slowest rank: 1 .*a straggler, held back by .*$cause" "$out"; then
+    echo "ok: $name"
+  else
+    fail "$name: exit $rc ${v}"
+    show stdout "$out"
+    show stderr "$err"
+  fi
+}
+straggler "a rank behind a slow storage link is the straggler, for its storage" "storage link" \
+  storage --throttle-bw 2MiB
+straggler "a rank with costly decode is the straggler, for its decode CPU" "decode CPU" decode \
+  --decode-cost 3ms --decode-threads 1
+
+# A rank that cannot reach its storage: every rank ends, the job's error names it.
+checks=$((checks + 1))
+start=$(date +%s)
+mpi_run 60 -np 2 "$bin" run "$files" --batch-size 16 --epochs 1000 --compute-time 1ms \
+  --json "$scratch/failed.json" : -np 1 "$bin" run "$scratch/no-such-dataset" --batch-size 16 \
+  --epochs 1000 --compute-time 1ms
+took=$(($(date +%s) - start))
+v=$(json_check "$scratch/failed.json" "(
+d['error'].startswith('rank 2 (host ') and 'no-such-dataset' in d['error']
+and d['exit_code'] == 1 and d['ranks'][2]['error'] and d['ranks'][0]['interrupted'] is True)" \
+  "rank 0's document does not name rank 2's failure")
+if ((rc == 1)) && ((took < 30)) && [[ -z $v ]] &&
+  grep -q "feedline: error: rank 2 of 3 (host .*no-such-dataset" "$err"; then
+  echo "ok: a rank that cannot reach its storage ends the job (${took} s), named with its host"
+else
+  fail "a failing rank: exit $rc after ${took} s ${v}"
+  show stdout "$out"
+  show stderr "$err"
+fi
+
+# A rank killed mid-run: mpirun ends the others and names the rank.
+checks=$((checks + 1))
+rc=0
+start=$(date +%s)
+timeout 60 "${mpi[@]}" -np 3 "$bin" run "$files" --batch-size 16 --epochs 100000 \
+  --compute-time 1ms >"$out" 2>"$err" &
+job=$!
+victim=""
+for _ in $(seq 1 100); do
+  sleep 0.1
+  # The ranks: processes named feedline (not timeout, nor mpirun) running this job's command.
+  ranks=()
+  for p in $(pgrep -x feedline || true); do
+    if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--epochs 100000"; then ranks+=("$p"); fi
+  done
+  if ((${#ranks[@]} >= 3)); then
+    victim=${ranks[1]}
+    break
+  fi
+done
+sleep 1
+[[ -n $victim ]] && kill -9 "$victim"
+wait "$job" || rc=$?
+took=$(($(date +%s) - start))
+if [[ -n $victim ]] && ((rc != 0 && rc != 124)) && ((took < 30)) && grep -q "rank [0-9]" "$err" &&
+  grep -qi "signal 9\|killed" "$err"; then
+  echo "ok: a rank killed mid-run ends the job (${took} s), and mpirun names it"
+else
+  fail "a killed rank: victim '${victim}', exit $rc after ${took} s"
+  show stderr "$err"
+fi
+for p in $(pgrep -x feedline || true); do
+  if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "--epochs 100000"; then kill -9 "$p"; fi
+done
+
+# Flags that would contradict MPI's own ranks.
+checks=$((checks + 1))
+mpi_run 60 -np 2 "$bin" run "$files" --rank 0 --world-size 2
+if ((rc == 2)) && grep -q "under mpirun each rank's shard comes from MPI" "$err"; then
+  echo "ok: --rank under mpirun is a usage error"
+else
+  fail "--rank under mpirun: exit $rc"
+  show stderr "$err"
+fi
+
+# The accelerator search over 2 ranks, each behind its own 24 MiB/s link: an accelerator asks
+# 16 x 8 KiB per 10 ms = 12.5 MiB/s, so each rank feeds 1 (24 / 12.5), the job 2 (within one a
+# rank).
+checks=$((checks + 1))
+mpi_run 240 -np 2 "$bin" bench accelerators "$files" --batch-size 16 --compute-time 10ms \
+  --throttle-bw 24MiB --trial-time 2s --max-accelerators 8 --json "$scratch/search.json"
+v=$(json_check "$scratch/search.json" "(
+d['ranks'] == 2 and 2 <= d['accelerators'] <= 4 and d['accelerators'] == 2 * d['accelerators_per_rank']
+and all(t['accelerators'] == 2 * t['accelerators_per_rank'] for t in d['trials'])
+and any(not t['passed'] for t in d['trials']) and d['error'] is None)" "the search's answer")
+if ((rc == 0)) && [[ -z $v ]] && grep -q "from 2 rank(s) on 1 host(s)" "$out"; then
+  echo "ok: bench accelerators over 2 ranks: $(json_get "$scratch/search.json" 'd["accelerators"]') accelerators"
+else
+  fail "bench accelerators under mpirun: exit $rc ${v}"
+  show stdout "$out"
+  show stderr "$err"
+fi
+
+finish mpi.sh
