@@ -111,8 +111,8 @@ Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double
         o.limit = t["limit"].get<std::string>();
         o.evidence = who + t["evidence"].get<std::string>();
       }
-      o.au_max = au_count == 0 ? t["au_max"].get<double>()
-                               : std::max(o.au_max, t["au_max"].get<double>());
+      o.au_max =
+          au_count == 0 ? t["au_max"].get<double>() : std::max(o.au_max, t["au_max"].get<double>());
       au_sum += t["au_sum"].get<double>();
       au_count += per_rank;
     } else if (o.evidence.empty()) {
@@ -129,8 +129,8 @@ Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double
     o.samples_per_second = static_cast<double>(o.samples) / o.wall;
     o.bytes_per_second = static_cast<double>(bytes) / o.wall;
   }
-  o.passed = !o.error && !o.unfit && !o.stopped && o.au_measured && au_count > 0 &&
-             o.au_min >= au_target;
+  o.passed =
+      !o.error && !o.unfit && !o.stopped && o.au_measured && au_count > 0 && o.au_min >= au_target;
   return o;
 }
 
@@ -283,8 +283,8 @@ int run(const Options& o, MpiJob* job) {
     Trial t = run_trial(*rd, st, *n, *trial, stop.get_token(), job, &mine_stopped);
     if (job && t.error) job->announce_failure(fmt::format("{}: {}", job->who(), t.error->what()));
     const std::string summary = trial_summary(t, mine_stopped).dump();
-    Outcome out = combine(job ? job->allgather(summary) : std::vector<std::string>{summary}, *n,
-                          target, job);
+    Outcome out =
+        combine(job ? job->allgather(summary) : std::vector<std::string>{summary}, *n, target, job);
     if (out.stopped) {
       stopped = true;  // Ctrl-C: a partial trial says nothing
       break;
@@ -299,8 +299,8 @@ int run(const Options& o, MpiJob* job) {
             out.accelerators, job ? fmt::format(" ({} per rank)", *n) : "",
             out.au_measured ? fmt::format("{:.1f}%", out.au_min * 100) : "-",
             out.au_measured ? fmt::format("{:.1f}%", out.au_mean * 100) : "-",
-            out.samples_per_second, format_rate(out.bytes_per_second),
-            out.passed ? "pass" : "FAIL", out.limit);
+            out.samples_per_second, format_rate(out.bytes_per_second), out.passed ? "pass" : "FAIL",
+            out.limit);
       }
     }
     if (out.error) {
@@ -338,11 +338,11 @@ int run(const Options& o, MpiJob* job) {
         search.capped() ? "at least " : "", best->accelerators, workload, target * 100,
         format_rate(best->bytes_per_second), best->samples_per_second, from);
     if (next && next->unfit) {
-      summary += fmt::format(
-          "; {} do not fit {} --memory-budget ({} each: raise it to try more)",
-          next->accelerators, job ? "a rank's" : "this host's",
-          format_bytes(static_cast<double>(
-              loader::split_host(st.ctx.config, next->per_rank).memory_budget_each)));
+      summary +=
+          fmt::format("; {} do not fit {} --memory-budget ({} each: raise it to try more)",
+                      next->accelerators, job ? "a rank's" : "this host's",
+                      format_bytes(static_cast<double>(
+                          loader::split_host(st.ctx.config, next->per_rank).memory_budget_each)));
     } else if (next) {
       summary += fmt::format("; the next trial, {}, reached {:.1f}% AU, limited by {}",
                              next->accelerators, next->au_min * 100, next->limit);
