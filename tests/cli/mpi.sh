@@ -72,7 +72,12 @@ and d['au_min'] == min(a['au'] for r in d['ranks'] for a in r['per_accelerator']
 and d['au_min'] <= d['au_mean'] <= d['au_max']
 and d['stragglers']['rank'] in range($ranks)
 and d['bottleneck']['stage'] in ('storage', 'decode', 'collate', 'consumer')
-and d['mlperf']['num_accelerators'] == $ranks * $n
+and d['mlperf']['num_accelerators'] == $ranks * $n and d['mlperf']['num_hosts'] == d['hosts']
+and d['mlperf']['train_au_mean_percentage'] == 100 * d['au_mean']
+and abs(d['mlperf']['train_throughput_mean_samples_per_second'] - d['samples_per_second']) < 1e-6
+and set(d['stragglers']) >= {'rank', 'host', 'samples_per_second', 'median_samples_per_second',
+                             'ratio', 'straggler', 'bottleneck', 'cause', 'evidence'}
+and d['mpi']['gather_seconds'] >= 0 and d['sync_seconds'] >= 0
 and d['error'] is None and 'exit_code' not in d)" \
     "the job document does not add up")
   if [[ -z $v ]] && ((rc == 0)) && grep -q "on $ranks rank(s) x $n accelerator(s)" "$out" &&
