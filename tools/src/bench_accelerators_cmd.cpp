@@ -57,7 +57,10 @@ struct Outcome {
   std::optional<std::string> error;
   std::optional<std::string> unfit;
   std::string limit = "none";  // the stage of the rank whose accelerator had the lowest AU
+  unsigned limit_rank = 0;     // that rank
   std::string evidence;
+  // "storage", or in a job "storage on rank 1 of 2 (host h2)".
+  std::string limit_text;
 };
 
 std::string limit_of(const Trial& t) {
@@ -109,6 +112,7 @@ Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double
         o.au_min = lo;
         o.au_min_rank = static_cast<unsigned>(r);
         o.limit = t["limit"].get<std::string>();
+        o.limit_rank = static_cast<unsigned>(r);
         o.evidence = who + t["evidence"].get<std::string>();
       }
       o.au_max =
@@ -117,9 +121,13 @@ Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double
       au_count += per_rank;
     } else if (o.evidence.empty()) {
       o.limit = t["limit"].get<std::string>();
+      o.limit_rank = static_cast<unsigned>(r);
       o.evidence = who + t["evidence"].get<std::string>();
     }
   }
+  o.limit_text = job && ranks.size() > 1 && !o.unfit
+                     ? fmt::format("{} on {}", o.limit, job->who(o.limit_rank))
+                     : o.limit;
   if (o.unfit) {
     o.limit = "memory";
     o.evidence = *o.unfit;
@@ -150,6 +158,7 @@ nlohmann::json trial_json(const Outcome& t, bool job) {
   if (job) {
     j["accelerators_per_rank"] = t.per_rank;
     j["au_min_rank"] = t.au_min_rank;
+    j["limit_rank"] = t.limit_rank;
   }
   return j;
 }
@@ -330,7 +339,7 @@ int run(const Options& o, MpiJob* job) {
                           workload, job ? " per rank" : "", target * 100,
                           job ? fmt::format("from {}", where) : "from this host",
                           next ? fmt::format(": the trial reached {:.1f}% AU, limited by {}",
-                                             next->au_min * 100, next->limit)
+                                             next->au_min * 100, next->limit_text)
                                : "");
   } else {
     summary = fmt::format(
@@ -345,7 +354,7 @@ int run(const Options& o, MpiJob* job) {
                           loader::split_host(st.ctx.config, next->per_rank).memory_budget_each)));
     } else if (next) {
       summary += fmt::format("; the next trial, {}, reached {:.1f}% AU, limited by {}",
-                             next->accelerators, next->au_min * 100, next->limit);
+                             next->accelerators, next->au_min * 100, next->limit_text);
     } else if (search.capped()) {
       summary += fmt::format(" (the search stops at --max-accelerators {}{})", o.max_accelerators,
                              job ? " per rank" : "");
