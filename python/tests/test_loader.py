@@ -89,6 +89,33 @@ def test_every_sample_once_across_ranks(files_ds, world):
     assert digest == manifest_digest(files_ds)
 
 
+@pytest.mark.parametrize("launcher", [("RANK", "WORLD_SIZE"),
+                                      ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                                      ("SLURM_PROCID", "SLURM_NTASKS")])
+def test_rank_and_world_from_the_launchers_variables(files_ds, monkeypatch, launcher):
+    # As `feedline run` reads them (torchrun, Open MPI's mpirun, SLURM's srun): the ranks that
+    # the variables make deliver every sample once between them.
+    for name in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                 "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    rank_var, world_var = launcher
+    digest, keys = 0, set()
+    for rank in range(2):
+        monkeypatch.setenv(rank_var, str(rank))
+        monkeypatch.setenv(world_var, "2")
+        loader = feedline.Loader(files_ds, batch_size=30, seed=2)
+        k, d, _ = run_all(loader)
+        config = loader.report()["config"]
+        assert (config["rank"], config["world_size"]) == (rank, 2)
+        keys |= set(k)
+        digest = (digest + d) % M64
+    assert len(keys) == 600 and digest == manifest_digest(files_ds)
+    # Half a launcher's pair is an error naming the variable that is missing.
+    monkeypatch.delenv(world_var)
+    with pytest.raises(ValueError, match=world_var):
+        feedline.Loader(files_ds)
+
+
 def test_ranks_get_equal_batches_where_striding_would_not(files_ds):
     # 600 samples over 7 ranks, batch 85: 86 samples (2 batches) for 5 ranks, 85 (1) for 2.
     # The rule: every rank 85 samples, one batch; the last 600 % 7 = 5 go to none this epoch.
