@@ -65,13 +65,7 @@ trap 'rm -rf "$work"' EXIT
 results="$work/results.tsv"
 : >"$results"
 
-# warm: read the dataset into the page cache and say how much of it is resident (DAMON on shared
-# VMs pages idle data out within tens of seconds: a run on a cold cache would measure the disk).
-warm() {
-  cat "$ds"/*.tar >/dev/null
-  fincore -b -n -o RES "$ds"/*.tar | awk -v want="$(du -cb "$ds"/*.tar | tail -1 | cut -f1)" \
-    '{ r += $1 } END { printf "%.0f", 100 * r / want }'
-}
+warm() { warm_resident "$ds"/*.tar; }
 
 n=$accelerators
 each_threads=1

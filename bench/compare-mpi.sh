@@ -67,11 +67,7 @@ trap 'rm -rf "$work"' EXIT
 results="$work/results.tsv"
 : >"$results"
 
-warm() {
-  cat "$ds"/*.tar >/dev/null
-  fincore -b -n -o RES "$ds"/*.tar | awk -v want="$(du -cb "$ds"/*.tar | tail -1 | cut -f1)" \
-    '{ r += $1 } END { printf "%.0f", 100 * r / want }'
-}
+warm() { warm_resident "$ds"/*.tar; }
 
 settings=(--batch-size 16 --epochs "$epochs" --compute-time "$compute" --decode-threads 1
           --memory-budget 256MiB --storage-threads 1)

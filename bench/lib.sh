@@ -85,3 +85,12 @@ need_tool() {
     command -v "$1" >/dev/null 2>&1 || die "$1 not found (install it: apt-get install -y $1)"
   fi
 }
+
+# warm_resident FILE...: reads the files into the page cache and prints the percentage of their
+# bytes resident afterwards (fincore). DAMON on shared VMs pages idle data out within tens of
+# seconds: a "warm" run that did not re-read its data right before would measure the disk.
+warm_resident() {
+  cat "$@" >/dev/null
+  fincore -b -n -o RES "$@" | awk -v want="$(du -cb "$@" | tail -1 | cut -f1)" \
+    '{ r += $1 } END { printf "%.0f", 100 * r / want }'
+}

@@ -69,6 +69,17 @@ nlohmann::json merge_rows(const nlohmann::json& each, const char* table,
   return rows;
 }
 
+void sum_io_counts(const nlohmann::json& each, nlohmann::json& io) {
+  for (const char* f : {"reads", "bytes", "ops", "errors", "retries", "short_reads",
+                        "bounced_bytes", "storage_threads", "depth_cap"}) {
+    std::uint64_t sum = 0;
+    for (const auto& doc : each) {
+      if (doc.contains("io")) sum += doc["io"].value(f, std::uint64_t{0});
+    }
+    io[f] = sum;
+  }
+}
+
 MlperfFigures host_mlperf(const loader::HostReport& host, const RunContext& ctx) {
   MlperfFigures m;
   m.accelerators = host.split.accelerators;
@@ -119,12 +130,7 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
     j["queues"] = merge_rows(
         each, "queues", {"capacity", "items"},
         {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
-    for (const char* f : {"reads", "bytes", "ops", "errors", "retries", "short_reads",
-                          "bounced_bytes", "storage_threads", "depth_cap"}) {
-      std::uint64_t sum = 0;
-      for (const auto& doc : each) sum += doc["io"].value(f, std::uint64_t{0});
-      j["io"][f] = sum;
-    }
+    sum_io_counts(each, j["io"]);
     double wait = 0;
     for (const auto& doc : each) wait += doc["consumer_wait"]["fraction"].get<double>();
     j["consumer_wait"]["fraction"] = wait / static_cast<double>(each.size());

@@ -28,6 +28,8 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx);
 nlohmann::json merge_rows(const nlohmann::json& each, const char* table,
                           std::initializer_list<const char*> sums,
                           std::initializer_list<const char*> means, const char* weight);
+// The counts of `io` (reads, bytes, errors, ...) summed over each part's document, into io.
+void sum_io_counts(const nlohmann::json& each, nlohmann::json& io);
 // The host's result in MLPerf Storage's words (run_report.hpp), for this one host.
 MlperfFigures host_mlperf(const loader::HostReport& host, const RunContext& ctx);
 

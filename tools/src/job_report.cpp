@@ -119,12 +119,7 @@ json job_document(std::vector<json> ranks, const JobSetup& setup) {
           docs, "queues", {"capacity", "items"},
           {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
     }
-    for (const char* f : {"reads", "bytes", "ops", "errors", "retries", "short_reads",
-                          "bounced_bytes", "storage_threads", "depth_cap"}) {
-      std::uint64_t sum = 0;
-      for (const json* r : ran) sum += count(r->value("io", json::object()), f);
-      j["io"][f] = sum;
-    }
+    sum_io_counts(docs, j["io"]);
     j["memory"]["peak_rss_bytes"] = peak_rss;  // the largest rank's
   }
   // AU over every accelerator of every rank.
