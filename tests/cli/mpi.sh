@@ -21,7 +21,10 @@ fi
 # As root Open MPI wants to be told; --oversubscribe: more ranks than cores; --bind-to none: the
 # ranks share the cores as the scheduler sees fit (bound, 3 ranks would fight over 2 cores).
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
-export OMPI_MCA_btl_vader_single_copy_mechanism=none  # no ptrace-based copies in containers
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Under ASan: whole stacks for every allocation, so that LeakSanitizer's suppressions
+# (tests/lsan.supp) recognise what Open MPI's components keep after MPI_Finalize.
+if [[ -n ${ASAN_OPTIONS:-} ]]; then export ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0; fi  # no ptrace-based copies in containers
 
 # mpi_run SECONDS ARGS...: mpirun ARGS (the binary named by the caller), bounded, capturing
 # stdout, stderr and the exit code as `run` does.
