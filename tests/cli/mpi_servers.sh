@@ -27,6 +27,9 @@ if [[ ${FEEDLINE_TEST_HAVE_HTTP:-0} != 1 && ${FEEDLINE_TEST_HAVE_NFS:-0} != 1 ]]
 fi
 mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Every rank is on this host: shared memory only. (Open MPI's TCP transport, loaded otherwise,
+# takes its own two locks in both orders in MPI_Init: ThreadSanitizer reports it.)
+export OMPI_MCA_btl=self,vader
 # Under ASan: whole stacks for every allocation, so that LeakSanitizer's suppressions
 # (tests/lsan.supp) recognise what Open MPI's components keep after MPI_Finalize.
 if [[ -n ${ASAN_OPTIONS:-} ]]; then export ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0; fi
