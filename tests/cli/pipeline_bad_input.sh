@@ -235,7 +235,7 @@ expect_usage "run --compute-time 5parsecs" "--compute-time" "'5parsecs'" -- run 
 expect_usage "run --compute-time normal:5ms" "--compute-time" -- run "$tar_ds" --compute-time normal:5ms
 expect_usage "run --decode-cost 5parsecs" "--decode-cost" "'5parsecs'" -- run "$tar_ds" --decode-cost 5parsecs
 expect_usage "run --collate-cost 1x" "--collate-cost" "'1x'" -- run "$tar_ds" --collate-cost 1x
-expect_usage "run --format zip" "'zip'" "files or tar" -- run "$tar_ds" --format zip
+expect_usage "run --format zip" "'zip'" "files, tar, tfrecord, npz or npy" -- run "$tar_ds" --format zip
 expect_usage "run --memory-budget 12q" "--memory-budget" "'12q'" -- run "$tar_ds" --memory-budget 12q
 expect_usage "run --throttle-bw fast" "--throttle-bw" "'fast'" -- run "$tar_ds" --throttle-bw fast
 expect_usage "run --epochs 0" "--epochs" -- run "$tar_ds" --epochs 0
