@@ -263,7 +263,9 @@ gen_usage "gen --compressibility 2" "compressibility" -- "$scratch/g3" --compres
 gen_usage "gen --compress zstd:99" "zstd" "99" -- "$scratch/g4" --compress zstd:99
 gen_usage "gen --format zip" "'zip'" -- "$scratch/g5" --format zip
 gen_usage "gen --samples 0" "sample" -- "$scratch/g6" --samples 0
-gen_usage "gen --samples-per-shard 0" "shard" -- "$scratch/g7" --format tar --samples-per-shard 0
+# --samples-per-shard is the old name of --samples-per-file: the error names the flag by its new one.
+gen_usage "gen --samples-per-shard 0" "--samples-per-file" -- "$scratch/g7" --format tar --samples-per-shard 0
+gen_usage "gen --samples-per-file 0" "--samples-per-file" -- "$scratch/g7" --format tfrecord --samples-per-file 0
 gen_usage "gen --output xml" "--output" "'xml'" -- "$scratch/g8" --output xml
 
 finish pipeline_bad_input
