@@ -299,19 +299,19 @@ Result<void> validate(const GenConfig& c) {
       c.samples_per_shard < 1) {
     return bad("samples per shard must be at least 1");
   }
-  if (c.format == DatasetFormat::kTfRecord && !tfrecord_available()) {
-    return fail(tfrecord_unavailable());
-  }
-  if (c.format == DatasetFormat::kNpz && !detail::crc_available()) {
-    return fail(Error(Errc::kUnsupported, "built without ISA-L: writing npz needs its CRC-32")
-                    .with_hint("rebuild with -DFEEDLINE_WITH_ISAL=ON, or write npy"));
-  }
   const bool compressible = c.format == DatasetFormat::kFiles || c.format == DatasetFormat::kTar;
   if (c.compress.codec != Compression::kNone && !compressible) {
     return bad(
         fmt::format("compress {}: only files and tar samples are compressed; {} is written "
                     "uncompressed",
                     c.compress.to_string(), format_name(c.format)));
+  }
+  if (c.format == DatasetFormat::kTfRecord && !tfrecord_available()) {
+    return fail(tfrecord_unavailable());
+  }
+  if (c.format == DatasetFormat::kNpz && !detail::crc_available()) {
+    return fail(Error(Errc::kUnsupported, "built without ISA-L: writing npz needs its CRC-32")
+                    .with_hint("rebuild with -DFEEDLINE_WITH_ISAL=ON, or write npy"));
   }
   if (!(c.compressibility >= 0 && c.compressibility <= 1)) {
     return bad(fmt::format("compressibility {} is outside [0, 1]", c.compressibility));
