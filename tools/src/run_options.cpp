@@ -350,11 +350,15 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   rd.dataset = value_or_exit(loader::open_dataset(*rd.backend, resolved.key, dopt));
   const loader::Dataset& dataset = rd.dataset;
   ctx.format = std::string(loader::format_name(dataset.format));
-  if (o.shard_shuffle > 0 && dataset.format == loader::DatasetFormat::kFiles) {
-    out::note(
-        "--shard-shuffle shuffles the shards of a tar dataset; in this files dataset every file is "
-        "a shard of one sample, so the order is as shuffled as without it (reads of neighbouring "
-        "files do not coalesce)");
+  const bool one_per_file = dataset.format == loader::DatasetFormat::kFiles ||
+                            dataset.format == loader::DatasetFormat::kNpz ||
+                            dataset.format == loader::DatasetFormat::kNpy;
+  if (o.shard_shuffle > 0 && one_per_file) {
+    out::note(fmt::format(
+        "--shard-shuffle shuffles the shards of a tar or TFRecord dataset; in this {} dataset "
+        "every file is a shard of one sample, so the order is as shuffled as without it (reads of "
+        "neighbouring files do not coalesce)",
+        loader::format_name(dataset.format)));
   }
   for (const auto& n : dataset.notes) out::eprint("note: {}\n", n);
   for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);
