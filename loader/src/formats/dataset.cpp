@@ -127,7 +127,7 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     if (seen.size() > 1) {
       ds.notes.push_back(
           fmt::format("the dataset holds objects of several formats ({}): read as {} "
-                      "(choose another with --format)",
+                      "(set the format to read another)",
                       kinds, format_name(format)));
     }
   };
@@ -328,7 +328,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
                              : fmt::format("no object ends in {}; {}", ext,
                                            format == DatasetFormat::kTar
                                                ? "for one sample per file use --format files"
-                                               : "choose the dataset's format with --format")));
+                                               : "set the dataset's format (files, tar, "
+                                                 "tfrecord, npz or npy)")));
     }
     if (has_index(format) && options.use_index) {
       for (detail::FoundObject& f : found) {

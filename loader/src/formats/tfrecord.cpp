@@ -36,7 +36,7 @@ Error record_error(std::string message, std::uint64_t offset, std::string_view o
       .with_object(std::string(object))
       .with_offset(offset)
       .with_hint(
-          "a damaged or cut-short TFRecord file: --on-error skip leaves its bad records out");
+          "a damaged or cut-short TFRecord file: on_error = skip leaves its bad records out");
 }
 
 // The length field at p, its CRC checked.
