@@ -12,7 +12,7 @@
 # property FEEDLINE_LAYERS). The layers are static libraries, so their link interfaces carry their
 # private dependencies as $<LINK_ONLY:...>: fmt::fmt, Threads::Threads, dl, and, as this build was
 # configured, zstd::libzstd_shared, CURL::libcurl, pugixml::pugixml and the pkg-config IMPORTED
-# targets PkgConfig::XXHASH, ::URING, ::NFS. feedlineConfig.cmake finds (or recreates) exactly
+# targets PkgConfig::XXHASH, ::URING, ::NFS, ::ISAL. feedlineConfig.cmake finds (or recreates) exactly
 # those; feedline.pc lists the same libraries. Header-only dependencies (Boost.Asio, nlohmann_json)
 # are linked through $<BUILD_INTERFACE:...>, so no consumer needs them. A layer that links a new
 # library adds it to cmake/feedlineConfig.cmake.in and to feedline.pc here: the install test
@@ -81,6 +81,9 @@ if(FEEDLINE_WITH_URING)
 endif()
 if(FEEDLINE_WITH_ZSTD)
   _feedline_pc_dep(libzstd zstd)
+endif()
+if(FEEDLINE_WITH_ISAL)
+  _feedline_pc_dep(libisal isal)
 endif()
 if(FEEDLINE_WITH_HTTP)
   get_target_property(_curl CURL::libcurl LOCATION)

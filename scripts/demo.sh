@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The README's first command: install what is missing, build, and run feedline's main job on an
 # embedded default. It generates (once) a resnet50-like dataset in a scratch folder — 10,000
-# samples of ~114.7 KiB in WebDataset-style tar shards, plus a class-label member each — and runs
-# it through `feedline run` with an emulated accelerator (MLPerf Storage's resnet50 settings:
-# batch 400, 224 ms of compute per step, AU target 90%), ending with the stall report; then it
-# asks how many such accelerators the disk feeds (`bench accelerators`, O_DIRECT, under a minute).
+# samples of 114,660 bytes in TFRecord files of 1,251 records, as MLPerf Storage's resnet50 has
+# them, with DALI-style indexes — and runs it through `feedline run` with an emulated accelerator
+# (MLPerf Storage's resnet50 settings: batch 400, 224 ms of compute per step on an H100, AU target
+# 90%), ending with the stall report; then it asks how many such accelerators the disk feeds
+# (`bench accelerators`, O_DIRECT, under a minute).
 # Idempotent: the build and the dataset are reused when present.
 # Environment: FEEDLINE_SCRATCH (default ./.scratch), FEEDLINE_SAMPLES (default 10000).
 set -euo pipefail
@@ -17,11 +18,11 @@ cmake --build build/release --target feedline
 bin=build/release/tools/feedline
 scratch=${FEEDLINE_SCRATCH:-.scratch}
 samples=${FEEDLINE_SAMPLES:-10000}
-ds="$scratch/resnet50-like-$samples"
+ds="$scratch/resnet50-tfrecord-$samples"
 if [[ ! -f "$ds/.complete" ]]; then
   rm -rf "$ds"
-  "$bin" gen "$ds" --format tar --samples "$samples" --sample-size 114.7KiB \
-    --samples-per-shard 1024 --seed 1
+  "$bin" gen "$ds" --format tfrecord --samples "$samples" --sample-size 114660 \
+    --samples-per-file 1251 --seed 1
   touch "$ds/.complete"
 fi
 echo

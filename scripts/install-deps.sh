@@ -8,16 +8,18 @@
 #           rclone, curl, openssl, and node + npm for s3rver (installed by tests/servers/setup.sh);
 #           nfs-ganesha and libnfs-utils (nfs-cat) for the NFS tests and bench/compare-nfs.sh;
 #           ccache, which scripts/test.sh puts in front of the compilers; pytest and torch (CPU) for
-#           the Python binding's tests). The build itself takes python3-dev, pybind11-dev,
-#           libdlpack-dev and numpy for the Python package (python/).
+#           the Python binding's tests; python3-crc32c, the independent TFRecord CRC32C of
+#           tests/cli/formats.sh). The build itself takes python3-dev, pybind11-dev,
+#           libdlpack-dev and numpy for the Python package (python/), and libisal-dev (ISA-L) for
+#           TFRecord's CRC32C and npz's CRC-32.
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
       libxxhash-dev libnfs-dev libpugixml-dev python3-dev pybind11-dev libdlpack-dev python3-numpy
-      libopenmpi-dev openmpi-bin)
+      libisal-dev libopenmpi-dev openmpi-bin)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(ccache fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard zstd tar
+  pkgs+=(ccache fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard python3-crc32c zstd tar
          nginx awscli python3-boto3 python3-botocore rclone curl openssl
          nfs-ganesha nfs-ganesha-vfs libnfs-utils python3-pytest python3-torch)
   # node may come from elsewhere (nodesource's nodejs package ships its own npm, and conflicts with

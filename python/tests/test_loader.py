@@ -19,7 +19,7 @@ import pytest
 
 import feedline
 
-from support import M64, gen, manifest_digest, run_all
+from support import FEEDLINE, M64, gen, manifest_digest, run_all
 
 
 @pytest.fixture(scope="module")
@@ -484,3 +484,27 @@ def test_the_example_training_loop_runs_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr
     assert "resuming from" in again.stdout and again.stdout.count("bottleneck:") == 1
     assert "epoch 2:" in again.stdout, again.stdout
+
+
+def test_mlperf_formats_select_members_by_name(tmp_path):
+    """npz members are the arrays' bytes, named <key>.<array>; a TFRecord record's one member ends
+    in .tfrecord; an npy file's one member is its array: each selected as numpy reads it."""
+    npy = gen(tmp_path / "npy", "--format", "npy", "--samples", "5", "--sample-size", "2k")
+    b = next(feedline.Loader(npy, batch_size=5, shuffle=False))
+    for key, a in zip(b.keys, b.member("")):
+        assert np.array_equal(a, np.load(os.path.join(npy, key + ".npy")))
+    version = subprocess.run([FEEDLINE, "--version"], capture_output=True, text=True).stdout
+    if "isal: yes" not in version:
+        pytest.skip("npz and TFRecord: this feedline was built without ISA-L")
+    npz = gen(tmp_path / "npz", "--format", "npz", "--samples", "12", "--sample-size", "3k")
+    b = next(feedline.Loader(npz, batch_size=12, shuffle=False))
+    xs, ys = b.member(".x"), b.member(".y")
+    for key, x, y in zip(b.keys, xs, ys):
+        with np.load(os.path.join(npz, key + ".npz")) as z:
+            assert np.array_equal(x, z["x"])
+            assert y.view("<i8")[0] == z["y"]
+    tf = gen(tmp_path / "tf", "--format", "tfrecord", "--samples", "9", "--sample-size", "1k",
+             "--samples-per-file", "4")
+    b = next(feedline.Loader(tf, batch_size=9, shuffle=False))
+    assert b.keys[5] == "shard-000001/000001"
+    assert [len(v) for v in b.member(".tfrecord")] == [1024] * 9

@@ -235,7 +235,7 @@ expect_usage "run --compute-time 5parsecs" "--compute-time" "'5parsecs'" -- run 
 expect_usage "run --compute-time normal:5ms" "--compute-time" -- run "$tar_ds" --compute-time normal:5ms
 expect_usage "run --decode-cost 5parsecs" "--decode-cost" "'5parsecs'" -- run "$tar_ds" --decode-cost 5parsecs
 expect_usage "run --collate-cost 1x" "--collate-cost" "'1x'" -- run "$tar_ds" --collate-cost 1x
-expect_usage "run --format zip" "'zip'" "files or tar" -- run "$tar_ds" --format zip
+expect_usage "run --format zip" "'zip'" "files, tar, tfrecord, npz or npy" -- run "$tar_ds" --format zip
 expect_usage "run --memory-budget 12q" "--memory-budget" "'12q'" -- run "$tar_ds" --memory-budget 12q
 expect_usage "run --throttle-bw fast" "--throttle-bw" "'fast'" -- run "$tar_ds" --throttle-bw fast
 expect_usage "run --epochs 0" "--epochs" -- run "$tar_ds" --epochs 0
@@ -263,7 +263,9 @@ gen_usage "gen --compressibility 2" "compressibility" -- "$scratch/g3" --compres
 gen_usage "gen --compress zstd:99" "zstd" "99" -- "$scratch/g4" --compress zstd:99
 gen_usage "gen --format zip" "'zip'" -- "$scratch/g5" --format zip
 gen_usage "gen --samples 0" "sample" -- "$scratch/g6" --samples 0
-gen_usage "gen --samples-per-shard 0" "shard" -- "$scratch/g7" --format tar --samples-per-shard 0
+# --samples-per-shard is the old name of --samples-per-file: the error names the flag by its new one.
+gen_usage "gen --samples-per-shard 0" "--samples-per-file" -- "$scratch/g7" --format tar --samples-per-shard 0
+gen_usage "gen --samples-per-file 0" "--samples-per-file" -- "$scratch/g7" --format tfrecord --samples-per-file 0
 gen_usage "gen --output xml" "--output" "'xml'" -- "$scratch/g8" --output xml
 
 finish pipeline_bad_input

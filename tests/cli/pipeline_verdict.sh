@@ -147,8 +147,9 @@ expect "read-ahead window on local storage: prefetch + 2 batches" \
   -- "$small" --batch-size 4 --io-depth 16 --prefetch 2
 
 # --- workload files --------------------------------------------------------------------------------
-# configs/workloads/resnet50.toml: format tar, batch-size 400, compute-time 224ms, au-target 0.90,
-# epochs 1, io-depth 128, decode-threads 2, prefetch 2, memory-budget 1GiB.
+# configs/workloads/resnet50.toml: format tfrecord, batch-size 400, compute-time 224ms (the H100's;
+# [accelerator-types.a100] compute-time 435ms), au-target 0.90, epochs 1, io-depth 128,
+# decode-threads 2, prefetch 2, memory-budget 1GiB. The small tar dataset here takes --format tar.
 resnet=$workloads/resnet50.toml
 if [[ ! -f $resnet ]]; then
   fail "no workload file at $resnet"
@@ -162,17 +163,34 @@ else
     "d.get('au_target') == 0.9|au_target is not 0.9 (the file's au-target)" \
     "d['format'] == 'tar'|format is not tar" \
     "d['delivered']['samples'] == 128|delivered.samples is not the 128 samples of one epoch" \
-    -- "$small" --config "$resnet" --batch-size 8 --compute-time 1ms --epochs 1
+    -- "$small" --config "$resnet" --format tar --batch-size 8 --compute-time 1ms --epochs 1
   # A flag given with the value that happens to be its default still overrides the file.
   expect "--config resnet50.toml --io-depth 64 (the default value, given explicitly)" \
     "d['config']['io_depth'] == 64|config.io_depth is not 64: an explicit flag equal to its default did not override the file's 128" \
     "d['config']['batch_size'] == 32|config.batch_size is not 32 (given explicitly)" \
-    -- "$small" --config "$resnet" --io-depth 64 --batch-size 32 --compute-time 1ms
+    -- "$small" --config "$resnet" --format tar --io-depth 64 --batch-size 32 --compute-time 1ms
   # Flags before --config override it too.
   expect "--batch-size 4 before --config resnet50.toml" \
     "d['config']['batch_size'] == 4|config.batch_size is not 4" \
     "d['config']['io_depth'] == 128|config.io_depth is not 128 (the file's)" \
-    -- "$small" --batch-size 4 --compute-time 1ms --config "$resnet"
+    -- "$small" --batch-size 4 --compute-time 1ms --format tar --config "$resnet"
+  # --accelerator-type: the file's table for it over its defaults, the command line over both.
+  expect "--config resnet50.toml --accelerator-type a100: the A100's step" \
+    "d['config']['compute_time'] == '435ms'|config.compute_time is not '435ms' (the file's [accelerator-types.a100])" \
+    "d['config']['io_depth'] == 128|config.io_depth is not 128 (the file's default)" \
+    -- "$small" --config "$resnet" --accelerator-type a100 --format tar --batch-size 64
+  expect "--config resnet50.toml --accelerator-type h100: the H100's step" \
+    "d['config']['compute_time'] == '224ms'|config.compute_time is not '224ms'" \
+    -- "$small" --config "$resnet" --accelerator-type h100 --format tar --batch-size 64
+  expect "--accelerator-type a100 --compute-time 1ms: the flag wins over the table" \
+    "d['config']['compute_time'] == '1ms'|config.compute_time is not '1ms'" \
+    -- "$small" --accelerator-type a100 --compute-time 1ms --config "$resnet" --format tar --batch-size 64
+  expect_usage "--accelerator-type b200 (no such table)" "b200" "a100, h100" \
+    -- run "$small" --config "$resnet" --accelerator-type b200
+  expect_usage "--accelerator-type without --config" "--accelerator-type" "--config" \
+    -- run "$small" --accelerator-type a100
+  expect_usage "bench accelerators --accelerator-type b200" "b200" "a100, h100" \
+    -- bench accelerators "$small" --config "$resnet" --accelerator-type b200
 fi
 # Every workload file parses and applies; its sizes are overridden to fit a small dataset.
 for wl in "$workloads"/*.toml; do
@@ -201,6 +219,9 @@ EOF
   fi
   expect "--config $name.toml applies its keys" "${wl_checks[@]}" \
     -- "$small" --config "$wl" --format tar --batch-size 2 --compute-time 1ms --epochs 1 --memory-budget 64MiB
+  expect "--config $name.toml --accelerator-type a100 applies its table" \
+    "d['config']['batch_size'] == 2|config.batch_size is not 2 (the flag)" \
+    -- "$small" --config "$wl" --accelerator-type a100 --format tar --batch-size 2 --compute-time 1ms --epochs 1 --memory-budget 64MiB
 done
 
 finish pipeline_verdict

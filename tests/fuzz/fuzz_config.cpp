@@ -3,7 +3,8 @@
 // unsigned, uint64, double, int, bool flags, optional<unsigned>, with the CLI's own validators).
 // The expected outcomes are success or a UsageError that names the file; any other exception
 // (a CLI11 one included: main() would give it CLI11's exit code, not 2) or a crash is a finding.
-// The first byte chooses which options the command line gives, which the file must not override.
+// The first byte chooses which options the command line gives, which the file must not override
+// (its tables for the accelerator type chosen included).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -39,8 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CLI::App app("fuzz");
   CLI::App* cmd = app.add_subcommand("run", "run");
   Opts o;
-  std::string config;
+  std::string config, accelerator_type;
   cmd->add_option("--config", config, "workload file");
+  cmd->add_option("--accelerator-type", accelerator_type, "[accelerator-types.NAME]");
   cmd->add_option("url", o.url, "dataset");
   cmd->add_option("--format", o.format, "files, tar or auto")
       ->check(CLI::IsMember({"files", "tar", "auto"}));
@@ -66,6 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (given & 4) args += " --format tar";
   if (given & 8) args += " --rank 2";
   if (given & 16) args += " --au-target 0.5";
+  if (given & 32) args += " --accelerator-type a100";
   app.parse(args, false);
 
   try {

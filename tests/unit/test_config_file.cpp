@@ -206,3 +206,77 @@ TEST_CASE("config: paths that are not a readable workload file are refused befor
         std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("config: [accelerator-types.NAME] tables, chosen by --accelerator-type", "[config]") {
+  struct TypedCmd {
+    CLI::App app{"test"};
+    CLI::App* run = nullptr;
+    std::string config, type, compute_time;
+    unsigned batch_size = 32;
+    TypedCmd() {
+      run = app.add_subcommand("run", "run");
+      feedline::tools::add_config_options(*run, config, type);
+      run->add_option("--compute-time", compute_time, "step");
+      run->add_option("--batch-size", batch_size, "batch")->check(CLI::Range(1u, 65536u));
+    }
+  };
+  const std::string file =
+      "compute-time = \"224ms\"\nbatch-size = 400\n"
+      "[accelerator-types.h100]\ncompute-time = \"224ms\"\n"
+      "[accelerator-types.a100]\ncompute-time = \"435ms\"\nbatch-size = 200\n";
+  auto applied = [&](const std::string& args, const std::string& text = "") {
+    auto c = std::make_unique<TypedCmd>();
+    c->app.parse("run " + args, false);
+    apply_config_text(*c->run, text.empty() ? file : text, "w.toml");
+    return c;
+  };
+  auto refused = [&](const std::string& args, const std::string& text = "") {
+    return usage_error_of([&] { applied(args, text); });
+  };
+  // No type: the file's defaults.
+  auto none = applied("");
+  CHECK(none->compute_time == "224ms");
+  CHECK(none->batch_size == 400);
+  CHECK(none->type.empty());
+  // A type: its table wins over the defaults; the command line over both.
+  auto a100 = applied("--accelerator-type a100");
+  CHECK(a100->compute_time == "435ms");
+  CHECK(a100->batch_size == 200);
+  auto flag = applied("--accelerator-type a100 --compute-time 1ms");
+  CHECK(flag->compute_time == "1ms");
+  CHECK(flag->batch_size == 200);
+  CHECK(applied("--accelerator-type h100")->batch_size == 400);
+  // The file may choose its own default type; the flag still wins.
+  const std::string chooses = "accelerator-type = \"a100\"\n" + file;
+  auto by_file = applied("", chooses);
+  CHECK(by_file->compute_time == "435ms");
+  CHECK(by_file->type == "a100");
+  CHECK(applied("--accelerator-type h100", chooses)->compute_time == "224ms");
+
+  CHECK_THAT(refused("--accelerator-type b200"),
+             Catch::Contains("--accelerator-type b200: --config w.toml has settings for a100, "
+                             "h100 only"));
+  CHECK_THAT(refused("--accelerator-type a100", "compute-time = \"1ms\"\n"),
+             Catch::Contains("has no [accelerator-types.NAME] tables"));
+  // Every table's keys are checked, chosen or not; their values by the options when applied.
+  CHECK_THAT(refused("", file + "[accelerator-types.v100]\nbogus = 1\n"),
+             Catch::Contains("unknown key 'bogus' in [accelerator-types.v100]"));
+  CHECK_THAT(refused("", file + "[accelerator-types.v100]\nbatch-size = [1]\n"),
+             Catch::Contains("key 'batch-size' must be a string, number or boolean"));
+  CHECK_THAT(
+      refused("--accelerator-type v100", file + "[accelerator-types.v100]\nbatch-size = 0\n"),
+      Catch::Contains("line 9: key 'batch-size'"));
+  CHECK_THAT(refused("", "accelerator-types = 3\n"), Catch::Contains("must be tables"));
+  CHECK_THAT(refused("", "[accelerator-types]\na100 = \"435ms\"\n"),
+             Catch::Contains("'accelerator-types.a100' must be a table"));
+  // A command without --accelerator-type takes no such tables.
+  Cmd plain;
+  plain.parse("");
+  CHECK_THAT(usage_error_of([&] { apply_config_text(*plain.run, file, "w.toml"); }),
+             Catch::Contains("for a command with --accelerator-type"));
+  // --accelerator-type needs a workload file.
+  auto lone = std::make_unique<TypedCmd>();
+  lone->app.parse("run --accelerator-type a100", false);
+  CHECK_THAT(usage_error_of([&] { feedline::tools::apply_config_options(*lone->run, ""); }),
+             Catch::Contains("give the file with --config"));
+}

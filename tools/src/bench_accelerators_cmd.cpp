@@ -27,6 +27,7 @@ namespace {
 struct Options {
   RunOptions run;
   std::string config_path;
+  std::string accelerator_type;  // --accelerator-type: the workload file's settings for it
   std::string trial_time = "10s";
   unsigned max_accelerators = 64;
 };
@@ -163,10 +164,12 @@ nlohmann::json trial_json(const Outcome& t, bool job) {
   return j;
 }
 
-// The workload's name for the summary: the --config file's stem (unet3d.toml: unet3d).
+// The workload's name for the summary: the --config file's stem (unet3d.toml: unet3d), and the
+// accelerator type its settings were taken for ("resnet50 (a100)").
 std::string workload_name(const Options& o) {
   if (o.config_path.empty()) return "emulated";
-  return std::filesystem::path(o.config_path).stem().string();
+  const std::string stem = std::filesystem::path(o.config_path).stem().string();
+  return o.accelerator_type.empty() ? stem : fmt::format("{} ({})", stem, o.accelerator_type);
 }
 
 bool is_local(const std::string& url) {
@@ -398,8 +401,7 @@ void add_bench_accelerators(CLI::App& bench, int& exit_code) {
       "accelerators",
       "Find the most emulated accelerators of a workload this storage feeds at the AU target "
       "from this host (run --accelerators N trials: doubling, then bisection)");
-  cmd->add_option("--config", o->config_path,
-                  "TOML workload file (configs/workloads/unet3d.toml, ...); flags override it");
+  add_config_options(*cmd, o->config_path, o->accelerator_type);
   cmd->add_option("url", o->run.url, "Dataset root, as for run")->required();
   add_run_options(*cmd, o->run);
   cmd->add_option("--trial-time", o->trial_time,
@@ -409,7 +411,7 @@ void add_bench_accelerators(CLI::App& bench, int& exit_code) {
       ->capture_default_str()
       ->check(whole_number(1, loader::kMaxAccelerators));
   cmd->callback([o, cmd, &exit_code] {
-    if (cmd->get_option("--config")->count() > 0) apply_config_file(*cmd, o->config_path);
+    apply_config_options(*cmd, o->config_path);
     if (cmd->get_option("--accelerators")->count() > 0) {
       throw UsageError(
           "--accelerators is what bench accelerators finds: bound the search with "

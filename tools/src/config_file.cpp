@@ -13,6 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "cli_error.hpp"
 #include "feedline/core/unique_fd.hpp"
@@ -206,21 +207,20 @@ CLI::Option* option_for(CLI::App& cmd, const std::string& name) {
 
 }  // namespace
 
-void apply_config_text(CLI::App& cmd, std::string_view text, const std::string& source) {
-  Unicode33Guard guard;
-  const std::string shielded = guard.shield(text, source);
-  toml::table table;
-  try {
-    table = toml::parse(shielded, source);
-  } catch (const toml::parse_error& e) {
-    throw UsageError(fmt::format("--config {}: line {}, column {}: {}", source,
-                                 e.source().begin.line, e.source().begin.column,
-                                 guard.restore(e.description())));
-  }
+namespace {
+
+constexpr std::string_view kTypesKey = "accelerator-types";
+constexpr std::string_view kTypeKey = "accelerator-type";
+
+// Gives each key of `table` to its option of cmd (unless the command line, or a table applied
+// before, set it). `where` names the table in errors ("" for the top level).
+void apply_table(CLI::App& cmd, const toml::table& table, const Unicode33Guard& guard,
+                 const std::string& source, std::string_view where, bool check_only) {
   for (const auto& [key, node] : table) {
     const std::string name = guard.restore(key.str());
     const auto line = node.source().begin.line;
-    CLI::Option* opt = option_for(cmd, name);
+    if (where.empty() && (name == kTypesKey || name == kTypeKey)) continue;  // read by the caller
+    CLI::Option* opt = name == kTypeKey ? nullptr : option_for(cmd, name);
     if (!opt) {
       std::string hint;
       if (name.find('_') != std::string::npos) {
@@ -228,12 +228,11 @@ void apply_config_text(CLI::App& cmd, std::string_view text, const std::string& 
         for (char& c : dashed) c = c == '_' ? '-' : c;
         if (option_for(cmd, dashed)) hint = fmt::format(" (did you mean '{}'?)", dashed);
       }
-      throw UsageError(
-          fmt::format("--config {}: line {}: unknown key '{}'{} (keys are `{}` option names, e.g. "
-                      "batch-size)",
-                      source, line, printable(name), hint, cmd.get_name()));
+      throw UsageError(fmt::format(
+          "--config {}: line {}: unknown key '{}'{}{} (keys are `{}` option names, e.g. "
+          "batch-size)",
+          source, line, printable(name), where.empty() ? "" : " in ", where, hint, cmd.get_name()));
     }
-    if (opt->count() > 0) continue;  // given on the command line: the flag wins
     std::string value;
     if (node.is_string()) {
       value = guard.restore(*node.value<std::string>());
@@ -256,6 +255,7 @@ void apply_config_text(CLI::App& cmd, std::string_view text, const std::string& 
                       : node.is_array() ? "an array"
                                         : "a date or time"));
     }
+    if (check_only || opt->count() > 0) continue;  // given on the command line: the flag wins
     opt->add_result(value);
     try {
       opt->run_callback();
@@ -263,6 +263,98 @@ void apply_config_text(CLI::App& cmd, std::string_view text, const std::string& 
       throw UsageError(
           fmt::format("--config {}: line {}: key '{}': {}", source, line, name, e.what()));
     }
+  }
+}
+
+// The accelerator type asked for: the command line's --accelerator-type, else the file's
+// top-level accelerator-type key; "" for none.
+std::string chosen_type(CLI::App& cmd, const toml::table& table, const Unicode33Guard& guard,
+                        const std::string& source) {
+  CLI::Option* flag = option_for(cmd, std::string(kTypeKey));
+  if (flag && flag->count() > 0) return flag->as<std::string>();
+  const toml::node* node = table.get(kTypeKey);
+  if (!node) return {};
+  if (!node->is_string() || !flag) {
+    throw UsageError(
+        fmt::format("--config {}: line {}: key '{}' must name an accelerator type "
+                    "(a string) of the command's --accelerator-type",
+                    source, node->source().begin.line, kTypeKey));
+  }
+  return guard.restore(*node->value<std::string>());
+}
+
+}  // namespace
+
+void apply_config_text(CLI::App& cmd, std::string_view text, const std::string& source) {
+  Unicode33Guard guard;
+  const std::string shielded = guard.shield(text, source);
+  toml::table table;
+  try {
+    table = toml::parse(shielded, source);
+  } catch (const toml::parse_error& e) {
+    throw UsageError(fmt::format("--config {}: line {}, column {}: {}", source,
+                                 e.source().begin.line, e.source().begin.column,
+                                 guard.restore(e.description())));
+  }
+  // [accelerator-types.NAME] tables: every one checked, the chosen one applied first.
+  const std::string type = chosen_type(cmd, table, guard, source);
+  std::vector<std::string> types;
+  const toml::table* chosen = nullptr;
+  if (const toml::node* node = table.get(kTypesKey)) {
+    const toml::table* all = node->as_table();
+    if (!all || !option_for(cmd, std::string(kTypeKey))) {
+      throw UsageError(
+          fmt::format("--config {}: line {}: '{}' must be tables of per-accelerator keys, "
+                      "[{}.NAME], for a command with --accelerator-type",
+                      source, node->source().begin.line, kTypesKey, kTypesKey));
+    }
+    for (const auto& [key, sub] : *all) {
+      const std::string name = guard.restore(key.str());
+      const toml::table* t = sub.as_table();
+      if (!t) {
+        throw UsageError(fmt::format("--config {}: line {}: '{}.{}' must be a table of keys",
+                                     source, sub.source().begin.line, kTypesKey, printable(name)));
+      }
+      apply_table(cmd, *t, guard, source, fmt::format("[{}.{}]", kTypesKey, printable(name)), true);
+      types.push_back(name);
+      if (name == type) chosen = t;
+    }
+  }
+  if (!type.empty() && !chosen) {
+    throw UsageError(
+        types.empty() ? fmt::format("--accelerator-type {}: --config {} has no [{}.NAME] tables of "
+                                    "per-accelerator settings",
+                                    printable(type), source, kTypesKey)
+                      : fmt::format("--accelerator-type {}: --config {} has settings for {} only",
+                                    printable(type), source, fmt::join(types, ", ")));
+  }
+  if (chosen) {
+    apply_table(cmd, *chosen, guard, source, fmt::format("[{}.{}]", kTypesKey, printable(type)),
+                false);
+    CLI::Option* flag = option_for(cmd, std::string(kTypeKey));
+    if (flag->count() == 0) {  // chosen by the file: the command sees it as if given
+      flag->add_result(type);
+      flag->run_callback();
+    }
+  }
+  apply_table(cmd, table, guard, source, "", false);
+}
+
+void add_config_options(CLI::App& cmd, std::string& config_path, std::string& accelerator_type) {
+  cmd.add_option("--config", config_path,
+                 "TOML workload file (see configs/workloads); flags override it");
+  cmd.add_option("--accelerator-type", accelerator_type,
+                 "The workload file's settings for this accelerator (a100, h100, ...: its "
+                 "[accelerator-types.NAME] tables; without it, the file's defaults)");
+}
+
+void apply_config_options(CLI::App& cmd, const std::string& config_path) {
+  if (cmd.get_option("--config")->count() > 0) {
+    apply_config_file(cmd, config_path);
+  } else if (cmd.get_option("--accelerator-type")->count() > 0) {
+    throw UsageError(
+        "--accelerator-type picks a workload file's per-accelerator settings: give the file "
+        "with --config (e.g. configs/workloads/resnet50.toml)");
   }
 }
 

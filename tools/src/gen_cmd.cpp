@@ -29,6 +29,7 @@ struct Options {
   std::string sample_size = "128KiB";
   std::string max_sample_size = "1GiB";
   std::uint64_t samples_per_shard = 1000;
+  bool samples_per_shard_given = false;  // --samples-per-file (or --samples-per-shard) was given
   std::string compress = "none";
   double compressibility = 0;
   bool no_label = false;
@@ -108,6 +109,11 @@ loader::GenConfig make_config(const Options& o) {
                     format_bytes(asked), format_bytes(static_cast<double>(c.max_sample_size))));
   }
   c.samples_per_shard = o.samples_per_shard;
+  if ((c.format == loader::DatasetFormat::kNpz || c.format == loader::DatasetFormat::kNpy) &&
+      o.samples_per_shard_given && o.samples_per_shard != 1) {
+    throw UsageError(fmt::format("--samples-per-file {}: {} writes one sample per file",
+                                 o.samples_per_shard, o.format));
+  }
   {
     auto cs = loader::CompressionSpec::parse(o.compress);
     if (!cs) throw UsageError(fmt::format("--compress: {}", cs.error().message()));
@@ -209,7 +215,10 @@ void add_gen(CLI::App& app, int& exit_code) {
                   "or mem://prefix")
       ->required();
   add_net_options(*cmd, o->net);
-  cmd->add_option("--format", o->format, "files (one sample per file) or tar (WebDataset shards)")
+  cmd->add_option("--format", o->format,
+                  "files (one sample per file), tar (WebDataset shards), tfrecord (TFRecord files "
+                  "with DALI indexes), npz (one np.savez archive per sample) or npy (one np.save "
+                  "array per sample)")
       ->capture_default_str();
   cmd->add_option("--samples", o->samples, "Number of samples")
       ->capture_default_str()
@@ -223,7 +232,9 @@ void add_gen(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-sample-size", o->max_sample_size, "Clamp drawn sizes to this")
       ->capture_default_str();
-  cmd->add_option("--samples-per-shard", o->samples_per_shard, "Samples per tar shard")
+  cmd->add_option("--samples-per-file,--samples-per-shard", o->samples_per_shard,
+                  "Samples per object: records per TFRecord file, samples per tar shard (npz and "
+                  "npy: one per file)")
       ->capture_default_str()
       ->check(whole_number(1, 1ull << 32));
   cmd->add_option("--compress", o->compress, "none or zstd[:LEVEL] (per sample)")
@@ -232,12 +243,16 @@ void add_gen(CLI::App& app, int& exit_code) {
                   "Fraction of each sample that compresses, 0..1")
       ->capture_default_str()
       ->check(number_in(0, 1, true));
-  cmd->add_flag("--no-label", o->no_label, "tar: no .cls member per sample");
+  cmd->add_flag("--no-label", o->no_label,
+                "No label: tar writes no .cls member per sample, npz no array y");
   cmd->add_option("--seed", o->seed, "Seed: the same arguments give the same bytes")
       ->capture_default_str()
       ->check(whole_number(0, ~std::uint64_t{0}));
   cmd->add_option("--output", o->output, "text or json")->capture_default_str();
-  cmd->callback([o, &exit_code] { exit_code = run(*o); });
+  cmd->callback([o, cmd, &exit_code] {
+    o->samples_per_shard_given = cmd->get_option("--samples-per-file")->count() > 0;
+    exit_code = run(*o);
+  });
 }
 
 }  // namespace feedline::tools

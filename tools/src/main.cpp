@@ -12,6 +12,7 @@
 #include "bench_storage_cmd.hpp"
 #include "cli_error.hpp"
 #include "feedline/loader/codec.hpp"
+#include "feedline/loader/tfrecord.hpp"
 #include "feedline/transports/file_engine.hpp"
 #include "feedline/transports/http_client.hpp"
 #include "gen_cmd.hpp"
@@ -59,9 +60,10 @@ int main(int argc, char** argv) {
   CLI::App app{"feedline: dataset storage -> pipeline -> GPU, and where it stalls"};
   // The version line names the optional parts compiled in, for scripts that need to know.
   app.set_version_flag("--version",
-                       fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {}, mpi: {})",
+                       fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {}, isal: {}, mpi: {})",
                                    feedline::transports::uring_compiled_in() ? "yes" : "no",
                                    feedline::loader::zstd_available() ? "yes" : "no",
+                                   feedline::loader::tfrecord_available() ? "yes" : "no",
                                    mpi_compiled_in() ? "yes" : "no"));
   app.require_subcommand(1);
   int exit_code = kExitOk;

@@ -181,15 +181,15 @@ void add_run(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "run", "Run the data-loading pipeline on a dataset and report where it stalls");
   auto config_path = std::make_shared<std::string>();
-  cmd->add_option("--config", *config_path,
-                  "TOML workload file (see configs/workloads); flags override it");
+  auto accelerator_type = std::make_shared<std::string>();
+  add_config_options(*cmd, *config_path, *accelerator_type);
   cmd->add_option("url", o->url,
                   "Dataset root: a directory, file:///path, s3://bucket/prefix/, "
                   "http(s)://host/dir/, nfs://server/export/dir or mem://prefix")
       ->required();
   add_run_options(*cmd, *o);
-  cmd->callback([o, cmd, config_path, &exit_code] {
-    if (cmd->get_option("--config")->count() > 0) apply_config_file(*cmd, *config_path);
+  cmd->callback([o, cmd, config_path, accelerator_type, &exit_code] {
+    apply_config_options(*cmd, *config_path);
     exit_code = run(*o);
   });
 }

@@ -210,7 +210,9 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
 
 void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   CLI::App* cmd = &cmd_ref;
-  cmd->add_option("--format", o.format, "files, tar or auto")->capture_default_str();
+  cmd->add_option("--format", o.format,
+                  "files, tar, tfrecord, npz, npy, or auto (from the objects' extensions)")
+      ->capture_default_str();
   cmd->add_option("--batch-size", o.batch_size, "Samples per batch")
       ->capture_default_str()
       ->check(whole_number(1, loader::kMaxBatchSize));
@@ -300,7 +302,8 @@ void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
                   "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
   cmd->add_option("--throttle-latency", o.throttle_latency,
                   "Add latency to every read: 2ms, normal:2ms:500us or lognormal:2ms:1ms");
-  cmd->add_flag("--no-index", o.no_index, "Ignore tar indexes and scan the shards' headers");
+  cmd->add_flag("--no-index", o.no_index,
+                "Ignore tar and TFRecord indexes and scan the shards' and files' headers");
   cmd->add_flag("--stages-alone", o.stages_alone,
                 "After the run, measure storage, decode and collate each alone and report the "
                 "pipeline's efficiency");
@@ -347,11 +350,15 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   rd.dataset = value_or_exit(loader::open_dataset(*rd.backend, resolved.key, dopt));
   const loader::Dataset& dataset = rd.dataset;
   ctx.format = std::string(loader::format_name(dataset.format));
-  if (o.shard_shuffle > 0 && dataset.format == loader::DatasetFormat::kFiles) {
-    out::note(
-        "--shard-shuffle shuffles the shards of a tar dataset; in this files dataset every file is "
-        "a shard of one sample, so the order is as shuffled as without it (reads of neighbouring "
-        "files do not coalesce)");
+  const bool one_per_file = dataset.format == loader::DatasetFormat::kFiles ||
+                            dataset.format == loader::DatasetFormat::kNpz ||
+                            dataset.format == loader::DatasetFormat::kNpy;
+  if (o.shard_shuffle > 0 && one_per_file) {
+    out::note(fmt::format(
+        "--shard-shuffle shuffles the shards of a tar or TFRecord dataset; in this {} dataset "
+        "every file is a shard of one sample, so the order is as shuffled as without it (reads of "
+        "neighbouring files do not coalesce)",
+        loader::format_name(dataset.format)));
   }
   for (const auto& n : dataset.notes) out::eprint("note: {}\n", n);
   for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);

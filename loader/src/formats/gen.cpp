@@ -10,15 +10,33 @@
 #include <numbers>
 #include <vector>
 
+#include "crc32c.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/digest.hpp"
 #include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
+#include "feedline/loader/tfrecord.hpp"
+#include "gen_parts.hpp"
 
 namespace feedline::loader {
+
+namespace detail {
+
+std::string join_key(std::string_view root, std::string_view name) {
+  if (root.empty()) return std::string(name);
+  if (root.ends_with('/')) return fmt::format("{}{}", root, name);
+  return fmt::format("{}/{}", root, name);
+}
+
+}  // namespace detail
+
 namespace {
+
+using detail::as_bytes;
+using detail::join_key;
+using detail::SampleParts;
 
 constexpr std::size_t kContentBlock = 4096;  // compressibility is spread evenly at this grain
 
@@ -40,12 +58,6 @@ double standard_normal(std::mt19937_64& rng) {
 }
 
 std::size_t digits(std::uint64_t n) { return fmt::formatted_size("{}", n); }
-
-std::string join_key(std::string_view root, std::string_view name) {
-  if (root.empty()) return std::string(name);
-  if (root.ends_with('/')) return fmt::format("{}{}", root, name);
-  return fmt::format("{}/{}", root, name);
-}
 
 // Sample i's content: random bytes and, per 4 KiB block, a compressible run of a repeated
 // 8-byte pattern. `out` is resized (its capacity reused).
@@ -77,25 +89,6 @@ void fill_content(std::mt19937_64& rng, std::uint64_t size, double compressibili
   }
 }
 
-struct SampleParts {
-  std::vector<std::byte> raw;     // the decoded ".bin" payload
-  std::vector<std::byte> stored;  // what is written: raw, or its zstd frame
-  std::string label;              // the ".cls" payload
-};
-
-// Draws sample i: size first, then label, then content (this order is part of the contract:
-// changing it changes every generated dataset).
-void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
-  std::mt19937_64 rng(splitmix64(splitmix64(c.seed) ^ i));
-  const std::uint64_t size = c.sample_size.draw(rng, c.max_sample_size);
-  const std::uint64_t label = rng() % c.num_classes;
-  parts.label.clear();
-  fmt::format_to(std::back_inserter(parts.label), "{}", label);
-  fill_content(rng, size, c.compressibility, parts.raw);
-}
-
-ConstBytes as_bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
-
 // True when `text` is all digits, at least `width` of them; the number goes to n.
 bool parse_padded(std::string_view text, std::size_t width, std::uint64_t& n) {
   if (text.size() < width || text.empty()) return false;
@@ -106,8 +99,11 @@ bool parse_padded(std::string_view text, std::size_t width, std::uint64_t& n) {
 
 // Would this config write the object named `rel` (relative to the root)?
 bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t shards) {
-  if (c.format == DatasetFormat::kFiles) {
-    const std::string_view ext = c.compress.codec == Compression::kZstd ? ".bin.zst" : ".bin";
+  if (c.format != DatasetFormat::kTar && c.format != DatasetFormat::kTfRecord) {
+    const std::string_view ext = c.format == DatasetFormat::kNpz          ? ".npz"
+                                 : c.format == DatasetFormat::kNpy        ? ".npy"
+                                 : c.compress.codec == Compression::kZstd ? ".bin.zst"
+                                                                          : ".bin";
     if (!rel.ends_with(ext)) return false;
     std::uint64_t n = 0;
     return parse_padded(rel.substr(0, rel.size() - ext.size()), 6, n) && n < c.samples &&
@@ -115,7 +111,9 @@ bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t shards) {
   }
   if (!rel.starts_with("shard-")) return false;
   rel.remove_prefix(6);
-  std::string_view ext = rel.ends_with(".tar.idx") ? ".tar.idx" : ".tar";
+  const std::string_view data_ext = c.format == DatasetFormat::kTar ? ".tar" : ".tfrecord";
+  const std::string index_ext = std::string(data_ext) + ".idx";
+  std::string_view ext = rel.ends_with(index_ext) ? std::string_view(index_ext) : data_ext;
   if (!rel.ends_with(ext)) return false;
   const std::string_view num = rel.substr(0, rel.size() - ext.size());
   std::uint64_t n = 0;
@@ -124,6 +122,37 @@ bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t shards) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// Draws sample i: size first, then label, then content (this order is part of the contract:
+// changing it changes every generated dataset).
+void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
+  std::mt19937_64 rng(splitmix64(splitmix64(c.seed) ^ i));
+  const std::uint64_t size = c.sample_size.draw(rng, c.max_sample_size);
+  const std::uint64_t label = rng() % c.num_classes;
+  parts.label_value = label;
+  parts.label.clear();
+  fmt::format_to(std::back_inserter(parts.label), "{}", label);
+  fill_content(rng, size, c.compressibility, parts.raw);
+}
+
+void account_member(ConstBytes decoded, GenSummary& sum) {
+  sum.digest += member_hash(decoded);
+  sum.bytes_decoded += decoded.size();
+  ++sum.members;
+}
+
+Result<void> draw_sample(const GenConfig& c, std::uint64_t i, const GenHooks& hooks,
+                         SampleParts& parts, GenSummary& sum) {
+  if (hooks.stop.stop_requested()) return fail(Error(Errc::kCancelled, "generation stopped"));
+  make_sample(c, i, parts);
+  account_member(parts.raw, sum);
+  ++sum.samples;
+  return {};
+}
+
+}  // namespace detail
 
 // ---- SizeDistribution -----------------------------------------------------------------------
 
@@ -263,9 +292,26 @@ Result<void> validate(const GenConfig& c) {
     return bad("uniform sample sizes: the maximum is below the minimum");
   }
   if (c.max_sample_size < 1) return bad("the maximum sample size must be at least 1 byte");
-  if (c.format == DatasetFormat::kAuto) return bad("gen writes one format: files or tar, not auto");
-  if (c.format == DatasetFormat::kTar && c.samples_per_shard < 1) {
+  if (c.format == DatasetFormat::kAuto) {
+    return bad("gen writes one format: files, tar, tfrecord, npz or npy, not auto");
+  }
+  if ((c.format == DatasetFormat::kTar || c.format == DatasetFormat::kTfRecord) &&
+      c.samples_per_shard < 1) {
     return bad("samples per shard must be at least 1");
+  }
+  const bool compressible = c.format == DatasetFormat::kFiles || c.format == DatasetFormat::kTar;
+  if (c.compress.codec != Compression::kNone && !compressible) {
+    return bad(
+        fmt::format("compress {}: only files and tar samples are compressed; {} is written "
+                    "uncompressed",
+                    c.compress.to_string(), format_name(c.format)));
+  }
+  if (c.format == DatasetFormat::kTfRecord && !tfrecord_available()) {
+    return fail(tfrecord_unavailable());
+  }
+  if (c.format == DatasetFormat::kNpz && !detail::crc_available()) {
+    return fail(Error(Errc::kUnsupported, "built without ISA-L: writing npz needs its CRC-32")
+                    .with_hint("rebuild with -DFEEDLINE_WITH_ISAL=ON, or write npy"));
   }
   if (!(c.compressibility >= 0 && c.compressibility <= 1)) {
     return bad(fmt::format("compressibility {} is outside [0, 1]", c.compressibility));
@@ -290,6 +336,18 @@ namespace {
 // The data objects and indexes, in order, accounted in sum.
 Result<void> write_objects(storage::Backend& backend, std::string_view root, const GenConfig& c,
                            const GenHooks& hooks, GenSummary& sum) {
+  switch (c.format) {
+    case DatasetFormat::kTfRecord:
+      return detail::write_tfrecord_files(backend, root, c, hooks, sum);
+    case DatasetFormat::kNpz:
+      return detail::write_npz_files(backend, root, c, hooks, sum);
+    case DatasetFormat::kNpy:
+      return detail::write_npy_files(backend, root, c, hooks, sum);
+    case DatasetFormat::kFiles:
+    case DatasetFormat::kTar:
+    case DatasetFormat::kAuto:
+      break;
+  }
   const bool tar = c.format == DatasetFormat::kTar;
   const std::uint64_t shards = tar ? generated_objects(c) : 0;
   SampleParts parts;
@@ -299,12 +357,7 @@ Result<void> write_objects(storage::Backend& backend, std::string_view root, con
 
   // Produces the stored bytes of sample i into parts and accounts its decoded members.
   auto produce = [&](std::uint64_t i) -> Result<ConstBytes> {
-    if (hooks.stop.stop_requested()) return fail(Error(Errc::kCancelled, "generation stopped"));
-    make_sample(c, i, parts);
-    sum.digest += member_hash(parts.raw);
-    sum.bytes_decoded += parts.raw.size();
-    ++sum.members;
-    ++sum.samples;
+    FEEDLINE_TRY(detail::draw_sample(c, i, hooks, parts, sum));
     if (!zstd) return ConstBytes(parts.raw);
     parts.stored.clear();
     FEEDLINE_TRY(compressor.compress_append(parts.raw, c.compress.level, parts.stored));
@@ -343,9 +396,7 @@ Result<void> write_objects(storage::Backend& backend, std::string_view root, con
         member += ".cls";
         FEEDLINE_ASSIGN_OR_RETURN(tar::Placement pl, tw.add(member, as_bytes(parts.label)));
         index.entries.push_back({member, pl.header_offset, pl.data_offset, pl.size, pl.size});
-        sum.digest += member_hash(as_bytes(parts.label));
-        sum.bytes_decoded += parts.label.size();
-        ++sum.members;
+        detail::account_member(as_bytes(parts.label), sum);
       }
       if (hooks.progress) hooks.progress(sum.samples);
     }
@@ -366,7 +417,7 @@ Result<void> write_objects(storage::Backend& backend, std::string_view root, con
 Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view root,
                                     const GenConfig& c, const GenHooks& hooks) {
   FEEDLINE_TRY(validate(c));
-  const std::uint64_t shards = c.format == DatasetFormat::kTar ? generated_objects(c) : 0;
+  const std::uint64_t shards = generated_objects(c);
 
   // Never mix datasets, never overwrite what gen did not write: a root that is not empty must hold
   // a manifest of gen (a dataset gen wrote, or began to write), and nothing this config would not

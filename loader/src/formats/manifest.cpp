@@ -36,24 +36,48 @@ std::string_view plural(std::uint64_t n, std::string_view one, std::string_view 
 
 }  // namespace
 
+namespace {
+
+// Formats whose objects hold samples_per_shard samples each (the others one).
+bool sharded(const GenConfig& c) {
+  return c.format == DatasetFormat::kTar || c.format == DatasetFormat::kTfRecord;
+}
+
+// Members gen writes per sample.
+std::uint64_t members_per_sample(const GenConfig& c) {
+  const bool labelled = c.format == DatasetFormat::kTar || c.format == DatasetFormat::kNpz;
+  return labelled && c.with_label ? 2 : 1;
+}
+
+}  // namespace
+
 std::uint64_t generated_objects(const GenConfig& c) {
-  if (c.format == DatasetFormat::kFiles) return c.samples;
+  if (!sharded(c)) return c.samples;
   if (c.samples_per_shard == 0) return 0;
   return c.samples / c.samples_per_shard + (c.samples % c.samples_per_shard != 0);
 }
 
 std::string generated_object_name(const GenConfig& c, std::uint64_t i) {
-  if (c.format == DatasetFormat::kFiles) {
-    return sample_key(i, c.samples) +
-           (c.compress.codec == Compression::kZstd ? ".bin.zst" : ".bin");
+  switch (c.format) {
+    case DatasetFormat::kNpz:
+      return sample_key(i, c.samples) + ".npz";
+    case DatasetFormat::kNpy:
+      return sample_key(i, c.samples) + ".npy";
+    case DatasetFormat::kTar:
+    case DatasetFormat::kTfRecord: {
+      const std::uint64_t shards = generated_objects(c);
+      const std::size_t width = std::max<std::size_t>(6, digits(shards > 0 ? shards - 1 : 0));
+      return fmt::format("shard-{:0{}}.{}", i, width, format_name(c.format));
+    }
+    case DatasetFormat::kFiles:
+    case DatasetFormat::kAuto:
+      break;
   }
-  const std::uint64_t shards = generated_objects(c);
-  const std::size_t width = std::max<std::size_t>(6, digits(shards > 0 ? shards - 1 : 0));
-  return fmt::format("shard-{:0{}}.tar", i, width);
+  return sample_key(i, c.samples) + (c.compress.codec == Compression::kZstd ? ".bin.zst" : ".bin");
 }
 
 std::uint64_t generated_samples_in(const GenConfig& c, std::uint64_t i) {
-  if (c.format == DatasetFormat::kFiles) return 1;
+  if (!sharded(c)) return 1;
   const std::uint64_t first = i * c.samples_per_shard;
   return first >= c.samples ? 0 : std::min(c.samples_per_shard, c.samples - first);
 }
@@ -203,9 +227,11 @@ Result<void> check_manifest(const DatasetManifest& m, std::string_view manifest_
   if (root_manifest) ds.manifest = std::string(manifest_key);
   const GenConfig& c = m.config;
   if (!m.complete || c.format != ds.format) return {};  // another format: each object read as it is
-  const bool tar = c.format == DatasetFormat::kTar;
-  const std::string_view kind = tar ? "tar shard" : "file";
-  const std::string_view kinds = tar ? "tar shards" : "files";
+  const std::string_view kind = c.format == DatasetFormat::kTar        ? "tar shard"
+                                : c.format == DatasetFormat::kNpz      ? "npz archive"
+                                : c.format == DatasetFormat::kTfRecord ? "TFRecord file"
+                                                                       : "file";
+  const std::string kinds = fmt::format("{}s", kind);
   const std::string where = dir.empty()
                                 ? shown(ds.root)
                                 : shown(dir.substr(0, dir.size() - (dir.ends_with('/') ? 1 : 0)));
@@ -247,15 +273,15 @@ Result<void> check_manifest(const DatasetManifest& m, std::string_view manifest_
             .with_hint(hint));
   }
 
-  // Every shard holds what gen put in it.
+  // Every shard (TFRecord file, archive) holds what gen put in it.
   bool exact = found.size() == ds.objects.size() && found.size() == want;
-  if (tar) {
+  if (c.format != DatasetFormat::kFiles) {
     std::vector<std::uint64_t> samples(ds.objects.size()), members(ds.objects.size());
     for (const Sample& s : ds.samples) {
       ++samples[s.object];
       members[s.object] += s.member_count;
     }
-    const std::uint64_t per_sample = c.with_label ? 2 : 1;
+    const std::uint64_t per_sample = members_per_sample(c);
     for (std::uint64_t i = 0; i < want; ++i) {
       const std::uint32_t o = object_of[static_cast<std::size_t>(i)];
       const std::uint64_t want_samples = generated_samples_in(c, i),
@@ -267,8 +293,8 @@ Result<void> check_manifest(const DatasetManifest& m, std::string_view manifest_
         continue;  // more: not ours to judge
       Error e =
           Error(Errc::kCorrupt,
-                fmt::format("holds {} {} ({} members), its dataset's manifest {} says {} ({}): the "
-                            "shard was cut short or replaced since it was generated",
+                fmt::format("holds {} {} ({} members), its dataset's manifest {} says {} ({}): it "
+                            "was cut short or replaced since it was generated",
                             samples[o], plural(samples[o], "sample", "samples"), members[o],
                             manifest, want_samples, want_members))
               .with_object(shown(ds.objects[o].key))

@@ -52,6 +52,12 @@ std::string why_not_direct(const Dataset& d) {
                          s.key, members.size());
     }
     const Member& m = members.front();
+    if (m.check == MemberCheck::kTfRecordCrc) {
+      return fmt::format(
+          "samples are TFRecord records (e.g. '{}') whose CRC32C the host checks: each is read "
+          "with its framing into a sample buffer",
+          m.name);
+    }
     if (m.zstd)
       return fmt::format("samples are zstd-compressed (e.g. '{}'): they need decoding", m.name);
     if (m.offset != 0 || m.size != s.length) {
@@ -76,8 +82,8 @@ void plan_decode(DataPathPlan& plan, const Dataset& d, GpuDirect mode) {
   if (mode == GpuDirect::kOff || !decoded_sizes_known(d)) return;
   plan.path = DataPath::kDecodeInPlace;
   plan.reason +=
-      "; decode threads write each sample straight into its batch slot (decoded sizes from the "
-      "index)";
+      "; decode threads write each sample straight into its batch slot (decoded sizes known "
+      "before reading: uncompressed members, or zstd sizes from the index)";
 }
 
 }  // namespace

@@ -87,7 +87,7 @@ PipelineReport build_report(const RunParts& p) {
                           : "reads landed in their batch slot");
     }
     const bool in_place = path == DataPath::kDecodeInPlace;
-    if (in_place) parts.push_back("zstd members decoded straight into their batch slot");
+    if (in_place) parts.push_back("decode wrote each member straight into its batch slot");
     if (cufile_copied)
       parts.push_back(
           fmt::format("libcufile copied {} bytes through host bounce buffers", cufile_copied));

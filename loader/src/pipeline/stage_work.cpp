@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "feedline/loader/digest.hpp"
+#include "feedline/loader/tfrecord.hpp"
 #include "unknown_size.hpp"
 
 namespace feedline::loader::detail {
@@ -60,6 +62,25 @@ std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s) {
 }
 
 namespace {
+
+// The checks a member's bytes carry (MemberCheck), on the sample's bytes as read: a TFRecord
+// record's length and both CRCs. Every data path that delivers host bytes comes through here
+// (decode_sample); describe_on_device() refuses such members.
+std::optional<Error> check_member(const Dataset& dataset, const Sample& smp, const Member& m,
+                                  const InFlightSample& s) {
+  if (m.check != MemberCheck::kTfRecordCrc) return std::nullopt;
+  const std::uint64_t record = m.offset - kTfRecordHeaderBytes;  // open_dataset() put it there
+  if (m.offset < kTfRecordHeaderBytes || m.offset + m.size + kTfRecordFooterBytes > s.raw_len) {
+    return Error(Errc::kCorrupt,
+                 fmt::format("TFRecord record '{}' runs past the sample's bytes", m.name))
+        .with_object(dataset.objects[smp.object].key)
+        .with_offset(smp.offset + m.offset);
+  }
+  auto ok = check_tfrecord(ConstBytes(s.bytes() + record, m.size + kTfRecordFramingBytes), m.size,
+                           smp.offset + record, dataset.objects[smp.object].key);
+  if (!ok) return std::move(ok).error();
+  return std::nullopt;
+}
 
 // The digest and decoded size of s's members.
 void digest_members(InFlightSample& s) {
@@ -131,6 +152,10 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
           Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
               .with_object(object)
               .with_offset(smp.offset + m.offset);
+      return 0;
+    }
+    if (auto bad = check_member(dataset, smp, m, s)) {
+      s.error = std::move(*bad);
       return 0;
     }
   }
@@ -205,6 +230,15 @@ void describe_on_device(const Dataset& dataset, InFlightSample& s) {
           Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
               .with_object(dataset.objects[smp.object].key)
               .with_offset(smp.offset + m.offset);
+      return;
+    }
+    if (m.check != MemberCheck::kNone) {  // plan_data_path() never sends these to the GPU
+      s.error = Error(Errc::kInternal,
+                      fmt::format("member '{}' carries a CRC the host must check, but was read "
+                                  "into GPU memory",
+                                  m.name))
+                    .with_object(dataset.objects[smp.object].key)
+                    .with_offset(smp.offset + m.offset);
       return;
     }
     s.members.push_back({s.bytes() + m.offset, m.size});

@@ -52,7 +52,9 @@ using feedline::usable_cores;  // core/cpus.hpp
 // member's decoded_size (the index's).
 std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s);
 
-// Cuts s's members out of its raw bytes, decompresses zstd members into s.decoded (or, with
+// Cuts s's members out of its raw bytes, checks what members carry (MemberCheck: a TFRecord
+// record's CRCs, on every path, the in-place one and the storage threads' inline one included),
+// decompresses zstd members into s.decoded (or, with
 // s.decode_in_place, writes every member into s's batch slot as decoded_slot_bytes lays it out:
 // a frame whose size differs from the index's is an error) and computes the digest. On failure sets
 // s.error (naming object and offset). Returns the bytes by which the decoded size exceeded the
@@ -67,7 +69,8 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
 
 // decode_sample for a sample read into GPU memory (s.on_device): its members are its stored
 // bytes (the direct path has no zstd), located but never touched; digest 0 (nothing on the host
-// could hash them).
+// could hash them). A member with a MemberCheck never gets here (plan_data_path); one that did is
+// a kInternal error, never delivered unchecked.
 void describe_on_device(const Dataset& dataset, InFlightSample& s);
 
 // Makes room in buffer for s's members after `used` bytes (BatchBuffer::grow_keeping). Returns the

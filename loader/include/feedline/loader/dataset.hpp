@@ -1,6 +1,6 @@
 // Datasets: what the pipeline reads, resolved to byte ranges of storage objects.
 //
-// Two formats:
+// Five formats:
 //  - files: one sample per object (file). A name ending in ".zst" is a zstd frame to decompress.
 //    The sample key is the object key relative to the dataset root, without the extension(s).
 //  - tar: WebDataset-style shards. A sample is the run of consecutive regular members whose
@@ -9,6 +9,19 @@
 //    non-regular members are ignored. A shard "X.tar" may have an index "X.tar.idx" beside it,
 //    written by `feedline gen`, which saves scanning the headers; readers work without one, and
 //    use one only when it shows that it belongs to the shard (tar_index.hpp).
+//  - tfrecord: TensorFlow's record files (tfrecord.hpp): the objects named "*.tfrecord" or
+//    "*.tfrecords" (every object when none is so named: TensorFlow's own "train-00000-of-01024").
+//    Each record is a sample of one member, the record's data: key "<file>/<record>" (the file's
+//    path without its extension, the record's number in the file zero-padded to six digits:
+//    "train-000003/000017"), member name the key + ".tfrecord". The sample's range is the whole
+//    framed record (12-byte header, data, 4-byte CRC); the member lies at offset 12 and carries
+//    MemberCheck::kTfRecordCrc: both CRCs are checked before it is delivered. "X.tfrecord.idx"
+//    beside a file (DALI's tfrecord2idx format, written by gen) saves scanning its headers.
+//  - npz: numpy archives (np.savez; zip.hpp, npy.hpp), one sample per "*.npz" object, key its path
+//    without ".npz". Its members are its arrays' bytes (C order, no .npy header), in file order,
+//    named "<key>.<array>" ("000123.x" for x.npy). Only stored (uncompressed) entries are read.
+//  - npy: one sample per "*.npy" object (np.save), key its path without ".npy", one member (named
+//    as the file) holding the array's bytes; the sample's range is just those bytes.
 //
 // A dataset written by `feedline gen` carries a manifest, ROOT/.feedline-dataset (manifest.hpp):
 // a dataset whose generation was interrupted, or that lost objects since, fails to open, naming
@@ -22,7 +35,8 @@
 // tar shard the members of one sample are adjacent), so the IO stage issues one read per sample
 // and the decode stage cuts members out of that range. In a tar shard the range runs from the
 // first member's data to the last member's data end; the tar headers between members lie inside
-// it and are skipped by the member offsets.
+// it and are skipped by the member offsets (so do an npz archive's zip and .npy headers between
+// its arrays).
 #pragma once
 
 #include <cstdint>
@@ -38,21 +52,36 @@
 
 namespace feedline::loader {
 
-// kAuto (DatasetOptions only): tar when the root holds (or the pattern names) .tar shards, else
-// one sample per file, decided from the one listing the open makes.
-enum class DatasetFormat { kFiles, kTar, kAuto };
+// kAuto (DatasetOptions only): decided from the names the one listing the open makes (or the
+// pattern) gives: tar for ".tar" shards, tfrecord for ".tfrecord"/".tfrecords" files, npz for
+// ".npz", npy for ".npy" (the first of these in that order when several are there, with a note),
+// else files.
+enum class DatasetFormat { kFiles, kTar, kAuto, kTfRecord, kNpz, kNpy };
 std::string_view format_name(DatasetFormat f) noexcept;
 Result<DatasetFormat> parse_format(std::string_view text);
 
+// What the decode step checks in a member's bytes before it delivers them, beyond their size.
+enum class MemberCheck : std::uint8_t {
+  kNone,
+  // The data of a TFRecord record: its 12-byte header (length and the length's masked CRC32C)
+  // lies just before the member in the sample's range, the data's masked CRC32C just after.
+  // Both CRCs and the length are checked (check_tfrecord(), tfrecord.hpp) on every data path; a
+  // sample holding such a member is never read straight into GPU memory, where the host could
+  // not check it.
+  kTfRecordCrc,
+};
+
 struct Member {
   // The tar member's name as stored in the shard, or the file's path relative to the dataset
-  // root: e.g. "000123.bin.zst".
+  // root: e.g. "000123.bin.zst"; for the other formats as above ("train-000003/000017.tfrecord",
+  // "000123.x").
   std::string name;
   std::uint64_t offset = 0;  // from the start of the sample's byte range
   std::uint64_t size = 0;    // stored bytes
   bool zstd = false;         // a zstd frame (the name ends in ".zst")
   // Decoded size when known without reading (uncompressed members, or from the index); 0 = unknown.
   std::uint64_t decoded_size = 0;
+  MemberCheck check = MemberCheck::kNone;
 };
 
 struct Sample {
@@ -69,16 +98,16 @@ struct Sample {
 struct Dataset {
   DatasetFormat format = DatasetFormat::kFiles;  // as resolved (never kAuto)
   std::string root;                              // key prefix the dataset was opened at
-  std::vector<storage::ObjectInfo> objects;      // files, or tar shards
+  std::vector<storage::ObjectInfo> objects;      // files, tar shards, TFRecord files, archives
   std::vector<Sample> samples;                   // in storage order (the unshuffled order)
   std::vector<Member> members;
   std::uint64_t total_bytes = 0;       // sum of sample lengths (those known)
   std::uint64_t max_sample_bytes = 0;  // largest sample length (of those known)
-  bool indexed = false;                // every shard had an index
+  bool indexed = false;                // every tar shard or TFRecord file had an index
   std::vector<std::string> skipped;    // objects left out with skip_bad_objects, and why
   // Things the user should know that did not stop the open, one line each: an index that was
-  // stale, corrupt or of the old format (the shard was scanned instead), a shard without an
-  // end-of-archive marker.
+  // stale, corrupt or of the old format (the shard or file was scanned instead), a shard without
+  // an end-of-archive marker, TFRecord files without an index.
   std::vector<std::string> notes;
   // The manifest `feedline gen` left at the root (manifest.hpp), when there is one: its key, and
   // the digest gen recorded when the dataset is exactly what gen wrote (the digest one epoch over
@@ -86,7 +115,9 @@ struct Dataset {
   std::string manifest;
   std::optional<std::uint64_t> manifest_digest;
   // Reads made while opening (indexes, the probes that check them, header scans, manifests) and
-  // their bytes: an indexed tar dataset costs a few per shard, a scanned one its whole size.
+  // their bytes: an indexed tar or TFRecord dataset costs a few per file, a scanned one about its
+  // whole size; npz costs two or three small reads per archive, npy one per file (their headers),
+  // each batched over many files.
   std::uint64_t open_reads = 0;
   std::uint64_t open_bytes = 0;
 
@@ -97,9 +128,11 @@ struct Dataset {
 
 struct DatasetOptions {
   DatasetFormat format = DatasetFormat::kAuto;
-  bool use_index = true;  // read X.tar.idx where present
-  // A shard that cannot be read (not a tar, truncated, unreadable) is left out and recorded in
-  // Dataset::skipped instead of failing the whole dataset (--on-error skip).
+  bool use_index = true;  // read X.tar.idx and X.tfrecord.idx where present
+  // A shard, file or archive that cannot be read (not a tar, truncated, a TFRecord header whose
+  // CRC is wrong, an npz of compressed or unsupported arrays, unreadable) is left out and recorded
+  // in Dataset::skipped instead of failing the whole dataset (on_error = skip); its whole samples
+  // before the damage are kept where the format allows (tar, tfrecord).
   bool skip_bad_objects = false;
   // Checked before each shard and each header read of a scan: the open stops with kCancelled
   // (a scan of many large shards over the network takes long); reads in flight are cancelled.
@@ -107,7 +140,8 @@ struct DatasetOptions {
 };
 
 // Lists the objects under root (a directory or key prefix) and resolves samples: for tar shards
-// from the index or by reading the headers through the backend. Objects that are not regular
+// and TFRecord files from the index or by reading the headers through the backend, for npz and
+// npy from their zip and .npy headers. Objects that are not regular
 // (FIFOs, sockets, devices in a local directory) are left out with a note; a root naming one is
 // an error. Errors name the object and offset
 // (a truncated tar, a non-tar object in a tar dataset, an empty dataset).

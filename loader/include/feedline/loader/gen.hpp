@@ -1,13 +1,23 @@
 // Synthetic datasets: what `feedline gen URL` writes.
 //
-// Two layouts (the formats open_dataset() reads, see dataset.hpp):
-//  - files: one object per sample, "ROOT/<key>.bin" (or "<key>.bin.zst" when compressed).
-//  - tar:   WebDataset-style shards "ROOT/shard-000000.tar", ... holding samples_per_shard samples
-//           each; a sample is the member "<key>.bin[.zst]" followed (with_label) by "<key>.cls", a
-//           decimal class label. Beside each shard its index "shard-000000.tar.idx"
-//           (tar_index.hpp).
-// Both: the manifest "ROOT/.feedline-dataset" (manifest.hpp), hidden, which says whether the
-// generation finished and what it wrote.
+// Five layouts (the formats open_dataset() reads, see dataset.hpp):
+//  - files:    one object per sample, "ROOT/<key>.bin" (or "<key>.bin.zst" when compressed).
+//  - tar:      WebDataset-style shards "ROOT/shard-000000.tar", ... holding samples_per_shard
+//              samples each; a sample is the member "<key>.bin[.zst]" followed (with_label) by
+//              "<key>.cls", a decimal class label. Beside each shard its index
+//              "shard-000000.tar.idx" (tar_index.hpp).
+//  - tfrecord: TFRecord files "ROOT/shard-000000.tfrecord", ... of samples_per_shard records
+//              each, a record's data the sample's bytes (no label), and beside each its index
+//              "shard-000000.tfrecord.idx" in DALI's tfrecord2idx format (tfrecord.hpp).
+//  - npz:      one archive per sample, "ROOT/<key>.npz", written as numpy's np.savez writes one
+//              (zip.hpp: stored entries, numpy's ZIP64 extra fields and .npy headers): array x, the
+//              sample's bytes (uint8, shape (n,)), and with_label array y, the class (int64, a
+//              scalar). np.load reads it.
+//  - npy:      one array per sample, "ROOT/<key>.npy" (np.save's layout), the sample's bytes as
+//              uint8.
+// tfrecord, npz and npy are written uncompressed (compress must be none); tfrecord and npz need
+// ISA-L for their CRCs (validate() says so). All: the manifest "ROOT/.feedline-dataset"
+// (manifest.hpp), hidden, which says whether the generation finished and what it wrote.
 // Keys are zero-padded sample numbers: "000123" (six digits, more when needed).
 //
 // Deterministic: the same GenConfig gives the same bytes. Sample i draws its size, content and
@@ -21,7 +31,8 @@
 //
 // The digest is the one the pipeline reports for exactly-once checks: the sum modulo 2^64 of
 // XXH3-64 (seed 0) over the decoded bytes of every member (every file, or every tar member after
-// decompression, the ".cls" members included).
+// decompression, the ".cls" members included; a TFRecord record's data; an npz or npy array's
+// bytes without their .npy header, y's 8 little-endian bytes included).
 #pragma once
 
 #include <cstdint>
@@ -71,24 +82,26 @@ struct GenConfig {
   std::uint64_t samples = 1000;
   SizeDistribution sample_size;
   std::uint64_t max_sample_size = std::uint64_t{1} << 30;  // draws are clamped to this
-  std::uint64_t samples_per_shard = 1000;                  // tar only
+  std::uint64_t samples_per_shard = 1000;  // samples per object: tar shard, TFRecord file
   CompressionSpec compress;
   double compressibility = 0.0;  // in [0, 1]: the share of each sample's bytes that compresses
-  bool with_label = true;        // tar only: a "<key>.cls" member after each "<key>.bin"
+  // tar: a "<key>.cls" member after each "<key>.bin"; npz: an array y beside x. Others: none.
+  bool with_label = true;
   std::uint32_t num_classes = 1000;
   std::uint64_t seed = 0;
 };
 
 // Checks ranges (samples >= 1, compressibility in [0,1], a zstd level zstd accepts, zstd present
-// in this build when asked for, ...). generate_dataset() calls it first.
+// in this build when asked for, compression only for files and tar, ISA-L for tfrecord and npz,
+// ...). generate_dataset() calls it first.
 Result<void> validate(const GenConfig& config);
 
 struct GenSummary {
-  std::uint64_t objects = 0;        // data objects written: files, or tar shards
-  std::uint64_t index_objects = 0;  // tar indexes written
+  std::uint64_t objects = 0;        // data objects written: files, shards, archives
+  std::uint64_t index_objects = 0;  // tar and TFRecord indexes written
   std::uint64_t samples = 0;
   std::uint64_t members = 0;        // members over all samples (files: one per sample)
-  std::uint64_t bytes_stored = 0;   // bytes of the data objects (tar headers and padding included)
+  std::uint64_t bytes_stored = 0;   // bytes of the data objects (headers and padding included)
   std::uint64_t bytes_decoded = 0;  // bytes of all members after decompression
   std::uint64_t digest = 0;         // sum of XXH3-64 over decoded members, mod 2^64
   std::string manifest;             // key of the manifest written last (manifest.hpp)

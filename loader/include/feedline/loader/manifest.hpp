@@ -13,7 +13,7 @@
 //   state complete                 (or in-progress)
 //   format tar                     what generate_dataset() was asked to write (GenConfig) ...
 //   samples 37
-//   samples-per-shard 10
+//   samples-per-shard 10           (samples per tar shard or TFRecord file)
 //   label true
 //   sample-size lognormal:20480:8192
 //   max-sample-size 1073741824
@@ -38,9 +38,9 @@
 //    interrupted"; re-run the same gen to finish, or delete the manifest to use what is there);
 //  - a complete one, when the dataset is opened in the format it was written in: every data
 //    object it lists must be there (kCorrupt naming the dataset, what the manifest says and what
-//    was found), and each tar shard must hold all the samples and members gen put in it (kCorrupt
-//    naming the shard; a note with skip_bad_objects, where damaged shards are expected). Objects
-//    added since are not its concern;
+//    was found), and each object (tar shard, TFRecord file, npz archive) must hold all the samples
+//    and members gen put in it (kCorrupt naming it; a note with skip_bad_objects, where damaged
+//    objects are expected). Objects added since are not its concern;
 //  - Dataset::manifest names the root's manifest, and Dataset::manifest_digest is set to the
 //    digest gen wrote when the dataset is exactly what gen wrote (same objects, same byte count,
 //    every sample and member found): what one epoch over the whole dataset must deliver.
@@ -77,7 +77,8 @@ std::string format_manifest(const DatasetManifest& manifest);
 Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view object_name);
 
 // The data objects a config writes: how many, the name of the i-th relative to the root
-// ("shard-000003.tar", "000123.bin.zst"), and the samples it holds (files: 1).
+// ("shard-000003.tar", "shard-000003.tfrecord", "000123.bin.zst", "000123.npz"), and the samples
+// it holds (files, npz, npy: 1).
 std::uint64_t generated_objects(const GenConfig& config);
 std::string generated_object_name(const GenConfig& config, std::uint64_t i);
 std::uint64_t generated_samples_in(const GenConfig& config, std::uint64_t i);

@@ -1,0 +1,120 @@
+// What open_dataset() (dataset.cpp) shares with the openers of its formats (tar_open.cpp,
+// tfrecord_open.cpp, npy_open.cpp): naming rules, the SampleBuilder that fills a Dataset, whole
+// and batched reads through one IoQueue, and the openers themselves.
+//
+// Private to the formats module. Lifetimes: an OpenContext borrows everything it names for the
+// duration of one open_dataset() call; RangeRead owns its buffer, and its op must not move while
+// read_ranges() runs (a std::vector sized before the call does not).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "feedline/core/bytes.hpp"
+#include "feedline/core/error.hpp"
+#include "feedline/loader/dataset.hpp"
+#include "feedline/storage/backend.hpp"
+
+namespace feedline::loader::detail {
+
+// Reads the TFRecord, npz and npy openers keep in flight together (their batches of small reads
+// over many files): the depth of the open's queue for those formats.
+inline constexpr std::size_t kOpenBatchDepth = 64;
+
+// The key of a member or file name: the path up to the first '.' of its last component.
+std::string_view key_of(std::string_view name);
+// Hidden: some path component starts with '.' ("./x" and "../x" components do not count).
+bool hidden(std::string_view rel);
+inline bool is_zstd(std::string_view name) { return name.ends_with(".zst"); }
+
+Error cancelled(std::string_view what);
+
+// Fills a Dataset's samples and members in storage order. Keys and names are copied once (short
+// ones fit in std::string's inline buffer).
+class SampleBuilder {
+ public:
+  explicit SampleBuilder(Dataset& ds) : ds_(ds) {}
+
+  // A regular member (tar member, file) of object `object` with its data at [data_offset,
+  // data_offset + size): consecutive members sharing a key (key_of) make one sample.
+  void add(std::uint32_t object, std::string_view name, std::uint64_t data_offset,
+           std::uint64_t size, std::uint64_t decoded_size);
+  void close();
+
+  // A whole sample at [offset, offset + length) of its object, its members given explicitly
+  // (uncompressed: decoded size = size), each at `offset` of the object. Closes the sample that
+  // add() may have opened.
+  struct MemberSpec {
+    std::string name;
+    std::uint64_t offset = 0;  // in the object
+    std::uint64_t size = 0;
+    MemberCheck check = MemberCheck::kNone;
+  };
+  void add_sample(std::uint32_t object, std::string_view key, std::uint64_t offset,
+                  std::uint64_t length, std::span<const MemberSpec> members);
+
+ private:
+  Dataset& ds_;
+  Sample cur_;
+  bool open_ = false;
+};
+
+// Reads a whole small object (an index, a manifest) of at most max_bytes.
+Result<std::string> read_object(storage::Backend& backend, storage::IoQueue& queue,
+                                const storage::ObjectInfo& info, const std::stop_token& stop,
+                                std::uint64_t max_bytes, std::string_view what);
+
+// One read of a batch (read_ranges): [offset, offset + length) of object.
+struct RangeRead {
+  const storage::ObjectHandle* object = nullptr;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  // Filled by read_ranges(): the bytes read (fewer where the object ends), or the read's error.
+  Result<ConstBytes> bytes = ConstBytes{};
+
+  AlignedBuffer buf;  // read_ranges()'s: aligned to the backend
+  storage::ReadOp op;
+};
+
+// Reads every range in one batch: all submitted together (one round trip on network backends,
+// depth permitting), aligned to `align` (O_DIRECT) with the extra bytes cut off again. Fails only
+// when stopped (kCancelled) or out of memory; each read's own outcome is in its `bytes`.
+Result<void> read_ranges(storage::IoQueue& queue, std::uint64_t align, std::span<RangeRead> reads,
+                         const std::stop_token& stop);
+
+// What the openers of the formats share for one open_dataset() call.
+struct OpenContext {
+  storage::Backend& backend;
+  storage::IoQueue& queue;
+  const DatasetOptions& options;
+  Dataset& ds;
+  SampleBuilder& builder;
+  std::vector<bool>& skipped_objects;  // by index in ds.objects: left out with skip_bad_objects
+  // How errors and notes name an object (Backend::display_name).
+  std::function<std::string(std::string_view)> shown;
+  // The backend's read alignment (at least 4 KiB).
+  std::uint64_t align = kPageAlign;
+};
+
+// A data object of the dataset: its listing entry, its path relative to the root, and its index
+// when one is listed beside it (else null).
+struct FoundObject {
+  const storage::ObjectInfo* info = nullptr;
+  std::string_view rel;
+  const storage::ObjectInfo* index = nullptr;
+};
+
+// The openers: each appends its objects to ctx.ds.objects (in the order given) and their samples.
+// A damaged object fails the open, or with options.skip_bad_objects is recorded in ds.skipped
+// (its whole samples before the damage kept where the format allows).
+Result<void> open_tar_shards(OpenContext& ctx, std::span<const FoundObject> shards);
+Result<void> open_tfrecord_files(OpenContext& ctx, std::span<const FoundObject> files);
+Result<void> open_npz_files(OpenContext& ctx, std::span<const FoundObject> files);
+Result<void> open_npy_files(OpenContext& ctx, std::span<const FoundObject> files);
+
+}  // namespace feedline::loader::detail
