@@ -64,10 +64,30 @@ struct Outcome {
   std::string limit_text;
 };
 
+// What limited a trial: MLPerf Storage asks every accelerator to meet the target, so it is
+// what held back the accelerator with the lowest AU (its own verdict), not what most of them
+// name; the host's verdict where AU was not measured.
+const loader::Verdict& limiting_verdict(const Trial& t) {
+  const auto& h = t.host;
+  if (h.au_measured && h.au_min_accelerator < h.accelerators.size()) {
+    const loader::Verdict& worst = h.accelerators[h.au_min_accelerator].verdict;
+    if (worst.stage) return worst;
+  }
+  return h.verdict;
+}
+
 std::string limit_of(const Trial& t) {
   if (t.unfit) return "memory";
+  const loader::Verdict& v = limiting_verdict(t);
+  return v.stage ? std::string(loader::stage_name(*v.stage)) : "none";
+}
+
+std::string evidence_of(const Trial& t) {
+  if (t.unfit) return t.unfit->what();
   const auto& h = t.host;
-  return h.verdict.stage ? std::string(loader::stage_name(*h.verdict.stage)) : "none";
+  if (&limiting_verdict(t) == &h.verdict) return h.verdict.evidence;
+  return fmt::format("the accelerator with the lowest AU, {} ({:.1f}%): {}", h.au_min_accelerator,
+                     h.au_min * 100, limiting_verdict(t).evidence);
 }
 
 nlohmann::json trial_summary(const Trial& t, bool stopped) {
@@ -85,7 +105,7 @@ nlohmann::json trial_summary(const Trial& t, bool stopped) {
           {"error", t.error ? json(t.error->what()) : json(nullptr)},
           {"unfit", t.unfit ? json(t.unfit->message()) : json(nullptr)},
           {"limit", limit_of(t)},
-          {"evidence", t.unfit ? t.unfit->what() : h.verdict.evidence}};
+          {"evidence", evidence_of(t)}};
 }
 
 // Every rank's summaries (one for a host alone) into the job's outcome of the trial.
