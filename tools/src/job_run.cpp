@@ -106,6 +106,13 @@ int run_in_job(const RunOptions& o, MpiJob& job) {
     }
   }
   job.watch(nullptr);
+  // Ended because another rank failed (its barrier or its watcher heard it, whichever first): a
+  // stopped run, not a failure of its own.
+  if (auto other = job.peer_failure();
+      other && !(mine.contains("error") && mine["error"].is_string())) {
+    mine["interrupted"] = true;
+    mine["stopped_by"] = *other;
+  }
   mine["rank"] = job.rank();
   mine["host"] = job.host();
   if (mine.contains("error") && mine["error"].is_string()) {
