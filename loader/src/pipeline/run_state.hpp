@@ -35,8 +35,12 @@ struct MemberBytes {
 // A sample on its way through the pipeline.
 struct InFlightSample {
   SampleSlot slot;
-  AlignedBuffer raw;          // the sample's byte range as read
-  std::uint64_t raw_len = 0;  // bytes read
+  AlignedBuffer raw;  // the sample's byte range as read
+  // Bytes of raw before the sample's range: a read from storage that wants aligned reads
+  // (O_DIRECT) starts at the aligned offset below the sample, so the device writes straight
+  // into raw and nothing is bounced; the members are found past the head.
+  std::uint64_t raw_head = 0;
+  std::uint64_t raw_len = 0;  // bytes of the sample's range read (the head left out)
   AlignedBuffer decoded;      // zstd output (members point into raw or decoded)
   std::vector<MemberBytes> members;
   std::uint64_t reserved = 0;  // bytes reserved in the budget for this sample
@@ -61,7 +65,7 @@ struct InFlightSample {
   std::byte* decode_target() const noexcept { return direct_buffer->data() + direct_offset; }
   // The sample's stored bytes as read.
   const std::byte* bytes() const noexcept {
-    return direct_buffer && !decode_in_place ? slot_base() + direct_offset : raw.data();
+    return direct_buffer && !decode_in_place ? slot_base() + direct_offset : raw.data() + raw_head;
   }
 };
 
