@@ -71,5 +71,8 @@ expect_usage "no compute time" "--compute-time" -- bench accelerators "$ds"
 expect_usage "accelerators given" "--max-accelerators" -- bench accelerators "$ds" --compute-time 1ms --accelerators 2
 expect_usage "bad trial time" "--trial-time" -- bench accelerators "$ds" --compute-time 1ms --trial-time soon
 expect_usage "zero max" "--max-accelerators" -- bench accelerators "$ds" --compute-time 1ms --max-accelerators 0
+# A trial too short for a second step measures no AU: no answer, and the error says what to do.
+expect_runtime "trial too short for AU" "AU not measured" "raise --trial-time" -- \
+  bench accelerators "$ds" --compute-time 2s --trial-time 1s --max-accelerators 4
 
 finish bench_accelerators

@@ -335,6 +335,15 @@ int run(const Options& o, MpiJob* job) {
             out.limit);
       }
     }
+    if (!out.error && !out.unfit && !out.au_measured) {
+      // No conclusion either way: AU leaves each accelerator's first step out, and some had no
+      // second one in the trial (unet3d's first batch is 1 GB).
+      out.error = fmt::format(
+          "trial of {} accelerator(s): AU not measured: in {} an accelerator finished fewer than "
+          "two steps (AU leaves the first one out); raise --trial-time (several steps of {} each, "
+          "after the first batch)",
+          out.accelerators, o.trial_time, st.ctx.compute_time);
+    }
     if (out.error) {
       failure = out.error;
       trials.push_back(std::move(out));
