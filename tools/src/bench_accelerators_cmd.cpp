@@ -76,8 +76,24 @@ const loader::Verdict& limiting_verdict(const Trial& t) {
   return h.verdict;
 }
 
+// In a job the accelerators meet at every epoch: one whose input kept up (its verdict: the
+// consumer) but that waited there for the others lost its AU to the barriers. The share of its
+// time it waited there, when that is what held it back (0 otherwise).
+double barrier_share(const Trial& t) {
+  const auto& h = t.host;
+  const loader::Verdict& v = limiting_verdict(t);
+  if (!h.au_measured || h.au_min_accelerator >= h.accelerators.size() || !v.stage ||
+      *v.stage != loader::StageId::kConsumer) {
+    return 0;
+  }
+  const auto& c = h.accelerators[h.au_min_accelerator].consumer;
+  const double share = c.wall_seconds > 0 ? c.sync_seconds / c.wall_seconds : 0;
+  return share > 0.05 ? share : 0;
+}
+
 std::string limit_of(const Trial& t) {
   if (t.unfit) return "memory";
+  if (barrier_share(t) > 0) return "epoch-barriers";
   const loader::Verdict& v = limiting_verdict(t);
   return v.stage ? std::string(loader::stage_name(*v.stage)) : "none";
 }
@@ -85,6 +101,14 @@ std::string limit_of(const Trial& t) {
 std::string evidence_of(const Trial& t) {
   if (t.unfit) return t.unfit->what();
   const auto& h = t.host;
+  if (const double share = barrier_share(t); share > 0) {
+    const auto& c = h.accelerators[h.au_min_accelerator].consumer;
+    return fmt::format(
+        "the accelerator with the lowest AU, {} ({:.1f}%), kept up with its input but waited "
+        "{:.0f}% of its time ({:.2f} s) at epoch barriers for the job's slowest accelerator ({} "
+        "epoch(s) in the trial: a dataset of few steps per epoch makes the job meet often)",
+        h.au_min_accelerator, h.au_min * 100, share * 100, c.sync_seconds, c.epochs);
+  }
   if (&limiting_verdict(t) == &h.verdict) return h.verdict.evidence;
   return fmt::format("the accelerator with the lowest AU, {} ({:.1f}%): {}", h.au_min_accelerator,
                      h.au_min * 100, limiting_verdict(t).evidence);
@@ -105,7 +129,11 @@ nlohmann::json trial_summary(const Trial& t, bool stopped) {
           {"error", t.error ? json(t.error->what()) : json(nullptr)},
           {"unfit", t.unfit ? json(t.unfit->message()) : json(nullptr)},
           {"limit", limit_of(t)},
-          {"evidence", evidence_of(t)}};
+          {"evidence", evidence_of(t)},
+          // The rate over this rank's own time, its waits at the job's epoch barriers left out.
+          {"own_rate", h.wall_seconds > h.sync_seconds
+                           ? static_cast<double>(h.samples) / (h.wall_seconds - h.sync_seconds)
+                           : 0.0}};
 }
 
 // Every rank's summaries (one for a host alone) into the job's outcome of the trial.
@@ -144,6 +172,23 @@ Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double
       o.limit = t["limit"].get<std::string>();
       o.limit_rank = static_cast<unsigned>(r);
       o.evidence = who + t["evidence"].get<std::string>();
+    }
+  }
+  // In a job the ranks meet at every epoch, so a fast rank's accelerators idle there for the
+  // slowest and show the lowest AU: what limits the trial is what holds the slowest back, the
+  // rank with the lowest rate over its own time.
+  if (ranks.size() > 1) {
+    double slowest = -1;
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const nlohmann::json t = nlohmann::json::parse(ranks[r]);
+      const double rate = t["own_rate"].get<double>();
+      if (slowest < 0 || rate < slowest) {
+        slowest = rate;
+        o.limit = t["limit"].get<std::string>();
+        o.limit_rank = static_cast<unsigned>(r);
+        o.evidence = (job ? job->who(static_cast<unsigned>(r)) + ": " : "") +
+                     t["evidence"].get<std::string>();
+      }
     }
   }
   o.limit_text = job && ranks.size() > 1 && !o.unfit
