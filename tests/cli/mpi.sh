@@ -106,6 +106,21 @@ mpi_run 120 -np 3 "$bin" run "$files" --batch-size 16 --compute-time 1ms \
   --json "$scratch/files-3.json"
 job_ok "files: 3 ranks x 1 accelerator" "$scratch/files-3.json" 3 1 1
 
+# MLPerf Storage's repeated runs over the job: every run's figures are the job's.
+checks=$((checks + 1))
+mpi_run 120 -np 2 "$bin" run "$files" --batch-size 16 --compute-time 1ms --runs 2 \
+  --json "$scratch/runs.json"
+v=$(json_check "$scratch/runs.json" "(
+d['runs']['count'] == 2 and d['runs']['completed'] == 2 and len(d['runs']['samples_per_second']) == 2
+and len(d['runs']['au']) == 2 and d['delivered']['verified'] is True)" "the job's --runs")
+if ((rc == 0)) && [[ -z $v ]] && grep -q "runs: 2 after a warm-up" "$out"; then
+  echo "ok: --runs 2 over a job of 2 ranks"
+else
+  fail "--runs under mpirun: exit $rc ${v}"
+  show stdout "$out"
+  show stderr "$err"
+fi
+
 # straggler NAME CAUSE FLAGS...: rank 1 of 2 runs with FLAGS, and the job names it, for CAUSE.
 straggler() {
   local name=$1 cause=$2 stage=$3; shift 3
