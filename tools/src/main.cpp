@@ -11,6 +11,7 @@
 #include "bench_accelerators_cmd.hpp"
 #include "bench_storage_cmd.hpp"
 #include "cli_error.hpp"
+#include "diagnose_cmd.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/tfrecord.hpp"
 #include "feedline/transports/file_engine.hpp"
@@ -73,10 +74,12 @@ int main(int argc, char** argv) {
   add_bench_accelerators(*bench, exit_code);
   add_gen(app, exit_code);
   add_run(app, exit_code);
+  add_diagnose(app, exit_code);
   add_probe(app, exit_code);
   if (auto cmd = unknown_command(argc, argv, app)) {
     out::error(fmt::format(
-        "unknown command '{}' (commands: bench storage, bench accelerators, gen, run, probe; see "
+        "unknown command '{}' (commands: bench storage, bench accelerators, gen, run, diagnose, "
+        "probe; see "
         "feedline --help)",
         *cmd));
     return out::finish(kExitUsage);

@@ -18,8 +18,8 @@ namespace {
 // files/s with a second thread and ring), and HTTP objects of one sample each, whose requests
 // cost CPU each (4,000 x 64 KiB from nginx at depth 16 on 2 cores: 11-14k -> 17-20k objects/s
 // with two threads of depth 8, where one thread at depth 32 stayed at 11-14k).
-unsigned storage_threads_for(const LoaderConfig& config, storage::Backend& backend,
-                             const Dataset& dataset, DataPath path) {
+unsigned storage_threads_auto(const LoaderConfig& config, const storage::Backend& backend,
+                              const Dataset& dataset, DataPath path) {
   if (config.storage_threads > 0) return std::min(config.storage_threads, config.io_depth);
   const storage::BackendCaps caps = backend.caps();
   const bool per_sample_objects = dataset.objects.size() >= dataset.samples.size();
@@ -31,6 +31,11 @@ unsigned storage_threads_for(const LoaderConfig& config, storage::Backend& backe
 }
 
 }  // namespace
+
+unsigned detail::storage_threads_for(const LoaderConfig& config, const storage::Backend& backend,
+                                     const Dataset& dataset, DataPath path) {
+  return storage_threads_auto(config, backend, dataset, path);
+}
 
 Pipeline::Pipeline(storage::Backend& backend, const Dataset& dataset, LoaderConfig config,
                    Sampler sampler)
@@ -59,7 +64,7 @@ Result<void> Pipeline::start() {
               fmt::format("a transform needs each sample in host memory, and {}", plan.reason))
             .with_hint("turn GPUDirect reads off (gpu_direct off) to use a transform"));
   }
-  config_.storage_threads = storage_threads_for(config_, backend_, dataset_, plan.path);
+  config_.storage_threads = detail::storage_threads_for(config_, backend_, dataset_, plan.path);
   std::shared_ptr<detail::DeviceSink> sink;
   if (planned.device.device >= 0) {
     FEEDLINE_ASSIGN_OR_RETURN(

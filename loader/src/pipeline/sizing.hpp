@@ -51,6 +51,11 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
 std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path,
                         std::uint64_t guess);
 
+// The storage threads a run of config takes on this backend and path (LoaderConfig::
+// storage_threads, or the automatic choice where it is 0): pipeline.cpp.
+unsigned storage_threads_for(const LoaderConfig& config, const storage::Backend& backend,
+                             const Dataset& dataset, DataPath path);
+
 // With config.max_sample_bytes: the size by which s is too large (stored, or decoded as the
 // index says), else 0; and the error for it.
 std::uint64_t oversized(const Dataset& dataset, const Sample& s, const LoaderConfig& config);

@@ -36,7 +36,7 @@ StageAlone finish(StageId stage, std::uint64_t samples, std::uint64_t bytes, std
 Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
                              const LoaderConfig& config, std::span<const SampleSlot> order,
                              std::uint64_t longest, std::vector<InFlightSample>* keep,
-                             const std::atomic<bool>& stop) {
+                             const std::atomic<bool>& stop, std::uint64_t deadline_ns = 0) {
   // Handles and buffers are declared before the queue: an early return destroys the queue
   // first, which waits for the reads still writing into them.
   detail::HandleCache handles(backend, dataset);
@@ -66,7 +66,10 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
   std::uint64_t bytes = 0;
   const double cpu0 = process_cpu_times().total();
   const std::uint64_t t0 = now_ns();
+  std::size_t completed = 0;
   while (next < order.size() || queue->in_flight() > 0) {
+    // Past the deadline no read is issued; those in flight finish and count.
+    if (deadline_ns && next < order.size() && now_ns() >= deadline_ns) order = order.first(next);
     if (stop.load(std::memory_order_relaxed)) {
       queue->cancel();
       return fail(Errc::kCancelled, "interrupted while measuring storage alone");
@@ -101,6 +104,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
       if (!op->result) return fail(op->result.error());
       bytes += *op->result;
       slot->sample.raw_len = *op->result;
+      ++completed;
       if (keep) {
         keep->push_back(std::move(slot->sample));
         slot->sample = InFlightSample();
@@ -109,34 +113,60 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
       free_slots.push_back(slot);
     }
   }
-  return finish(StageId::kStorage, order.size(), bytes, t0, cpu0);
+  return finish(StageId::kStorage, completed, bytes, t0, cpu0);
 }
 
-}  // namespace
-
-Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Dataset& dataset,
-                                         const LoaderConfig& config, std::uint64_t max_samples) {
-  if (detail::has_unknown_sizes(dataset)) {
-    return fail(Error(Errc::kUnsupported,
-                      "measuring the stages alone needs every sample's size, and this dataset's "
-                      "objects have none yet (a brace list on a server without a listing)")
-                    .with_object(dataset.root)
-                    .with_hint("serve a JSON listing (nginx: autoindex on; autoindex_format json) "
-                               "or measure the run itself"));
-  }
+// The run's epoch-0 order (this rank's shard), at most max_samples.
+Result<std::vector<SampleSlot>> first_samples(const Dataset& dataset, const LoaderConfig& config,
+                                              std::uint64_t max_samples) {
   SamplerConfig sc = config.sampler;
   sc.num_samples = dataset.samples.size();
   sc.epochs = 1;
   if (sc.shard_shuffle > 0 && sc.shard_starts.empty()) sc.shard_starts = shard_starts(dataset);
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(sc));
-  // Ctrl-C: every pass below checks this (a stop_token's callback sets it once).
-  std::atomic<bool> stop{config.stop.stop_requested()};
-  std::stop_callback on_stop(config.stop, [&stop] { stop = true; });
   std::vector<SampleSlot> order;
   while (auto slot = sampler.next()) {
     if (order.size() >= max_samples) break;
     order.push_back(*slot);
   }
+  return order;
+}
+
+Error unknown_sizes_error(const Dataset& dataset) {
+  return Error(Errc::kUnsupported,
+               "measuring the stages alone needs every sample's size, and this dataset's "
+               "objects have none yet (a brace list on a server without a listing)")
+      .with_object(dataset.root)
+      .with_hint(
+          "serve a JSON listing (nginx: autoindex on; autoindex_format json) "
+          "or measure the run itself");
+}
+
+}  // namespace
+
+Result<StageAlone> measure_storage_alone(storage::Backend& backend, const Dataset& dataset,
+                                         const LoaderConfig& config, std::uint64_t max_samples,
+                                         std::chrono::nanoseconds max_time) {
+  if (detail::has_unknown_sizes(dataset)) return fail(unknown_sizes_error(dataset));
+  FEEDLINE_ASSIGN_OR_RETURN(std::vector<SampleSlot> order,
+                            first_samples(dataset, config, max_samples));
+  std::atomic<bool> stop{config.stop.stop_requested()};
+  std::stop_callback on_stop(config.stop, [&stop] { stop = true; });
+  std::uint64_t longest = 1;
+  for (const auto& slot : order) longest = std::max(longest, dataset.samples[slot.sample].length);
+  const std::uint64_t deadline =
+      max_time.count() > 0 ? now_ns() + static_cast<std::uint64_t>(max_time.count()) : 0;
+  return read_pass(backend, dataset, config, order, longest, nullptr, stop, deadline);
+}
+
+Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Dataset& dataset,
+                                         const LoaderConfig& config, std::uint64_t max_samples) {
+  if (detail::has_unknown_sizes(dataset)) return fail(unknown_sizes_error(dataset));
+  FEEDLINE_ASSIGN_OR_RETURN(std::vector<SampleSlot> order,
+                            first_samples(dataset, config, max_samples));
+  // Ctrl-C: every pass below checks this (a stop_token's callback sets it once).
+  std::atomic<bool> stop{config.stop.stop_requested()};
+  std::stop_callback on_stop(config.stop, [&stop] { stop = true; });
 
   // Storage alone, timed: every sample read into a small set of reused, pre-touched buffers (a
   // fresh buffer per read would time page faults, not storage).

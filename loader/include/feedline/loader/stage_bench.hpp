@@ -11,6 +11,7 @@
 // stage's CPU is measured too, for the ceiling the machine's cores put on all of them together.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -45,5 +46,12 @@ struct StagesAlone {
 
 Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Dataset& dataset,
                                          const LoaderConfig& config, std::uint64_t max_samples);
+
+// Storage alone, as measure_stages_alone() measures it (config.io_depth reads in flight from one
+// thread, nothing else), at most max_samples and, when max_time is set, no read issued past it
+// (those in flight finish and count): what diagnose needs at several depths.
+Result<StageAlone> measure_storage_alone(storage::Backend& backend, const Dataset& dataset,
+                                         const LoaderConfig& config, std::uint64_t max_samples,
+                                         std::chrono::nanoseconds max_time = {});
 
 }  // namespace feedline::loader

@@ -1,0 +1,137 @@
+// The capacity model (capacity.hpp): each stage's capacity from its measured costs and its
+// resources, the least of them the pipeline's rate.
+#include "feedline/loader/capacity.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace feedline::loader {
+namespace {
+
+constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+
+double ratio(double num, double den) { return den > 0 ? num / den : kUnbounded; }
+
+// What one accelerator may have in flight: the least of its limits (0 means none).
+double reads_in_flight(const Concurrency& c) {
+  double d = std::max(1.0, c.io_depth);
+  if (c.window_reads > 0) d = std::min(d, c.window_reads);
+  if (c.memory_reads > 0) d = std::min(d, c.memory_reads);
+  return std::max(1.0, d);
+}
+
+}  // namespace
+
+CapacityModel::CapacityModel(Measurements measured, Settings ran,
+                             double achieved_samples_per_second)
+    : m_(measured), ran_(ran) {
+  const Prediction p = raw(ran_);
+  calibrated_stage_ = p.limit;
+  calibrated_cores_ = p.cores_limit;
+  if (p.samples_per_second > 0 && std::isfinite(p.samples_per_second) &&
+      achieved_samples_per_second > 0) {
+    // A pipeline reaches its limit's capacity only so far; it never beats it by much (the
+    // measurements are themselves noisy, hence the slack).
+    efficiency_ = std::clamp(achieved_samples_per_second / p.samples_per_second, 0.05, 1.25);
+  }
+  as_run_ = predict(ran_);
+}
+
+Prediction CapacityModel::raw(const Settings& s) const {
+  const double n = std::max(1u, s.accelerators);
+  const double cores = std::max(1u, s.cores);
+  Prediction p;
+
+  // Storage: reads in flight over latency; the bandwidth; the threads' CPU where reads cost it.
+  StageCapacity storage{StageId::kStorage, kUnbounded, "unbounded"};
+  {
+    const double in_flight = n * reads_in_flight(s.concurrency);
+    const double latency = m_.read_latency_seconds + s.added_latency_seconds;
+    const double by_latency =
+        latency > 0 ? in_flight / (latency * std::max(m_.reads_per_sample, 1e-9)) : kUnbounded;
+    double bandwidth =
+        m_.storage_bytes_per_second_max > 0 ? m_.storage_bytes_per_second_max : kUnbounded;
+    if (s.storage_bytes_per_second > 0) bandwidth = std::min(bandwidth, s.storage_bytes_per_second);
+    const double by_bandwidth = ratio(bandwidth, m_.read_bytes_per_sample);
+    const double threads = std::min(n * std::max(1u, s.storage_threads), cores);
+    const double by_cpu =
+        m_.storage_cpu_bound ? ratio(threads, m_.storage_cpu_seconds) : kUnbounded;
+    storage.samples_per_second = std::min({by_latency, by_bandwidth, by_cpu});
+    if (storage.samples_per_second == by_bandwidth && std::isfinite(by_bandwidth)) {
+      storage.bound = "bandwidth";
+    } else if (storage.samples_per_second == by_cpu && std::isfinite(by_cpu)) {
+      storage.bound = "cpu";
+    } else if (std::isfinite(by_latency)) {
+      storage.bound = "latency";
+    }
+  }
+  // Decode: the host's threads (each accelerator at least one), at most the cores.
+  const double decode_threads =
+      n * std::max(1.0, std::floor(static_cast<double>(s.decode_threads) / n));
+  StageCapacity decode{StageId::kDecode,
+                       ratio(std::min(decode_threads, cores), m_.decode_cpu_seconds), "cpu"};
+  StageCapacity collate{StageId::kCollate, ratio(std::min(n, cores), m_.collate_cpu_seconds),
+                        "cpu"};
+  // The consumer: its steps, and its own overhead between them (the AU it reached as the limit).
+  const double asked = s.compute_seconds > 0
+                           ? n * static_cast<double>(std::max(1u, s.batch_size)) / s.compute_seconds
+                           : kUnbounded;
+  StageCapacity consumer{StageId::kConsumer, asked * m_.consumer_au_ceiling,
+                         s.compute_seconds > 0 ? "compute" : "unbounded"};
+  p.stages = {storage, decode, collate, consumer};
+
+  // The cores, shared by every stage's CPU.
+  const double cpu_per_sample = m_.storage_cpu_seconds + m_.decode_cpu_seconds +
+                                m_.collate_cpu_seconds + m_.consumer_cpu_seconds;
+  const double by_cores = ratio(cores, cpu_per_sample);
+
+  const StageCapacity* least = &p.stages.front();
+  for (const StageCapacity& st : p.stages) {
+    if (st.samples_per_second < least->samples_per_second) least = &st;
+  }
+  p.samples_per_second = least->samples_per_second;
+  p.limit = least->stage;
+  p.bound = least->bound;
+  if (by_cores < p.samples_per_second) {
+    // The stages together need more CPU than the cores have: the limit is the cores, and the
+    // stage named is the one that spends most of it.
+    p.samples_per_second = by_cores;
+    p.cores_limit = true;
+    const std::pair<double, StageId> spend[] = {{m_.storage_cpu_seconds, StageId::kStorage},
+                                                {m_.decode_cpu_seconds, StageId::kDecode},
+                                                {m_.collate_cpu_seconds, StageId::kCollate},
+                                                {m_.consumer_cpu_seconds, StageId::kConsumer}};
+    p.limit = std::max_element(std::begin(spend), std::end(spend))->second;
+    p.bound = fmt::format("cores: {:.1f} CPU-us a sample over {:.0f} core(s)", cpu_per_sample * 1e6,
+                          cores);
+  }
+  if (!std::isfinite(p.samples_per_second)) p.samples_per_second = 0;
+  // AU: the share of the time the accelerators compute, rate x step time / (N x batch).
+  if (s.compute_seconds > 0 && std::isfinite(asked)) {
+    p.au = std::min(m_.consumer_au_ceiling, p.samples_per_second / asked);
+  }
+  return p;
+}
+
+Prediction CapacityModel::predict(const Settings& s) const {
+  Prediction p = raw(s);
+  if (p.limit == calibrated_stage_ && p.cores_limit == calibrated_cores_) {
+    p.samples_per_second *= efficiency_;
+    // Not past the consumer's own pace: AU cannot exceed its ceiling.
+    for (const StageCapacity& st : p.stages) {
+      if (st.stage == StageId::kConsumer)
+        p.samples_per_second = std::min(p.samples_per_second, st.samples_per_second);
+    }
+    if (p.au && s.compute_seconds > 0) {
+      const double asked = std::max(1u, s.accelerators) *
+                           static_cast<double>(std::max(1u, s.batch_size)) / s.compute_seconds;
+      p.au = std::min(m_.consumer_au_ceiling, p.samples_per_second / asked);
+    }
+  }
+  return p;
+}
+
+}  // namespace feedline::loader
