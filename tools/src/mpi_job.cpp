@@ -22,9 +22,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Variables an MPI launcher sets in each process it starts: Open MPI's mpirun, then PMIx (srun
-// --mpi=pmix, prterun) and PMI (MPICH's hydra, srun --mpi=pmi2).
+// Variables an MPI launcher sets in each process it starts, shown in messages: Open MPI's
+// mpirun, then PMIx (srun --mpi=pmix, prterun) and PMI (MPICH's hydra, srun --mpi=pmi2).
 constexpr const char* kLaunchVariables[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"};
+
+bool has(const char* name) { return std::getenv(name) != nullptr; }
+
+// Started by a launcher that can host a job: its contact is in the environment (a rank and size
+// set by hand, OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2, only shard a process on its own).
+bool launched() {
+  return (has("PMIX_RANK") && has("PMIX_NAMESPACE")) || has("OMPI_MCA_orte_hnp_uri") ||
+         (has("PMI_RANK") && (has("PMI_FD") || has("PMI_PORT")));
+}
 
 // How often a wait checks its messages, a stop and the other ranks' failures: epoch barriers are
 // rare, so a millisecond's latency costs nothing, and polling keeps every wait interruptible.
@@ -46,10 +55,11 @@ bool mpi_compiled_in() noexcept {
 }
 
 std::string mpi_launch_hint() {
+  if (!launched()) return {};
   for (const char* v : kLaunchVariables) {
     if (const char* value = std::getenv(v)) return fmt::format("{}={}", v, value);
   }
-  return {};
+  return "its contact variables";
 }
 
 std::string MpiJob::who() const { return who(rank_); }

@@ -42,7 +42,9 @@ namespace feedline::tools {
 bool mpi_compiled_in() noexcept;
 
 // The MPI launcher's variables this process was started with, if any ("OMPI_COMM_WORLD_SIZE=3"),
-// empty when none: a process of its own.
+// empty when none: a process of its own. A launcher is recognised by its contact variables
+// (PMIx's PMIX_RANK and PMIX_NAMESPACE, Open MPI's OMPI_MCA_orte_hnp_uri, PMI's PMI_RANK with
+// PMI_FD or PMI_PORT): a rank and world size set by hand shard a process, they start no job.
 std::string mpi_launch_hint();
 
 class MpiJob final : public loader::EpochSync {
