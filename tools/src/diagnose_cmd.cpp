@@ -22,6 +22,7 @@
 #include "feedline/loader/accelerators.hpp"
 #include "feedline/loader/capacity.hpp"
 #include "feedline/loader/diagnose.hpp"
+#include "feedline/loader/tune.hpp"
 #include "feedline/storage/registry.hpp"
 #include "json_file.hpp"
 #include "knobs.hpp"
@@ -41,6 +42,7 @@ struct Options {
   std::string accelerator_type;
   std::vector<std::string> what_ifs;
   bool verify = false;
+  bool tune = false;
   std::string duration = "8s";
 };
 
@@ -285,6 +287,72 @@ std::string conclusion(const loader::Diagnosis& d, const loader::CapacityModel& 
   return text;
 }
 
+std::string knobs_text(const loader::Knobs& k) {
+  return fmt::format("io-depth {}, decode-threads {}, prefetch {}", k.io_depth, k.decode_threads,
+                     k.prefetch_batches);
+}
+
+json knobs_json(const loader::Knobs& k) {
+  return {{"io-depth", k.io_depth},
+          {"decode-threads", k.decode_threads},
+          {"prefetch", k.prefetch_batches}};
+}
+
+std::string tune_text(const loader::TuneResult& t) {
+  std::string out = fmt::format(
+      "  autotune: from the run's settings ({}), the model's optimum ({}), then each knob doubled "
+      "and halved; {} run(s) in {:.1f} s:\n",
+      knobs_text(t.start), knobs_text(t.model_optimum), t.steps.size(), t.seconds);
+  out += fmt::format("    {:>9} {:>15} {:>9} {:>13} {:>12}\n", "io-depth", "decode-threads",
+                     "prefetch", "predicted/s", "achieved/s");
+  for (const auto& s : t.steps) {
+    out += fmt::format("    {:>9} {:>15} {:>9} {:>13.0f} {:>12.0f}\n", s.knobs.io_depth,
+                       s.knobs.decode_threads, s.knobs.prefetch_batches,
+                       s.predicted_samples_per_second, s.achieved_samples_per_second);
+  }
+  out += fmt::format(
+      "  tuned: {}: {:.0f} samples/s, {:.2f}x the run's settings ({:.0f}); for the workload "
+      "TOML:\n    io-depth = {}\n    decode-threads = {}\n    prefetch = {}\n",
+      knobs_text(t.tuned), t.tuned_samples_per_second,
+      t.tuned_samples_per_second / std::max(t.start_samples_per_second, 1e-9),
+      t.start_samples_per_second, t.tuned.io_depth, t.tuned.decode_threads,
+      t.tuned.prefetch_batches);
+  return out;
+}
+
+json tune_json(const loader::TuneResult& t) {
+  json steps = json::array();
+  for (const auto& s : t.steps) {
+    steps.push_back({{"knobs", knobs_json(s.knobs)},
+                     {"predicted_samples_per_second", s.predicted_samples_per_second},
+                     {"achieved_samples_per_second", s.achieved_samples_per_second}});
+  }
+  return {{"start", knobs_json(t.start)},
+          {"model_optimum", knobs_json(t.model_optimum)},
+          {"settings", knobs_json(t.tuned)},
+          {"start_samples_per_second", t.start_samples_per_second},
+          {"tuned_samples_per_second", t.tuned_samples_per_second},
+          {"gain", t.tuned_samples_per_second / std::max(t.start_samples_per_second, 1e-9)},
+          {"steps", steps},
+          {"seconds", t.seconds}};
+}
+
+loader::TuneResult tune(const RunSetup& st, RunDataset& rd, const loader::Diagnosis& d,
+                        const loader::CapacityModel& model, std::chrono::duration<double> step) {
+  loader::TuneOptions to;
+  to.step = step;
+  to.cores = d.as_run.cores;
+  const double cap = d.as_run.storage_bytes_per_second;
+  auto settings = [&](const loader::LoaderConfig& c) {
+    loader::Settings s =
+        loader::settings_of(*rd.backend, rd.dataset, c, st.compute, 1, d.measurements);
+    s.storage_bytes_per_second = cap;
+    return s;
+  };
+  return value_or_exit(
+      loader::autotune(*rd.backend, rd.dataset, st.ctx.config, st.compute, model, settings, to));
+}
+
 int run(const Options& o) {
   const RunOptions& ro = o.run;
   if (ro.accelerators > 1) {
@@ -307,6 +375,7 @@ int run(const Options& o) {
   std::vector<WhatIf> asked;
   for (const std::string& t : o.what_ifs) asked.push_back(parse_what_if(t, ro));
   RunDataset rd = open_run_dataset(ro, st);
+  value_or_usage(loader::check_diagnosable(rd.dataset, st.ctx.config));
   out::print(
       "feedline diagnose: {} ({}, {} samples), controlled runs of {} (the baseline) and "
       "less\n",
@@ -346,6 +415,8 @@ int run(const Options& o) {
     outcomes.push_back(std::move(oc));
   }
   bool stopped = false;
+  std::optional<loader::TuneResult> tuned;
+  if (o.tune && !stop_requested()) tuned = tune(st, rd, d, model, length / 2);
   if (o.verify) {
     for (Outcome& oc : outcomes) {
       if (!oc.not_realisable.empty()) continue;
@@ -433,6 +504,7 @@ int run(const Options& o) {
                oc.predicted.au ? fmt::format("{:.1f}%", *oc.predicted.au * 100) : "-",
                stage_text(oc.predicted), verified);
   }
+  if (tuned) out::print("{}", tune_text(*tuned));
   const loader::Verdict& v = d.baseline.verdict;
   out::print("  bottleneck (as run): {}\n    evidence: {}\n",
              v.stage ? loader::stage_name(*v.stage) : "none", v.evidence);
@@ -521,7 +593,7 @@ int run(const Options& o) {
         {"efficiency", model.efficiency()},
         {"cores", d.as_run.cores}}},
       {"what_if", whatifs},
-      {"tuned", nullptr},
+      {"tuned", tuned ? tune_json(*tuned) : json(nullptr)},
       {"bottleneck",
        {{"stage", v.stage ? json(loader::stage_name(*v.stage)) : json("none")},
         {"evidence", v.evidence},
@@ -542,6 +614,29 @@ int run(const Options& o) {
 
 }  // namespace
 
+nlohmann::json autotune_run(const RunOptions& o, RunSetup& st, RunDataset& rd) {
+  if (o.accelerators > 1) {
+    throw UsageError("--autotune tunes one accelerator's pipeline: leave out --accelerators");
+  }
+  const std::chrono::duration<double> length{4.0};
+  loader::DiagnoseOptions dopt;
+  dopt.duration = length;
+  dopt.local_path = local_path(o.url);
+  dopt.storage_bytes_per_second_cap = st.throttle ? st.throttle->bytes_per_second : 0;
+  out::print("feedline run --autotune: controlled runs ({} baseline), then the search\n", "4s");
+  const loader::Diagnosis d =
+      value_or_exit(loader::diagnose(*rd.backend, rd.dataset, st.ctx.config, st.compute, dopt));
+  const loader::CapacityModel model(d.measurements, d.as_run,
+                                    d.baseline.consumer.samples_per_second);
+  const loader::TuneResult t = tune(st, rd, d, model, length / 2);
+  out::print("{}", tune_text(t));
+  loader::LoaderConfig& c = st.ctx.config;
+  c.io_depth = t.tuned.io_depth;
+  c.decode_threads = t.tuned.decode_threads;
+  c.prefetch_batches = t.tuned.prefetch_batches;
+  return tune_json(t);
+}
+
 void add_diagnose(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -559,6 +654,9 @@ void add_diagnose(CLI::App& app, int& exit_code) {
                   "accelerators");
   cmd->add_flag("--verify", o->verify,
                 "Run every what-if this machine can realise and print predicted against achieved");
+  cmd->add_flag("--tune", o->tune,
+                "Tune io-depth, decode-threads and prefetch: from the model's optimum, "
+                "hill-climbing on measured throughput (runs of half --duration)");
   cmd->add_option("--duration", o->duration,
                   "How long the baseline (and each verification) runs; the other controlled runs "
                   "take a quarter of it")

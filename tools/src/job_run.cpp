@@ -67,6 +67,9 @@ int run_in_job(const RunOptions& o, MpiJob& job) {
     if (o.stages_alone) {
       throw UsageError("--stages-alone measures one process's stages: run it without mpirun");
     }
+    if (o.autotune) {
+      throw UsageError("--autotune tunes one process's pipeline: run it without mpirun");
+    }
     st = make_run_setup(o, run_stop.get_token());
     st.ctx.config.sampler.rank = job.rank();
     st.ctx.config.sampler.world_size = job.size();

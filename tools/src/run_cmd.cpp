@@ -7,6 +7,7 @@
 
 #include "cli_error.hpp"
 #include "config_file.hpp"
+#include "diagnose_cmd.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
@@ -75,6 +76,8 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   RunDataset rd = open_run_dataset(o, st);
   storage::Backend& backend = *rd.backend;
   const loader::Dataset& dataset = rd.dataset;
+  nlohmann::json tuned = nullptr;
+  if (o.autotune) tuned = autotune_run(o, st, rd);
   if (o.accelerators > 1) return run_on_host(o, st, rd, json);
   // The data path is planned by open(): an impossible one (--gpu-direct on, a GPU that is not
   // there) is kInvalidArgument / kUnsupported, a usage error by the exit-code rule.
@@ -108,6 +111,7 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   std::optional<Error> mismatch;
   nlohmann::json doc = run_document(report, st, dataset, &mismatch);
   doc["runs"] = runs_json(runs);
+  doc["autotune"] = tuned;
   int code = report.error ? kExitRuntime : report.interrupted ? exit_code_for_stop() : kExitOk;
   std::optional<Error> failure = report.error;
   if (doc["delivered"]["verified"] == true) {
@@ -188,6 +192,11 @@ void add_run(CLI::App& app, int& exit_code) {
                   "http(s)://host/dir/, nfs://server/export/dir or mem://prefix")
       ->required();
   add_run_options(*cmd, *o);
+  cmd->add_flag(
+      "--autotune", o->autotune,
+      "Before the run, tune io-depth, decode-threads and prefetch (short controlled runs, "
+      "the capacity model's optimum, then hill-climbing on measured throughput) and run "
+      "with what was found");
   cmd->callback([o, cmd, config_path, accelerator_type, &exit_code] {
     apply_config_options(*cmd, *config_path);
     exit_code = run(*o);

@@ -65,6 +65,7 @@ struct RunOptions {
   std::string gpu_direct = "auto";
   unsigned cuda_streams = 4;
   std::uint64_t stages_alone_samples = 20000;
+  bool autotune = false;  // `run --autotune` (registered by run only)
 };
 
 // Everything a run needs, validated, before anything is opened.

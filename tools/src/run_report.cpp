@@ -129,7 +129,8 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"potential_caching", ctx.potential_caching},
   };
   j["error"] = r.error ? json(r.error->what()) : json(nullptr);
-  j["runs"] = nullptr;  // --runs N: the command sets it (runs_json)
+  j["runs"] = nullptr;      // --runs N: the command sets it (runs_json)
+  j["autotune"] = nullptr;  // run --autotune: the command sets it
   // The user's transform (the Python layer's transform=): null without one.
   j["transform"] = nullptr;
   if (const auto& t = r.transform; t.enabled) {

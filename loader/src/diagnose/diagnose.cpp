@@ -217,9 +217,7 @@ Settings settings_of(const storage::Backend& backend, const Dataset& dataset,
   return s;
 }
 
-Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
-                           const LoaderConfig& config, const ComputeModel& compute,
-                           const DiagnoseOptions& options) {
+Result<void> check_diagnosable(const Dataset& dataset, const LoaderConfig& config) {
   const std::uint64_t world = std::max(1u, config.sampler.world_size);
   const std::uint64_t shard = dataset.samples.size() / world;
   if (shard < 2ull * config.sampler.batch_size) {
@@ -231,6 +229,15 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
                     .with_hint("diagnose a larger dataset (feedline gen --samples), or a smaller "
                                "batch size"));
   }
+  return {};
+}
+
+Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
+                           const LoaderConfig& config, const ComputeModel& compute,
+                           const DiagnoseOptions& options) {
+  FEEDLINE_TRY(check_diagnosable(dataset, config));
+  const std::uint64_t world = std::max(1u, config.sampler.world_size);
+  const std::uint64_t shard = dataset.samples.size() / world;
   Diagnosis d;
   std::optional<storage::DeviceMonitor> monitor;
   if (!options.local_path.empty()) {
@@ -292,10 +299,16 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
       static_cast<std::uint64_t>(rate * quarter.count()), 2ull * c.sampler.batch_size, shard);
   const unsigned depth = c.io_depth;
   const unsigned low_depth = std::max(1u, depth / 8);
-  FEEDLINE_ASSIGN_OR_RETURN(StagesAlone alone, measure_stages_alone(backend, dataset, c, n_hi));
-  const StageAlone* storage_hi = nullptr;
+  // Decode and collate alone on samples cached in memory: at least 256 MiB of them where the
+  // run's own budget is smaller (a few samples would time the threads' start, not the work).
+  LoaderConfig sa = c;
+  sa.memory_budget = std::max<std::uint64_t>(c.memory_budget, std::uint64_t{256} << 20);
+  const double mean_bytes = std::max(1.0, m.read_bytes_per_sample);
+  const std::uint64_t n_cache = std::clamp<std::uint64_t>(
+      static_cast<std::uint64_t>(static_cast<double>(sa.memory_budget / 2) / mean_bytes),
+      std::min<std::uint64_t>(64, shard), n_hi);
+  FEEDLINE_ASSIGN_OR_RETURN(StagesAlone alone, measure_stages_alone(backend, dataset, sa, n_cache));
   for (const StageAlone& s : alone.stages) {
-    if (s.stage == StageId::kStorage) storage_hi = &s;
     if (s.stage == StageId::kDecode) {
       m.decode_cpu_seconds = per_sample(s.cpu_seconds, s.samples);
       d.runs.push_back(from_alone(
@@ -307,10 +320,19 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
       d.runs.push_back(from_alone("collate alone", "one thread, batches of decoded samples", s, 0));
     }
   }
-  if (!storage_hi) return fail(Errc::kInternal, "storage alone did not run");
-  d.runs.insert(d.runs.begin() + 1,
-                from_alone("storage alone", fmt::format("{} reads in flight, one thread", depth),
-                           *storage_hi, depth));
+  // Storage alone at the configured depth, bounded by time: a few rounds of a deep queue would
+  // time its filling, not its rate.
+  const auto quarter_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(quarter);
+  StageAlone hi;
+  {
+    DeviceWatch watch(monitor);
+    FEEDLINE_ASSIGN_OR_RETURN(hi, measure_storage_alone(backend, dataset, c, shard, quarter_ns));
+    ControlledRun run = from_alone("storage alone",
+                                   fmt::format("{} reads in flight, one thread", depth), hi, depth);
+    run.device = watch.done();
+    d.runs.insert(d.runs.begin() + 1, std::move(run));
+  }
+  const StageAlone* storage_hi = &hi;
   m.storage_cpu_seconds = per_sample(storage_hi->cpu_seconds, storage_hi->samples);
   double low_rate = 0;
   if (low_depth < depth) {
@@ -319,10 +341,8 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
     // Bounded by time (a quarter of the baseline's), not samples: a latency-bound storage reads
     // an eighth as fast here, a saturated one as fast as at the full depth.
     DeviceWatch watch(monitor);
-    FEEDLINE_ASSIGN_OR_RETURN(
-        StageAlone lo,
-        measure_storage_alone(backend, dataset, lc, shard,
-                              std::chrono::duration_cast<std::chrono::nanoseconds>(quarter)));
+    FEEDLINE_ASSIGN_OR_RETURN(StageAlone lo,
+                              measure_storage_alone(backend, dataset, lc, shard, quarter_ns));
     ControlledRun run =
         from_alone("storage alone (low depth)",
                    fmt::format("{} read(s) in flight, one thread", low_depth), lo, low_depth);

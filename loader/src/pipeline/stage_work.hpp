@@ -37,7 +37,8 @@ class HandleCache {
   std::vector<std::unique_ptr<storage::ObjectHandle>> cached_;
 };
 
-// Busy CPU work for d (the decode/collate cost knobs): burns CPU like a real decoder would, and
+// Busy CPU work for d of the calling thread's CPU time (the decode/collate cost knobs): burns CPU
+// like a real decoder would (a thread that loses its core takes longer), and
 // ends early once `stop` is set (a planted cost of an hour must not outlive Ctrl-C).
 void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop);
 

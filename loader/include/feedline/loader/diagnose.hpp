@@ -83,6 +83,10 @@ struct Diagnosis {
   std::vector<std::string> notes;  // what could not be measured, and why
 };
 
+// kInvalidArgument when the dataset is too small for a steady measurement (fewer than two batches
+// of this rank): diagnose() checks it first; callers may ask before announcing the runs.
+Result<void> check_diagnosable(const Dataset& dataset, const LoaderConfig& config);
+
 // The controlled runs and the model's inputs. config: the user's (a single loader); compute:
 // its emulated accelerator. kInvalidArgument when the dataset is too small for a steady
 // measurement (fewer than two batches of this rank); kCancelled on config.stop.
