@@ -9,6 +9,7 @@
 #include "config_file.hpp"
 #include "diagnose_cmd.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/loader/diagnose.hpp"
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/stage_bench.hpp"
@@ -79,6 +80,13 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   nlohmann::json tuned = nullptr;
   if (o.autotune) tuned = autotune_run(o, st, rd);
   if (o.accelerators > 1) return run_on_host(o, st, rd, json);
+  // --runtime D: epochs repeat until D has passed (fio's --time_based), the end planned, not an
+  // interruption.
+  std::optional<std::chrono::nanoseconds> runtime;
+  if (!o.runtime.empty()) {
+    runtime = *parse_duration(o.runtime);  // checked with the flags
+    c.sampler.epochs = 1u << 20;
+  }
   // The data path is planned by open(): an impossible one (--gpu-direct on, a GPU that is not
   // there) is kInvalidArgument / kUnsupported, a usage error by the exit-code rule.
   RunsRecord runs;
@@ -98,7 +106,8 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
         return fmt::format("[{:5.1f}s] {:.0f} samples/s  {:.0f}/{:.0f} samples ({:.0f}%)", s,
                            s > 0 ? n / s : 0, n, total, total > 0 ? 100 * n / total : 0);
       });
-      report = loader::run_emulated(*loader, st.compute, stop_token(), &delivered);
+      report = runtime ? loader::timed_run(*loader, st.compute, *runtime, stop_token())
+                       : loader::run_emulated(*loader, st.compute, stop_token(), &delivered);
     }
     if (report.error || report.interrupted) break;
     if (total_runs == 1) break;
@@ -192,6 +201,8 @@ void add_run(CLI::App& app, int& exit_code) {
                   "http(s)://host/dir/, nfs://server/export/dir or mem://prefix")
       ->required();
   add_run_options(*cmd, *o);
+  cmd->add_option("--runtime", o->runtime,
+                  "Run for this long, epochs repeating as needed (as fio's --time_based): 30s, 5m");
   cmd->add_flag(
       "--autotune", o->autotune,
       "Before the run, tune io-depth, decode-threads and prefetch (short controlled runs, "
@@ -199,6 +210,20 @@ void add_run(CLI::App& app, int& exit_code) {
       "with what was found");
   cmd->callback([o, cmd, config_path, accelerator_type, &exit_code] {
     apply_config_options(*cmd, *config_path);
+    if (!o->runtime.empty()) {
+      auto d = parse_duration(o->runtime);
+      if (!d || d->count() <= 0) {
+        throw UsageError(
+            fmt::format("--runtime: {}", d ? "must be positive" : d.error().message()));
+      }
+      if (o->accelerators > 1 || o->runs > 1) {
+        throw UsageError("--runtime bounds one run of one accelerator: not with --accelerators or "
+                         "--runs");
+      }
+      if (cmd->get_option("--epochs")->count() > 0) {
+        throw UsageError("--runtime and --epochs both say when the run ends: give one");
+      }
+    }
     exit_code = run(*o);
   });
 }

@@ -66,6 +66,7 @@ struct RunOptions {
   unsigned cuda_streams = 4;
   std::uint64_t stages_alone_samples = 20000;
   bool autotune = false;  // `run --autotune` (registered by run only)
+  std::string runtime;    // `run --runtime D`: epochs repeat until D has passed (run only)
 };
 
 // Everything a run needs, validated, before anything is opened.
