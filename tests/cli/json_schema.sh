@@ -59,7 +59,7 @@ SCHEMAS = {
         "data_path.gpu_direct": str, "data_path.reason": str, "data_path.notes": list,
         "device": (dict, type(None)), "transform": (dict, type(None)),
         "potential_caching": bool, "dataset.host_memory_bytes": int, "runs": (dict, type(None)),
-        "sync_seconds": NUM, "mlperf.num_accelerators": int, "mlperf.num_hosts": int,
+        "sync_seconds": NUM, "autotune": (dict, type(None)), "mlperf.num_accelerators": int, "mlperf.num_hosts": int,
         "mlperf.train_au_mean_percentage": (int, float, type(None)),
         "mlperf.train_au_meet_expectation": (str, type(None)),
         "mlperf.train_throughput_mean_samples_per_second": NUM, "mlperf.train_io_mean_MB_per_second": NUM,
