@@ -217,8 +217,9 @@ void add_run(CLI::App& app, int& exit_code) {
             fmt::format("--runtime: {}", d ? "must be positive" : d.error().message()));
       }
       if (o->accelerators > 1 || o->runs > 1) {
-        throw UsageError("--runtime bounds one run of one accelerator: not with --accelerators or "
-                         "--runs");
+        throw UsageError(
+            "--runtime bounds one run of one accelerator: not with --accelerators or "
+            "--runs");
       }
       if (cmd->get_option("--epochs")->count() > 0) {
         throw UsageError("--runtime and --epochs both say when the run ends: give one");

@@ -12,6 +12,7 @@
 
 #include "../formats/sequential_reader.hpp"
 #include "../pipeline/sizing.hpp"
+#include "../pipeline/unknown_size.hpp"
 #include "feedline/core/clock.hpp"
 #include "feedline/core/cpus.hpp"
 #include "feedline/loader/stage_bench.hpp"
@@ -299,70 +300,90 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
       static_cast<std::uint64_t>(rate * quarter.count()), 2ull * c.sampler.batch_size, shard);
   const unsigned depth = c.io_depth;
   const unsigned low_depth = std::max(1u, depth / 8);
-  // Decode and collate alone on samples cached in memory: at least 256 MiB of them where the
-  // run's own budget is smaller (a few samples would time the threads' start, not the work).
-  LoaderConfig sa = c;
-  sa.memory_budget = std::max<std::uint64_t>(c.memory_budget, std::uint64_t{256} << 20);
-  const double mean_bytes = std::max(1.0, m.read_bytes_per_sample);
-  const std::uint64_t n_cache = std::clamp<std::uint64_t>(
-      static_cast<std::uint64_t>(static_cast<double>(sa.memory_budget / 2) / mean_bytes),
-      std::min<std::uint64_t>(64, shard), n_hi);
-  FEEDLINE_ASSIGN_OR_RETURN(StagesAlone alone, measure_stages_alone(backend, dataset, sa, n_cache));
-  for (const StageAlone& s : alone.stages) {
-    if (s.stage == StageId::kDecode) {
-      m.decode_cpu_seconds = per_sample(s.cpu_seconds, s.samples);
-      d.runs.push_back(from_alone(
-          "decode alone", fmt::format("{} decode thread(s) on samples in memory", c.decode_threads),
-          s, 0));
+  if (detail::has_unknown_sizes(dataset)) {
+    // Objects whose sizes a listing did not give (a brace list on a server without one) cannot be
+    // read alone by their ranges: the baseline's own accounting stands in for the stages alone.
+    d.notes.push_back(
+        "the stages were not measured alone: the objects' sizes are learned as they are read (no "
+        "listing); the baseline's own accounting stands in (its storage latency, each stage's "
+        "CPU per sample)");
+    auto stage_cpu = [&](StageId id) {
+      const StageReport* st = base.stage(id);
+      return st ? per_sample(st->cpu_seconds, std::max(st->items, st->items_inline)) : 0.0;
+    };
+    m.storage_cpu_seconds = stage_cpu(StageId::kStorage);
+    m.decode_cpu_seconds = stage_cpu(StageId::kDecode);
+    m.collate_cpu_seconds = stage_cpu(StageId::kCollate);
+    m.read_latency_seconds = base.io.stats.clat.mean() / 1e9;
+    m.storage_bytes_per_second_seen = base.consumer.samples_per_second * m.read_bytes_per_sample;
+  } else {
+    // Decode and collate alone on samples cached in memory: at least 256 MiB of them where the
+    // run's own budget is smaller (a few samples would time the threads' start, not the work).
+    LoaderConfig sa = c;
+    sa.memory_budget = std::max<std::uint64_t>(c.memory_budget, std::uint64_t{256} << 20);
+    const double mean_bytes = std::max(1.0, m.read_bytes_per_sample);
+    const std::uint64_t n_cache = std::clamp<std::uint64_t>(
+        static_cast<std::uint64_t>(static_cast<double>(sa.memory_budget / 2) / mean_bytes),
+        std::min<std::uint64_t>(64, shard), n_hi);
+    FEEDLINE_ASSIGN_OR_RETURN(StagesAlone alone,
+                              measure_stages_alone(backend, dataset, sa, n_cache));
+    for (const StageAlone& s : alone.stages) {
+      if (s.stage == StageId::kDecode) {
+        m.decode_cpu_seconds = per_sample(s.cpu_seconds, s.samples);
+        d.runs.push_back(from_alone(
+            "decode alone",
+            fmt::format("{} decode thread(s) on samples in memory", c.decode_threads), s, 0));
+      }
+      if (s.stage == StageId::kCollate) {
+        m.collate_cpu_seconds = per_sample(s.cpu_seconds, s.samples);
+        d.runs.push_back(
+            from_alone("collate alone", "one thread, batches of decoded samples", s, 0));
+      }
     }
-    if (s.stage == StageId::kCollate) {
-      m.collate_cpu_seconds = per_sample(s.cpu_seconds, s.samples);
-      d.runs.push_back(from_alone("collate alone", "one thread, batches of decoded samples", s, 0));
+    // Storage alone at the configured depth, bounded by time: a few rounds of a deep queue would
+    // time its filling, not its rate.
+    const auto quarter_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(quarter);
+    StageAlone hi;
+    {
+      DeviceWatch watch(monitor);
+      FEEDLINE_ASSIGN_OR_RETURN(hi, measure_storage_alone(backend, dataset, c, shard, quarter_ns));
+      ControlledRun run = from_alone(
+          "storage alone", fmt::format("{} reads in flight, one thread", depth), hi, depth);
+      run.device = watch.done();
+      d.runs.insert(d.runs.begin() + 1, std::move(run));
     }
-  }
-  // Storage alone at the configured depth, bounded by time: a few rounds of a deep queue would
-  // time its filling, not its rate.
-  const auto quarter_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(quarter);
-  StageAlone hi;
-  {
-    DeviceWatch watch(monitor);
-    FEEDLINE_ASSIGN_OR_RETURN(hi, measure_storage_alone(backend, dataset, c, shard, quarter_ns));
-    ControlledRun run = from_alone("storage alone",
-                                   fmt::format("{} reads in flight, one thread", depth), hi, depth);
-    run.device = watch.done();
-    d.runs.insert(d.runs.begin() + 1, std::move(run));
-  }
-  const StageAlone* storage_hi = &hi;
-  m.storage_cpu_seconds = per_sample(storage_hi->cpu_seconds, storage_hi->samples);
-  double low_rate = 0;
-  if (low_depth < depth) {
-    LoaderConfig lc = c;
-    lc.io_depth = low_depth;
-    // Bounded by time (a quarter of the baseline's), not samples: a latency-bound storage reads
-    // an eighth as fast here, a saturated one as fast as at the full depth.
-    DeviceWatch watch(monitor);
-    FEEDLINE_ASSIGN_OR_RETURN(StageAlone lo,
-                              measure_storage_alone(backend, dataset, lc, shard, quarter_ns));
-    ControlledRun run =
-        from_alone("storage alone (low depth)",
-                   fmt::format("{} read(s) in flight, one thread", low_depth), lo, low_depth);
-    run.device = watch.done();
-    d.runs.insert(d.runs.begin() + 2, std::move(run));
-    low_rate = lo.samples_per_second;
-  }
-  // Little's law at the low depth (the storage is not saturated there, as a rule); saturated at
-  // the configured depth when that gave much less than the low depth's latency allows.
-  const double hi_rate = storage_hi->samples_per_second;
-  if (low_rate > 0) {
-    m.read_latency_seconds = low_depth / (low_rate * m.reads_per_sample);
-    if (hi_rate < kSaturated * low_rate * depth / low_depth) {
-      m.storage_bytes_per_second_max = hi_rate * m.read_bytes_per_sample;
+    const StageAlone* storage_hi = &hi;
+    m.storage_cpu_seconds = per_sample(storage_hi->cpu_seconds, storage_hi->samples);
+    double low_rate = 0;
+    if (low_depth < depth) {
+      LoaderConfig lc = c;
+      lc.io_depth = low_depth;
+      // Bounded by time (a quarter of the baseline's), not samples: a latency-bound storage reads
+      // an eighth as fast here, a saturated one as fast as at the full depth.
+      DeviceWatch watch(monitor);
+      FEEDLINE_ASSIGN_OR_RETURN(StageAlone lo,
+                                measure_storage_alone(backend, dataset, lc, shard, quarter_ns));
+      ControlledRun run =
+          from_alone("storage alone (low depth)",
+                     fmt::format("{} read(s) in flight, one thread", low_depth), lo, low_depth);
+      run.device = watch.done();
+      d.runs.insert(d.runs.begin() + 2, std::move(run));
+      low_rate = lo.samples_per_second;
     }
-  } else if (hi_rate > 0) {
-    m.read_latency_seconds = depth / (hi_rate * m.reads_per_sample);
+    // Little's law at the low depth (the storage is not saturated there, as a rule); saturated at
+    // the configured depth when that gave much less than the low depth's latency allows.
+    const double hi_rate = storage_hi->samples_per_second;
+    if (low_rate > 0) {
+      m.read_latency_seconds = low_depth / (low_rate * m.reads_per_sample);
+      if (hi_rate < kSaturated * low_rate * depth / low_depth) {
+        m.storage_bytes_per_second_max = hi_rate * m.read_bytes_per_sample;
+      }
+    } else if (hi_rate > 0) {
+      m.read_latency_seconds = depth / (hi_rate * m.reads_per_sample);
+    }
+    m.storage_bytes_per_second_seen =
+        std::max({hi_rate, low_rate, base.consumer.samples_per_second}) * m.read_bytes_per_sample;
   }
-  m.storage_bytes_per_second_seen =
-      std::max({hi_rate, low_rate, base.consumer.samples_per_second}) * m.read_bytes_per_sample;
   // A throttle the user set is a setting, not the storage's own limit: where the storage
   // saturated at (about) the throttle's rate, what saturated was the throttle, and a what-if may
   // change it (Settings::storage_bytes_per_second).
