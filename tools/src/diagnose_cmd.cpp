@@ -256,6 +256,15 @@ std::string conclusion(const loader::Diagnosis& d, const loader::CapacityModel& 
           "the storage threads are CPU-bound on per-sample work (open, copy, close): more "
           "storage threads, up to the cores, or fewer, larger objects";
     }
+    if (m.storage_order_speedup >= 1.3) {
+      text += fmt::format(
+          "; shuffled reads cost it: the same samples in storage order read {:.1f}x as fast{} "
+          "(--what-if order=storage, or shard-shuffle=N to keep some shuffling)",
+          m.storage_order_speedup,
+          d.ground_truth && d.ground_truth->rotational.value_or(false)
+              ? " on this rotational device (a seek per shuffled read)"
+              : "");
+    }
     if (d.ground_truth && d.ground_truth->baseline_device_bytes > 0) {
       text += fmt::format("; the device {} was {:.0f}% busy during the baseline",
                           d.ground_truth->device, d.ground_truth->baseline_utilisation * 100);
@@ -584,6 +593,7 @@ int run(const Options& o) {
         {"collate_cpu_seconds", m.collate_cpu_seconds},
         {"consumer_cpu_seconds", m.consumer_cpu_seconds},
         {"storage_cpu_bound", m.storage_cpu_bound},
+        {"storage_order_speedup", m.storage_order_speedup},
         {"prep_seconds_per_sample", d.prep_seconds_per_sample},
         {"fetch_seconds_per_sample", d.fetch_seconds_per_sample}}},
       {"ground_truth", ground},

@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kKeys =
     "decode-threads, io-depth, prefetch, memory-budget, storage-threads, batch-size, "
-    "compute-time, accelerators, cores, storage-bw, storage-latency";
+    "compute-time, accelerators, cores, storage-bw, storage-latency, order, shard-shuffle";
 
 [[noreturn]] void bad(std::string_view text, std::string_view what) {
   throw UsageError(fmt::format("--what-if '{}': {}", text, what));
@@ -71,6 +71,14 @@ WhatIf parse_what_if(std::string_view text, const RunOptions& base) {
       o.storage_threads = whole(text, key, value, 1, loader::kMaxStorageThreads);
     } else if (key == "batch-size") {
       o.batch_size = whole(text, key, value, 1, loader::kMaxBatchSize);
+    } else if (key == "order") {
+      if (value != "storage")
+        bad(text, fmt::format("order={}: the order to try is 'storage'", value));
+      o.no_shuffle = true;
+      o.shard_shuffle = 0;
+    } else if (key == "shard-shuffle") {
+      o.shard_shuffle = whole(text, key, value, 1, 1u << 20);
+      o.no_shuffle = false;
     } else if (key == "accelerators") {
       w.accelerators = whole(text, key, value, 1, loader::kMaxAccelerators);
     } else if (key == "cores") {
@@ -133,6 +141,7 @@ std::vector<WhatIf> default_what_ifs(const RunOptions& base, unsigned cores,
         "storage-bw={}MiB/s", static_cast<std::uint64_t>(2 * storage_bytes_per_second_seen) >> 20));
   }
   texts.push_back("storage-latency=+5ms");
+  if (!base.no_shuffle && base.shard_shuffle == 0) texts.push_back("order=storage");
   texts.push_back(fmt::format("cores={}", 2 * cores));
   texts.push_back("accelerators=2");
   std::vector<WhatIf> out;

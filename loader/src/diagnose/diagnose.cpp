@@ -184,6 +184,7 @@ Settings settings_of(const storage::Backend& backend, const Dataset& dataset,
   s.cores = config.cores > 0 ? config.cores : usable_cores();
   s.batch_size = config.sampler.batch_size;
   s.compute_seconds = std::chrono::duration<double>(compute.mean).count();
+  s.storage_order = !config.sampler.shuffle || config.sampler.shard_shuffle > 0;
   // Each accelerator's pipeline: the host's budget and cores shared out (accelerators.hpp).
   LoaderConfig each = config;
   each.memory_budget = config.memory_budget / s.accelerators;
@@ -369,6 +370,23 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
       run.device = watch.done();
       d.runs.insert(d.runs.begin() + 2, std::move(run));
       low_rate = lo.samples_per_second;
+    }
+    // The same reads in storage order, where the run shuffles samples: what storage order (or
+    // shuffling shards instead) would give a seek-bound disk or coalescing tar members.
+    if (c.sampler.shuffle && c.sampler.shard_shuffle == 0 && hi.samples_per_second > 0) {
+      LoaderConfig oc = c;
+      oc.sampler.shuffle = false;
+      DeviceWatch watch(monitor);
+      FEEDLINE_ASSIGN_OR_RETURN(StageAlone ordered,
+                                measure_storage_alone(backend, dataset, oc, shard, quarter_ns / 2));
+      ControlledRun run = from_alone("storage alone (storage order)",
+                                     fmt::format("{} reads in flight, one thread, samples in the "
+                                                 "order they are stored",
+                                                 depth),
+                                     ordered, depth);
+      run.device = watch.done();
+      d.runs.insert(d.runs.begin() + 3, std::move(run));
+      m.storage_order_speedup = std::max(1.0, ordered.samples_per_second / hi.samples_per_second);
     }
     // Little's law at the low depth (the storage is not saturated there, as a rule); saturated at
     // the configured depth when that gave much less than the low depth's latency allows.

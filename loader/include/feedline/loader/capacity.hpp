@@ -54,6 +54,10 @@ struct Measurements {
   bool storage_cpu_bound = false;
   // The AU the consumer reached where it was the limit (its own overhead per step); 1 if unseen.
   double consumer_au_ceiling = 1;
+  // How much faster the storage read the same samples in storage order than shuffled, at the
+  // same depth (1: not measured, or no faster): neighbouring tar members share a read, and a
+  // rotational disk seeks less.
+  double storage_order_speedup = 1;
 };
 
 // How many reads may be in flight for one accelerator's pipeline: the least of these.
@@ -73,6 +77,7 @@ struct Settings {
   double compute_seconds = 0;           // per step (0: no accelerator: pulled as fast as it comes)
   double storage_bytes_per_second = 0;  // a cap on the storage's bandwidth (0: as measured)
   double added_latency_seconds = 0;     // added to every read
+  bool storage_order = false;           // reads in storage order (or shards shuffled, not samples)
   Concurrency concurrency;              // each accelerator's
 };
 
