@@ -212,6 +212,7 @@ json prediction_json(const loader::Prediction& p) {
           {"limit", loader::stage_name(p.limit)},
           {"cores_limit", p.cores_limit},
           {"bound", p.bound},
+          {"held_by", p.held_by.empty() ? json(nullptr) : json(p.held_by)},
           {"stages", stages}};
 }
 
@@ -238,12 +239,16 @@ std::string conclusion(const loader::Diagnosis& d, const loader::CapacityModel& 
           format_rate(p.samples_per_second * m.read_bytes_per_sample),
           m.storage_bytes_per_second_max > 0 ? "" : " (the --throttle-bw it was given)");
     } else if (p.bound == "latency") {
-      const auto& c = d.as_run.concurrency;
-      std::string held = "the IO depth";
-      if (c.window_reads > 0 && c.window_reads < c.io_depth) held = "the read-ahead window";
-      if (c.memory_reads > 0 &&
-          c.memory_reads < std::min(c.io_depth, c.window_reads > 0 ? c.window_reads : c.io_depth))
-        held = "the memory budget";
+      std::string held = p.held_by;
+      if (held == "read-ahead window") {
+        held =
+            "the read-ahead window (the batch buffers prefetch and the memory budget allow, "
+            "times the batch size)";
+      } else if (held == "memory budget") {
+        held = "the memory budget (each read in flight holds its sample's bytes)";
+      } else {
+        held = "the IO depth";
+      }
       text = fmt::format(
           "the storage is latency-bound: the pipeline does not ask enough ({} reads in flight "
           "over {} a read, held by {}): more reads in flight help",

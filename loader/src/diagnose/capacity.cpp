@@ -15,12 +15,19 @@ constexpr double kUnbounded = std::numeric_limits<double>::infinity();
 
 double ratio(double num, double den) { return den > 0 ? num / den : kUnbounded; }
 
-// What one accelerator may have in flight: the least of its limits (0 means none).
-double reads_in_flight(const Concurrency& c) {
+// What one accelerator may have in flight: the least of its limits (0 means none), and which.
+std::pair<double, const char*> reads_in_flight(const Concurrency& c) {
   double d = std::max(1.0, c.io_depth);
-  if (c.window_reads > 0) d = std::min(d, c.window_reads);
-  if (c.memory_reads > 0) d = std::min(d, c.memory_reads);
-  return std::max(1.0, d);
+  const char* held = "io depth";
+  if (c.window_reads > 0 && c.window_reads < d) {
+    d = c.window_reads;
+    held = "read-ahead window";
+  }
+  if (c.memory_reads > 0 && c.memory_reads < d) {
+    d = c.memory_reads;
+    held = "memory budget";
+  }
+  return {std::max(1.0, d), held};
 }
 
 }  // namespace
@@ -31,6 +38,7 @@ CapacityModel::CapacityModel(Measurements measured, Settings ran,
   const Prediction p = raw(ran_);
   calibrated_stage_ = p.limit;
   calibrated_cores_ = p.cores_limit;
+  calibrated_bound_ = p.bound + "/" + p.held_by;
   if (p.samples_per_second > 0 && std::isfinite(p.samples_per_second) &&
       achieved_samples_per_second > 0) {
     // A pipeline reaches its limit's capacity only so far; it never beats it by much (the
@@ -46,9 +54,10 @@ Prediction CapacityModel::raw(const Settings& s) const {
   Prediction p;
 
   // Storage: reads in flight over latency; the bandwidth; the threads' CPU where reads cost it.
-  StageCapacity storage{StageId::kStorage, kUnbounded, "unbounded"};
+  StageCapacity storage{StageId::kStorage, kUnbounded, "unbounded", ""};
   {
-    const double in_flight = n * reads_in_flight(s.concurrency);
+    const auto [each, held] = reads_in_flight(s.concurrency);
+    const double in_flight = n * each;
     const double latency = m_.read_latency_seconds + s.added_latency_seconds;
     const double by_latency =
         latency > 0 ? in_flight / (latency * std::max(m_.reads_per_sample, 1e-9)) : kUnbounded;
@@ -70,21 +79,22 @@ Prediction CapacityModel::raw(const Settings& s) const {
       storage.bound = "cpu";
     } else if (std::isfinite(by_reads)) {
       storage.bound = "latency";
+      storage.held_by = held;
     }
   }
   // Decode: the host's threads (each accelerator at least one), at most the cores.
   const double decode_threads =
       n * std::max(1.0, std::floor(static_cast<double>(s.decode_threads) / n));
   StageCapacity decode{StageId::kDecode,
-                       ratio(std::min(decode_threads, cores), m_.decode_cpu_seconds), "cpu"};
-  StageCapacity collate{StageId::kCollate, ratio(std::min(n, cores), m_.collate_cpu_seconds),
-                        "cpu"};
+                       ratio(std::min(decode_threads, cores), m_.decode_cpu_seconds), "cpu", ""};
+  StageCapacity collate{StageId::kCollate, ratio(std::min(n, cores), m_.collate_cpu_seconds), "cpu",
+                        ""};
   // The consumer: its steps, and its own overhead between them (the AU it reached as the limit).
   const double asked = s.compute_seconds > 0
                            ? n * static_cast<double>(std::max(1u, s.batch_size)) / s.compute_seconds
                            : kUnbounded;
   StageCapacity consumer{StageId::kConsumer, asked * m_.consumer_au_ceiling,
-                         s.compute_seconds > 0 ? "compute" : "unbounded"};
+                         s.compute_seconds > 0 ? "compute" : "unbounded", ""};
   p.stages = {storage, decode, collate, consumer};
 
   // The cores, shared by every stage's CPU.
@@ -99,6 +109,7 @@ Prediction CapacityModel::raw(const Settings& s) const {
   p.samples_per_second = least->samples_per_second;
   p.limit = least->stage;
   p.bound = least->bound;
+  p.held_by = least->held_by;
   if (by_cores < p.samples_per_second) {
     // The stages together need more CPU than the cores have: the limit is the cores, and the
     // stage named is the one that spends most of it.
@@ -122,7 +133,8 @@ Prediction CapacityModel::raw(const Settings& s) const {
 
 Prediction CapacityModel::predict(const Settings& s) const {
   Prediction p = raw(s);
-  if (p.limit == calibrated_stage_ && p.cores_limit == calibrated_cores_) {
+  if (p.limit == calibrated_stage_ && p.cores_limit == calibrated_cores_ &&
+      p.bound + "/" + p.held_by == calibrated_bound_) {
     p.samples_per_second *= efficiency_;
     // Not past the consumer's own pace: AU cannot exceed its ceiling.
     for (const StageCapacity& st : p.stages) {

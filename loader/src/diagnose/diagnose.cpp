@@ -199,12 +199,25 @@ Settings settings_of(const storage::Backend& backend, const Dataset& dataset,
       std::uint64_t{std::max(1u, config.sampler.world_size)} * s.accelerators;
   const std::uint64_t per_epoch = std::max<std::uint64_t>(1, dataset.samples.size() / world);
   if (auto z = detail::size_pool(dataset, each, plan.path, backend.caps().networked, per_epoch)) {
-    s.concurrency.window_reads = static_cast<double>(z->window) * rps;
+    // Where reads land in their batch slots (or decode writes there), storage takes a batch
+    // buffer for each batch it lays out ahead (the admission in storage_stage.cpp): the pool's
+    // buffers, each of a batch, bound the reads in flight too (the consumer hands each back as
+    // soon as it is done, so an input-bound run can have them all).
+    double window = static_cast<double>(z->window);
+    const bool slots = reads_into_slot(plan.path) || plan.path == DataPath::kDecodeInPlace;
+    if (slots) {
+      window =
+          std::min(window, static_cast<double>(z->buffers) * static_cast<double>(z->batch_samples));
+    }
+    s.concurrency.window_reads = window * rps;
     double footprint = 0;
     for (std::uint64_t f : z->footprints) {
       if (f != detail::kOversized) footprint += static_cast<double>(f);
     }
     footprint /= std::max<std::size_t>(1, z->footprints.size());
+    // The direct path reserves nothing per read (its slot is the pool's); the others reserve
+    // each sample's footprint while it is in flight.
+    if (reads_into_slot(plan.path)) footprint = 0;
     if (footprint > 0 && each.memory_budget > z->pool_bytes) {
       s.concurrency.memory_reads =
           static_cast<double>(each.memory_budget - z->pool_bytes) / footprint * rps;
@@ -407,13 +420,25 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
   // change it (Settings::storage_bytes_per_second).
   const double cap = options.storage_bytes_per_second_cap;
   if (cap > 0 && m.storage_bytes_per_second_max >= 0.8 * cap) m.storage_bytes_per_second_max = 0;
-  // Where the storage threads take the digest as each read lands (nothing else to decode), the
-  // decode work is theirs: its CPU counts against them, not against idle decode threads.
-  if (const StageReport* dec = base.stage(StageId::kDecode);
-      dec && dec->items_inline > dec->items) {
-    m.storage_cpu_seconds += m.decode_cpu_seconds;
-    m.decode_cpu_seconds = 0;
-    m.storage_cpu_bound = true;
+  // CPU per sample: each stage's own accounting in the baseline where it did the work (its
+  // threads' CPU clocks under the run's real conditions: bytes hashed while hot in the cache,
+  // cores shared), the stage alone where it did none. Where the storage threads took the digest
+  // as each read landed (nothing else to decode), that work is theirs and is in their CPU.
+  {
+    auto baseline_cpu = [&](StageId id, double alone) {
+      const StageReport* st = base.stage(id);
+      if (!st || st->items == 0) return alone;
+      return per_sample(st->cpu_seconds, st->items);
+    };
+    m.storage_cpu_seconds = baseline_cpu(StageId::kStorage, m.storage_cpu_seconds);
+    m.collate_cpu_seconds = baseline_cpu(StageId::kCollate, m.collate_cpu_seconds);
+    const StageReport* dec = base.stage(StageId::kDecode);
+    if (dec && dec->items_inline > dec->items) {
+      m.decode_cpu_seconds = 0;
+      m.storage_cpu_bound = true;
+    } else {
+      m.decode_cpu_seconds = baseline_cpu(StageId::kDecode, m.decode_cpu_seconds);
+    }
   }
 
   // Cached: the first objects staged in memory, the pipeline over them (no storage).

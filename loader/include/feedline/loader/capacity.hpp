@@ -85,12 +85,17 @@ struct StageCapacity {
   StageId stage = StageId::kStorage;
   double samples_per_second = 0;  // what the stage can deliver (infinity: unbounded)
   std::string bound;              // what bounds it: "bandwidth", "latency", "cpu", ...
+  // For a latency-bound storage, what holds its reads in flight: "io depth", "read-ahead
+  // window", "memory budget" (a full queue keeps its depth; a window is emptied and refilled a
+  // batch at a time, so the two reach their caps differently: calibrated apart).
+  std::string held_by;
 };
 
 struct Prediction {
   double samples_per_second = 0;  // the whole host's
   std::optional<double> au;       // with a compute time
   StageId limit = StageId::kConsumer;
+  std::string held_by;       // the limiting storage's reads in flight, where latency bounds it
   std::string bound;         // what bounds the limiting stage ("reads in flight over latency", ...)
   bool cores_limit = false;  // the cores, shared by the stages, are what limits
   std::vector<StageCapacity> stages;
@@ -118,6 +123,7 @@ class CapacityModel {
   double efficiency_ = 1;
   StageId calibrated_stage_ = StageId::kConsumer;
   bool calibrated_cores_ = false;
+  std::string calibrated_bound_;
 };
 
 }  // namespace feedline::loader
