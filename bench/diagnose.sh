@@ -7,9 +7,10 @@
 #             what-ifs this machine can realise: the verdict (right stage?), and for each what-if
 #             predicted and achieved samples/s and the error (predicted - achieved) / achieved
 #                                                         (target: |error| <= 10%, every verdict right)
-#   tune      autotune (diagnose --tune) against an exhaustive grid of io depth x decode threads x
-#             prefetch on the same dataset and settings, each grid point a run as long as a tuning
-#             step: the tuned throughput against the grid's best, and the time each took
+#   tune      autotune (diagnose --tune, runs of 2 s, its controlled runs counted) against an
+#             exhaustive grid of io depth (4, 16, 64, 256) x decode threads (1-4) x prefetch (1, 2,
+#             4, 8) on the same dataset and settings, each point a `run --runtime` as long as a
+#             tuning step (1 s): the tuned throughput against the grid's best, and the time each took
 #                                                         (target: >= 0.95 of the best, <= 1/5 of the time)
 #   time      diagnose's whole time (no --verify) against its baseline's length
 #                                                         (target: <= 3x one plain run)
@@ -87,29 +88,29 @@ if [[ ,$jobs, == *,cases,* ]]; then
   run_case consumer consumer "$small" "--batch-size 32 --compute-time 40ms" \
     "compute-time=20ms" "compute-time=80ms"
   run_case memory storage "$large" \
-    "--batch-size 2 --throttle-latency 10ms --io-depth 64 --memory-budget 16MiB" \
-    "memory-budget=32MiB" "memory-budget=64MiB"
+    "--batch-size 8 --throttle-latency 10ms --io-depth 64 --memory-budget 24MiB" \
+    "memory-budget=48MiB" "memory-budget=64MiB" "prefetch=4"
 fi
 
-grid_time=0
 if [[ ,$jobs, == *,tune,* ]]; then
   flags=(--batch-size 32 --throttle-latency 2ms --decode-cost 300us)
+  # Autotune as a user runs it: diagnose --tune with runs of 2 s (steps of 1 s), its controlled
+  # runs included in its time.
   warm
   start=$(date +%s.%N)
   "$feedline" diagnose "$small" "${flags[@]}" --io-depth 4 --decode-threads 1 --prefetch 1 \
-    --duration "$duration" --tune --what-if io-depth=8 --json "$work/tune.json" >/dev/null ||
+    --duration 2s --tune --what-if io-depth=8 --json "$work/tune.json" >/dev/null ||
     die "diagnose --tune failed"
   echo "$("$python" -c "print($(date +%s.%N) - $start)")" >"$work/tune.seconds"
-  # The grid: each point a timed run as long as a tuning step (half of --duration), as the
-  # tuner's own runs are.
-  step=$("$python" -c "import sys; s=sys.argv[1]; print(float(s[:-1]) / 2 if s.endswith('s') else float(s) / 2)" "$duration")
+  # The grid: io depth 4/16/64/256 x decode threads 1..4 x prefetch 1/2/4/8, each point a run
+  # as long as a tuning step (1 s).
   : >"$work/grid.tsv"
   start=$(date +%s.%N)
-  for depth in 4 16 64; do
-    for threads in 1 2 4; do
-      for prefetch in 1 2 4; do
+  for depth in 4 16 64 256; do
+    for threads in 1 2 3 4; do
+      for prefetch in 1 2 4 8; do
         "$feedline" run "$small" "${flags[@]}" --io-depth "$depth" --decode-threads "$threads" \
-          --prefetch "$prefetch" --runtime "${step}s" --json "$work/grid.json" >/dev/null ||
+          --prefetch "$prefetch" --runtime 1s --json "$work/grid.json" >/dev/null ||
           die "grid point failed"
         "$python" -c '
 import json, sys
@@ -170,7 +171,7 @@ if os.path.exists(f"{work}/tune.json"):
     tune_s = float(open(f"{work}/tune.seconds").read())
     grid_s = float(open(f"{work}/grid.seconds").read())
     ratio = t["tuned_samples_per_second"] / float(best[3])
-    print(f"tune: autotune against the grid (io depth 4/16/64 x decode threads 1/2/4 x prefetch 1/2/4)")
+    print(f"tune: autotune against the grid (io depth 4/16/64/256 x decode threads 1-4 x prefetch 1/2/4/8, 1 s a point)")
     print(f"  grid best: io-depth {best[0]}, decode-threads {best[1]}, prefetch {best[2]}: {float(best[3]):.0f} samples/s, grid {grid_s:.0f} s")
     print(f"  tuned:     io-depth {t['settings']['io-depth']}, decode-threads {t['settings']['decode-threads']}, "
           f"prefetch {t['settings']['prefetch']}: {t['tuned_samples_per_second']:.0f} samples/s "
