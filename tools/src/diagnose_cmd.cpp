@@ -182,12 +182,14 @@ Result<double> realise(const WhatIf& w, const RunOptions& base_options, RunDatas
         loader::run_accelerators(*data->backend, data->dataset, c, w.accelerators, st.compute,
                                  timed.get_token(), nullptr));
     if (host.error) return fail(*host.error);
-    return host.samples_per_second;
+    double rate = 0;  // the accelerators' rates after their first batch, together
+    for (const auto& a : host.accelerators) rate += loader::steady_samples_per_second(a.consumer);
+    return rate;
   }
   FEEDLINE_ASSIGN_OR_RETURN(auto loader, loader::Loader::open(*data->backend, data->dataset, c));
   const loader::PipelineReport r = loader::timed_run(*loader, st.compute, duration, stop);
   if (r.error) return fail(*r.error);
-  return r.consumer.samples_per_second;
+  return loader::steady_samples_per_second(r.consumer);
 }
 
 json device_json(const std::optional<storage::DiskDelta>& d) {
@@ -222,7 +224,7 @@ std::string conclusion(const loader::Diagnosis& d, const loader::CapacityModel& 
   const loader::Prediction& p = model.as_run();
   const loader::Measurements& m = d.measurements;
   std::string text;
-  const double achieved = d.baseline.consumer.samples_per_second;
+  const double achieved = loader::steady_samples_per_second(d.baseline.consumer);
   if (p.cores_limit) {
     text = fmt::format(
         "the host's cores are the limit: the stages need {:.1f} CPU-us a sample together, so {} "
@@ -415,8 +417,8 @@ int run(const Options& o) {
   loader::Diagnosis d =
       value_or_exit(loader::diagnose(*rd.backend, rd.dataset, st.ctx.config, st.compute, dopt));
   notes.insert(notes.end(), d.notes.begin(), d.notes.end());
-  const loader::CapacityModel model(d.measurements, d.as_run,
-                                    d.baseline.consumer.samples_per_second);
+  const double achieved = loader::steady_samples_per_second(d.baseline.consumer);
+  const loader::CapacityModel model(d.measurements, d.as_run, achieved);
   const loader::Measurements& m = d.measurements;
   std::vector<WhatIf> what_ifs =
       asked.empty() ? default_what_ifs(ro, d.as_run.cores, m.storage_bytes_per_second_seen) : asked;
@@ -604,7 +606,7 @@ int run(const Options& o) {
       {"ground_truth", ground},
       {"model",
        {{"as_run", prediction_json(model.as_run())},
-        {"achieved_samples_per_second", d.baseline.consumer.samples_per_second},
+        {"achieved_samples_per_second", achieved},
         {"efficiency", model.efficiency()},
         {"cores", d.as_run.cores}}},
       {"what_if", whatifs},
@@ -642,7 +644,7 @@ nlohmann::json autotune_run(const RunOptions& o, RunSetup& st, RunDataset& rd) {
   const loader::Diagnosis d =
       value_or_exit(loader::diagnose(*rd.backend, rd.dataset, st.ctx.config, st.compute, dopt));
   const loader::CapacityModel model(d.measurements, d.as_run,
-                                    d.baseline.consumer.samples_per_second);
+                                    loader::steady_samples_per_second(d.baseline.consumer));
   const loader::TuneResult t = tune(st, rd, d, model, length / 2);
   out::print("{}", tune_text(t));
   loader::LoaderConfig& c = st.ctx.config;

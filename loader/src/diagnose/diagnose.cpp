@@ -157,6 +157,12 @@ Result<Staged> stage_in_memory(storage::Backend& backend, const Dataset& dataset
 
 }  // namespace
 
+double steady_samples_per_second(const ConsumerReport& c) {
+  if (c.batches < 2 || c.wall_seconds <= c.first_batch_seconds) return c.samples_per_second;
+  const double first = static_cast<double>(c.samples) / static_cast<double>(c.batches);
+  return (static_cast<double>(c.samples) - first) / (c.wall_seconds - c.first_batch_seconds);
+}
+
 PipelineReport timed_run(Loader& loader, const ComputeModel& compute,
                          std::chrono::duration<double> duration, std::stop_token stop) {
   std::stop_source timed;
@@ -459,7 +465,7 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
       } else {
         const PipelineReport r = timed_run(**loader, compute, quarter, config.stop);
         if (r.error) return fail(*r.error);
-        cached_rate = r.consumer.samples_per_second;
+        cached_rate = steady_samples_per_second(r.consumer);
         d.runs.push_back(
             from_report("cached",
                         fmt::format("the pipeline over {} object(s) staged in memory (no storage)",
@@ -469,7 +475,7 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
     }
   }
   // Cold: the same storage with O_DIRECT, where the baseline read through the page cache.
-  double cold_rate = base.consumer.samples_per_second;
+  double cold_rate = steady_samples_per_second(base.consumer);
   if (options.cold) {
     DeviceWatch watch(monitor);
     auto loader = Loader::open(*options.cold, dataset, c);
@@ -478,7 +484,7 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
     } else {
       const PipelineReport r = timed_run(**loader, compute, quarter, config.stop);
       if (r.error) return fail(*r.error);
-      cold_rate = r.consumer.samples_per_second;
+      cold_rate = steady_samples_per_second(r.consumer);
       ControlledRun run =
           from_report("cold", "the same storage with O_DIRECT (no page cache)", r, c.io_depth);
       run.device = watch.done();

@@ -78,7 +78,7 @@ Result<TuneResult> autotune(storage::Backend& backend, const Dataset& dataset,
     FEEDLINE_ASSIGN_OR_RETURN(auto loader, Loader::open(backend, dataset, with(config, k)));
     const PipelineReport r = timed_run(*loader, compute, options.step, config.stop);
     if (r.error) return fail(*r.error);
-    const double rate = r.consumer.samples_per_second;
+    const double rate = steady_samples_per_second(r.consumer);
     measured[cost(k)] = rate;
     out.steps.push_back({k, model.predict(settings(with(config, k))).samples_per_second, rate});
     return rate;

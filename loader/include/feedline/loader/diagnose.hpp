@@ -100,6 +100,11 @@ Settings settings_of(const storage::Backend& backend, const Dataset& dataset,
                      const LoaderConfig& config, const ComputeModel& compute, unsigned accelerators,
                      const Measurements& measured);
 
+// A run's samples/s after its first batch (the pipeline filling up is left out, as AU leaves the
+// first step out): short runs compared with each other (a what-if, a tuning step) then measure
+// the settings, not their start. The whole run's rate where it had a single batch.
+double steady_samples_per_second(const ConsumerReport& c);
+
 // config run with compute for `duration` (epochs repeat as needed), or to the end of its epochs
 // if sooner: the baseline, the verification of a what-if, a tuning step.
 PipelineReport timed_run(Loader& loader, const ComputeModel& compute,
