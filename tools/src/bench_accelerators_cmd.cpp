@@ -2,17 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <condition_variable>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
-#include <thread>
 
 #include "cli_checks.hpp"
 #include "cli_error.hpp"
 #include "config_file.hpp"
+#include "feedline/core/time_limit.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "json_file.hpp"
@@ -245,21 +243,13 @@ bool is_local(const std::string& url) {
 // end, or Ctrl-C: then *stopped). In a job the ranks start each epoch together.
 Trial run_trial(RunDataset& rd, const RunSetup& st, unsigned n, std::chrono::nanoseconds trial_ns,
                 std::stop_token stop, MpiJob* job, bool* stopped) {
-  std::stop_source trial;
-  std::stop_callback relay(stop, [&trial] { trial.request_stop(); });
-  std::jthread timer([&trial, trial_ns](std::stop_token done) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
-    cv.wait_for(lock, done, trial_ns, [] { return false; });
-    trial.request_stop();
-  });
+  const TimeLimit trial(trial_ns, stop);
   loader::LoaderConfig c = st.ctx.config;
   c.sampler.epochs = static_cast<std::uint32_t>(kMaxEpochs);  // the trial's time bounds it
   Trial t;
   t.accelerators = n;
   if (job) job->begin_series();
-  auto host = loader::run_accelerators(*rd.backend, rd.dataset, c, n, st.compute, trial.get_token(),
+  auto host = loader::run_accelerators(*rd.backend, rd.dataset, c, n, st.compute, trial.token(),
                                        nullptr, job);
   *stopped = stop_token().stop_requested();
   // One accelerator that cannot open is the run's own configuration error; more that cannot

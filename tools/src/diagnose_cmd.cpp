@@ -9,15 +9,13 @@
 
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 #include "cli_checks.hpp"
 #include "cli_error.hpp"
 #include "config_file.hpp"
 #include "feedline/core/cpus.hpp"
+#include "feedline/core/time_limit.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "feedline/loader/capacity.hpp"
@@ -167,20 +165,11 @@ Result<double> realise(const WhatIf& w, const RunOptions& base_options, RunDatas
   std::optional<CpuAffinity> affinity;
   if (w.cores && *w.cores < usable_cores()) affinity.emplace(*w.cores);
   if (w.accelerators > 1) {
-    std::stop_source timed;
-    std::stop_callback relay(stop, [&timed] { timed.request_stop(); });
-    std::jthread timer([&timed, duration](std::stop_token done) {
-      std::mutex mu;
-      std::condition_variable_any cv;
-      std::unique_lock lock(mu);
-      cv.wait_for(lock, done, std::chrono::duration_cast<std::chrono::nanoseconds>(duration),
-                  [] { return false; });
-      timed.request_stop();
-    });
+    const TimeLimit limit(std::chrono::duration_cast<std::chrono::nanoseconds>(duration), stop);
     FEEDLINE_ASSIGN_OR_RETURN(
         loader::HostReport host,
         loader::run_accelerators(*data->backend, data->dataset, c, w.accelerators, st.compute,
-                                 timed.get_token(), nullptr));
+                                 limit.token(), nullptr));
     if (host.error) return fail(*host.error);
     double rate = 0;  // the accelerators' rates after their first batch, together
     for (const auto& a : host.accelerators) rate += loader::steady_samples_per_second(a.consumer);

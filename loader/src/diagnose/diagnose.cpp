@@ -5,16 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <fstream>
-#include <mutex>
-#include <thread>
 
 #include "../formats/sequential_reader.hpp"
 #include "../pipeline/sizing.hpp"
 #include "../pipeline/unknown_size.hpp"
 #include "feedline/core/clock.hpp"
 #include "feedline/core/cpus.hpp"
+#include "feedline/core/time_limit.hpp"
 #include "feedline/loader/stage_bench.hpp"
 #include "feedline/storage/registry.hpp"
 
@@ -165,18 +163,9 @@ double steady_samples_per_second(const ConsumerReport& c) {
 
 PipelineReport timed_run(Loader& loader, const ComputeModel& compute,
                          std::chrono::duration<double> duration, std::stop_token stop) {
-  std::stop_source timed;
-  std::stop_callback relay(stop, [&timed] { timed.request_stop(); });
-  std::jthread timer([&timed, duration](std::stop_token done) {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    std::unique_lock lock(mu);
-    cv.wait_for(lock, done, std::chrono::duration_cast<std::chrono::nanoseconds>(duration),
-                [] { return false; });
-    timed.request_stop();
-  });
-  PipelineReport r = run_emulated(loader, compute, timed.get_token(), nullptr);
-  // The timer's stop is the run's planned end, not an interruption (the caller's stop is).
+  const TimeLimit limit(std::chrono::duration_cast<std::chrono::nanoseconds>(duration), stop);
+  PipelineReport r = run_emulated(loader, compute, limit.token(), nullptr);
+  // The limit is the run's planned end, not an interruption (the caller's stop is).
   if (!stop.stop_requested()) r.interrupted = false;
   return r;
 }
