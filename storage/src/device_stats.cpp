@@ -49,7 +49,7 @@ Result<DiskCounters> DeviceMonitor::sample() const {
     for (auto& v : f) ls >> v;
     // Fields after the name: reads, merged, sectors read, ms reading, writes, merged, sectors
     // written, ms writing, in flight, io_ticks (ms), weighted ms.
-    return DiskCounters{f[0], f[2] * 512, f[9], now_ns()};
+    return DiskCounters{f[0], f[2] * 512, f[9], now_ns(), f[10], f[3]};
   }
   return fail(Error(Errc::kNotFound, "device not in /proc/diskstats").with_object(device_));
 }
@@ -63,6 +63,11 @@ DiskDelta DeviceMonitor::delta(const std::string& device, const DiskCounters& a,
   const double wall_ms = static_cast<double>(b.when_ns - a.when_ns) / 1e6;
   d.utilisation =
       wall_ms > 0 ? std::min(1.0, static_cast<double>(b.io_ticks_ms - a.io_ticks_ms) / wall_ms) : 0;
+  // iostat's avgqu-sz and r_await: the weighted time over the wall, the reads' time over them.
+  d.mean_queue_depth =
+      wall_ms > 0 ? static_cast<double>(b.weighted_ms - a.weighted_ms) / wall_ms : 0;
+  d.read_await_ms =
+      d.reads > 0 ? static_cast<double>(b.read_ms - a.read_ms) / static_cast<double>(d.reads) : 0;
   return d;
 }
 

@@ -100,9 +100,14 @@ std::string conclusion(const loader::Diagnosis& d, const loader::CapacityModel& 
               ? " on this rotational device (a seek per shuffled read)"
               : "");
     }
-    if (d.ground_truth && d.ground_truth->baseline_device_bytes > 0) {
-      text += fmt::format("; the device {} was {:.0f}% busy during the baseline",
-                          d.ground_truth->device, d.ground_truth->baseline_utilisation * 100);
+    if (const auto& g = d.ground_truth; g && g->baseline_device_bytes > 0) {
+      text += fmt::format(
+          "; the device {} was {:.0f}% busy during the baseline with {:.1f} requests queued on "
+          "average{}",
+          g->device, g->baseline_utilisation * 100, g->baseline_queue_depth,
+          g->baseline_utilisation >= 0.9 ? " (saturated)"
+          : p.bound == "latency"         ? " (it had room: ask it for more)"
+                                         : "");
     }
   } else if (p.limit == loader::StageId::kDecode) {
     text = fmt::format(
@@ -222,11 +227,25 @@ std::string diagnose_text(const DiagnoseReport& rep) {
   if (const auto& g = d.ground_truth) {
     out += fmt::format(
         "  ground truth: device {} ({}, queue depth {}, scheduler {}): {:.0f}% busy during the "
-        "baseline, {} read from it\n",
+        "baseline, {:.1f} requests queued on average, {:.2f} ms a read at the device, {} read "
+        "from it\n",
         g->device,
         g->rotational ? (*g->rotational ? "rotational" : "not rotational") : "rotational: unknown",
         g->queue_depth, g->scheduler.empty() ? "unknown" : g->scheduler,
-        g->baseline_utilisation * 100, format_bytes(static_cast<double>(g->baseline_device_bytes)));
+        g->baseline_utilisation * 100, g->baseline_queue_depth, g->baseline_read_await_ms,
+        format_bytes(static_cast<double>(g->baseline_device_bytes)));
+  }
+  if (const auto& net = d.network) {
+    std::string parts;
+    for (const auto& [name, h] : net->histograms) {
+      parts += fmt::format("{}{} p50 {:.2f} ms p99 {:.2f} ms", parts.empty() ? "" : ", ", name,
+                           h.p50_ms, h.p99_ms);
+    }
+    for (const auto& [name, v] : net->counters) {
+      if (v > 0) parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, v);
+    }
+    out += fmt::format("  the storage's own figures (baseline): {}\n",
+                       parts.empty() ? "none recorded" : parts);
   }
   {
     const loader::Prediction& p = model.as_run();
@@ -337,8 +356,18 @@ json diagnose_json(const DiagnoseReport& rep) {
                  {"scheduler", d.ground_truth->scheduler},
                  {"queue_depth", d.ground_truth->queue_depth},
                  {"baseline_utilisation", d.ground_truth->baseline_utilisation},
-                 {"baseline_device_bytes", d.ground_truth->baseline_device_bytes}}
+                 {"baseline_device_bytes", d.ground_truth->baseline_device_bytes},
+                 {"baseline_queue_depth", d.ground_truth->baseline_queue_depth},
+                 {"baseline_read_await_ms", d.ground_truth->baseline_read_await_ms}}
           : json(nullptr);
+  json network = nullptr;
+  if (d.network) {
+    network = {{"counters", d.network->counters}, {"histograms", json::object()}};
+    for (const auto& [name, h] : d.network->histograms) {
+      network["histograms"][name] = {
+          {"mean_ms", h.mean_ms}, {"p50_ms", h.p50_ms}, {"p99_ms", h.p99_ms}, {"count", h.count}};
+    }
+  }
   return {
       {"url", rep.url},
       {"format", rep.format},
@@ -360,6 +389,7 @@ json diagnose_json(const DiagnoseReport& rep) {
         {"prep_seconds_per_sample", d.prep_seconds_per_sample},
         {"fetch_seconds_per_sample", d.fetch_seconds_per_sample}}},
       {"ground_truth", ground},
+      {"network", network},
       {"model",
        {{"as_run", prediction_json(model.as_run())},
         {"achieved_samples_per_second", achieved},

@@ -26,7 +26,6 @@ struct Outcome {
   std::optional<std::string> failed;  // its verification run failed
 };
 
-
 struct DiagnoseReport {
   std::string url;
   std::string format;

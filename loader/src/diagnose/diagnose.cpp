@@ -277,6 +277,20 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
     if (d.ground_truth && run.device) {
       d.ground_truth->baseline_utilisation = run.device->utilisation;
       d.ground_truth->baseline_device_bytes = run.device->read_bytes;
+      d.ground_truth->baseline_queue_depth = run.device->mean_queue_depth;
+      d.ground_truth->baseline_read_await_ms = run.device->read_await_ms;
+    }
+    if (backend.caps().networked) {
+      NetworkTruth net;
+      const storage::QueueStats& q = d.baseline.io.stats;
+      for (const auto& [name, value] : q.counters) net.counters[name] = value;
+      net.counters["retries"] = q.retries;
+      net.counters["errors"] = q.errors;
+      for (const auto& [name, h] : q.histograms) {
+        net.histograms[name] = {h.mean() / 1e6, static_cast<double>(h.percentile(0.5)) / 1e6,
+                                static_cast<double>(h.percentile(0.99)) / 1e6, h.count()};
+      }
+      d.network = std::move(net);
     }
     d.runs.push_back(std::move(run));
   }

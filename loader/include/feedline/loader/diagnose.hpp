@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,10 +70,25 @@ struct GroundTruth {
   unsigned queue_depth = 0;  // nr_requests
   double baseline_utilisation = 0;
   std::uint64_t baseline_device_bytes = 0;  // bytes the device read during the baseline
+  double baseline_queue_depth = 0;          // requests queued at the device, on average
+  double baseline_read_await_ms = 0;        // a read's time at the device, on average
+};
+
+// What the storage itself said during the baseline, where it is a network service: time to first
+// byte and the transfer (HTTP), round trips (NFS), connections, retries and errors by kind: the
+// backend's counters and histograms (QueueStats), named as the backends name them.
+struct NetworkTruth {
+  std::map<std::string, std::uint64_t> counters;
+  struct Latency {
+    double mean_ms = 0, p50_ms = 0, p99_ms = 0;
+    std::uint64_t count = 0;
+  };
+  std::map<std::string, Latency> histograms;  // "ttfb_ns", "transfer_ns", "rtt_ns", ...
 };
 
 struct Diagnosis {
   PipelineReport baseline;
+  std::optional<NetworkTruth> network;  // a network storage's own figures (http, s3, nfs)
   std::vector<ControlledRun> runs;
   Measurements measurements;
   Settings as_run;  // the settings the baseline ran with, as the model sees them

@@ -16,6 +16,8 @@ struct DiskCounters {
   std::uint64_t read_bytes = 0;   // sectors read x 512
   std::uint64_t io_ticks_ms = 0;  // time the device had I/O in flight
   std::uint64_t when_ns = 0;      // monotonic time of the sample
+  std::uint64_t weighted_ms = 0;  // time requests spent in the device's queue, summed over them
+  std::uint64_t read_ms = 0;      // time reads took, summed over them
 };
 
 struct DiskDelta {
@@ -23,6 +25,10 @@ struct DiskDelta {
   std::uint64_t reads = 0;
   std::uint64_t read_bytes = 0;
   double utilisation = 0;  // io_ticks / wall time, 0..1
+  // Requests in the device's queue on average (iostat's avgqu-sz): a saturated device has its
+  // queue full; a busy but shallow one was not asked for more.
+  double mean_queue_depth = 0;
+  double read_await_ms = 0;  // a read's time at the device, on average (iostat's r_await)
 };
 
 class DeviceMonitor {
