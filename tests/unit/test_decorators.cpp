@@ -190,6 +190,52 @@ TEST_CASE("throttle: each read waits its drawn latency; the same seed draws the 
   CHECK(device.error().code() == Errc::kUnsupported);
 }
 
+TEST_CASE("throttle: a seek is added to a read that does not go on from the previous one",
+          "[storage][decorators]") {
+  // 20 ms a seek: reads front to back pay one (the first), the same reads in another order one
+  // each. At depth 1, so that each read's predecessor is the one before it.
+  auto b = make_throttle(mem_with(1, 1 << 20), {.seek = 20ms});
+  auto h = b->open("d/obj-0").value();
+  auto sequential = b->make_queue({.depth = 1}).value();
+  auto run = read_all(*sequential, *h, 16, 4096, 1);
+  CHECK(sequential->stats().lat.percentile(0.5) < 15'000'000);  // no seek but the first
+  CHECK(sequential->stats().lat.max() >= 20'000'000);           // the first read seeks
+  // Every other block: a short skip (4 KiB) past the previous end is no seek either.
+  auto skipping = b->make_queue({.depth = 1}).value();
+  {
+    std::vector<ReadOp> ops(8);
+    AlignedBuffer buf = AlignedBuffer::allocate(8 * 4096).value();
+    std::vector<ReadOp*> done;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      ops[i].object = h.get();
+      ops[i].offset = i * 8192;
+      ops[i].length = 4096;
+      ops[i].dst = buf.span().subspan(i * 4096, 4096);
+      skipping->submit(ops[i]);
+      while (skipping->in_flight() > 0) skipping->poll(1, 50ms, done);
+    }
+    CHECK(skipping->stats().lat.percentile(0.5) < 15'000'000);
+  }
+  // Backwards: each read starts before the previous one ended, a seek each.
+  auto backwards = b->make_queue({.depth = 1}).value();
+  {
+    std::vector<ReadOp> ops(6);
+    AlignedBuffer buf = AlignedBuffer::allocate(6 * 4096).value();
+    std::vector<ReadOp*> done;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      ops[i].object = h.get();
+      ops[i].offset = (ops.size() - i) * 65536 * 2;
+      ops[i].length = 4096;
+      ops[i].dst = buf.span().subspan(i * 4096, 4096);
+      backwards->submit(ops[i]);
+      while (backwards->in_flight() > 0) backwards->poll(1, 50ms, done);
+      REQUIRE(ops[i].result);
+    }
+    CHECK(backwards->stats().lat.percentile(0.01) >= 20'000'000);
+  }
+  (void)run;
+}
+
 namespace {
 
 struct FaultRun {

@@ -21,6 +21,7 @@
 #include "feedline/loader/accelerators.hpp"
 #include "feedline/loader/capacity.hpp"
 #include "feedline/loader/diagnose.hpp"
+#include "feedline/loader/stage_bench.hpp"
 #include "feedline/loader/tune.hpp"
 #include "feedline/storage/registry.hpp"
 #include "json_file.hpp"
@@ -83,7 +84,29 @@ std::string local_path(const std::string& url) {
 }
 
 // The model's settings for a what-if.
-loader::Settings settings_for(const WhatIf& w, const RunDataset& rd, const loader::Diagnosis& d,
+// How much faster the storage serves the what-if's read order than the run's: storage order
+// from the controlled runs; shards shuffled instead of samples measured now, storage alone in
+// that order for a short while (an eighth of the baseline's time). 1 where the order is the run's.
+double order_speedup_for(const WhatIf& w, const RunOptions& base, const RunSetup& st,
+                         const RunDataset& rd, const loader::Diagnosis& d,
+                         std::chrono::duration<double> duration) {
+  if (w.options.no_shuffle == base.no_shuffle && w.options.shard_shuffle == base.shard_shuffle) {
+    return 1;
+  }
+  const loader::Measurements& m = d.measurements;
+  if (w.options.no_shuffle && !base.no_shuffle && base.shard_shuffle == 0) {
+    return m.storage_order_speedup;
+  }
+  if (m.storage_alone_samples_per_second <= 0) return 1;
+  auto alone = loader::measure_storage_alone(
+      *rd.backend, rd.dataset, st.ctx.config, rd.dataset.samples.size(),
+      std::chrono::duration_cast<std::chrono::nanoseconds>(duration / 8));
+  if (!alone || alone->samples_per_second <= 0) return 1;
+  return alone->samples_per_second / m.storage_alone_samples_per_second;
+}
+
+loader::Settings settings_for(const WhatIf& w, const RunOptions& base, const RunDataset& rd,
+                              const loader::Diagnosis& d, std::chrono::duration<double> duration,
                               std::stop_token stop) {
   const RunSetup st = make_run_setup(w.options, stop);
   loader::Settings s = loader::settings_of(*rd.backend, rd.dataset, st.ctx.config, st.compute,
@@ -94,6 +117,7 @@ loader::Settings settings_for(const WhatIf& w, const RunDataset& rd, const loade
   if (w.latency_seconds)
     s.added_latency_seconds += *w.latency_seconds - d.measurements.read_latency_seconds;
   if (w.cores) s.cores = *w.cores;
+  s.order_speedup = order_speedup_for(w, base, st, rd, d, duration);
   return s;
 }
 
@@ -240,7 +264,7 @@ int run(const Options& o) {
   std::vector<Outcome> outcomes;
   for (WhatIf& w : what_ifs) {
     Outcome oc;
-    oc.predicted = model.predict(settings_for(w, rd, d, stop_token()));
+    oc.predicted = model.predict(settings_for(w, ro, rd, d, length, stop_token()));
     oc.not_realisable = why_not_realisable(w, ro, st, d);
     oc.what = std::move(w);
     outcomes.push_back(std::move(oc));

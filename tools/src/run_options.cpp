@@ -187,7 +187,7 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
     apply_net_options(o.net, o.url, bc, notes);
     for (const auto& n : notes) out::note(n);
   }
-  if (!o.throttle_bw.empty() || !o.throttle_latency.empty()) {
+  if (!o.throttle_bw.empty() || !o.throttle_latency.empty() || !o.throttle_seek.empty()) {
     storage::ThrottleConfig tc;
     if (!o.throttle_bw.empty()) {
       auto bw = parse_size(o.throttle_bw);
@@ -202,6 +202,14 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
       if (!latency)
         throw UsageError(fmt::format("--throttle-latency: {}", latency.error().message()));
       tc.latency = *latency;
+    }
+    if (!o.throttle_seek.empty()) {
+      auto seek = parse_duration(o.throttle_seek);
+      if (!seek || seek->count() <= 0) {
+        throw UsageError(
+            fmt::format("--throttle-seek: {}", seek ? "must be positive" : seek.error().message()));
+      }
+      tc.seek = *seek;
     }
     st.throttle = tc;
   }
@@ -302,6 +310,9 @@ void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
                   "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
   cmd->add_option("--throttle-latency", o.throttle_latency,
                   "Add latency to every read: 2ms, normal:2ms:500us or lognormal:2ms:1ms");
+  cmd->add_option("--throttle-seek", o.throttle_seek,
+                  "Add latency to every read that does not go on from where the previous one "
+                  "ended (a rotational disk's seek): 8ms");
   cmd->add_flag("--no-index", o.no_index,
                 "Ignore tar and TFRecord indexes and scan the shards' and files' headers");
   cmd->add_flag("--stages-alone", o.stages_alone,

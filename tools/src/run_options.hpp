@@ -58,6 +58,7 @@ struct RunOptions {
   bool direct = false;
   std::string throttle_bw;
   std::string throttle_latency;
+  std::string throttle_seek;
   bool no_index = false;
   std::optional<double> au_target;
   bool stages_alone = false;

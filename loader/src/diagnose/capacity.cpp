@@ -68,9 +68,9 @@ Prediction CapacityModel::raw(const Settings& s) const {
     const double threads = std::min(n * std::max(1u, s.storage_threads), cores);
     const double by_cpu =
         m_.storage_cpu_bound ? ratio(threads, m_.storage_cpu_seconds) : kUnbounded;
-    // In storage order the same reads in flight deliver more samples (neighbouring tar members
-    // share a read, a rotational disk seeks less), as a controlled run measured.
-    const double order = s.storage_order ? std::max(1.0, m_.storage_order_speedup) : 1.0;
+    // In another order the same reads in flight deliver more (or fewer) samples: neighbouring
+    // tar members share a read, a rotational disk seeks less; as a controlled run measured.
+    const double order = std::max(1e-3, s.order_speedup);
     const double by_reads = by_latency * order;
     storage.samples_per_second = std::min({by_reads, by_bandwidth, by_cpu});
     if (storage.samples_per_second == by_bandwidth && std::isfinite(by_bandwidth)) {

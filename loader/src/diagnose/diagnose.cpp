@@ -179,7 +179,6 @@ Settings settings_of(const storage::Backend& backend, const Dataset& dataset,
   s.cores = config.cores > 0 ? config.cores : usable_cores();
   s.batch_size = config.sampler.batch_size;
   s.compute_seconds = std::chrono::duration<double>(compute.mean).count();
-  s.storage_order = !config.sampler.shuffle || config.sampler.shard_shuffle > 0;
   // Each accelerator's pipeline: the host's budget and cores shared out (accelerators.hpp).
   LoaderConfig each = config;
   each.memory_budget = config.memory_budget / s.accelerators;
@@ -376,6 +375,7 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
       d.runs.insert(d.runs.begin() + 1, std::move(run));
     }
     const StageAlone* storage_hi = &hi;
+    m.storage_alone_samples_per_second = hi.samples_per_second;
     m.storage_cpu_seconds = per_sample(storage_hi->cpu_seconds, storage_hi->samples);
     double low_rate = 0;
     if (low_depth < depth) {

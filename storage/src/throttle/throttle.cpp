@@ -8,6 +8,7 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
+#include <string>
 
 #include "feedline/core/clock.hpp"
 #include "feedline/storage/decorators.hpp"
@@ -51,15 +52,18 @@ class TokenBucket {
 class ThrottleQueue final : public ForwardingQueue {
  public:
   ThrottleQueue(unsigned depth, std::unique_ptr<IoQueue> inner, TokenBucket* bucket,
-                const LatencyDistribution& latency, std::uint64_t seed)
+                const LatencyDistribution& latency, std::chrono::nanoseconds seek,
+                std::uint64_t seed)
       : ForwardingQueue(depth, std::move(inner)),
         bucket_(bucket),
         latency_(latency),
+        seek_(seek),
         sampler_(latency, seed) {}
 
   QueueInfo info() const override {
     QueueInfo i = ForwardingQueue::info();
-    i.features.push_back(!latency_.is_zero() || bucket_ ? "throttled" : "throttle-off");
+    i.features.push_back(!latency_.is_zero() || bucket_ || seek_.count() > 0 ? "throttled"
+                                                                             : "throttle-off");
     return i;
   }
 
@@ -81,7 +85,15 @@ class ThrottleQueue final : public ForwardingQueue {
         }
       }
       waiting_.pop_front();
-      send(track(*op));
+      Forwarded& f = track(*op);
+      // A seek unless this read goes on from where this queue's previous read of the object
+      // ended (or a short gap past it), in the order reads leave for the storage.
+      const bool follows = op->object->key() == last_key_ && op->offset >= last_end_ &&
+                           op->offset - last_end_ <= kSeekFreeGap;
+      f.tag = seek_.count() > 0 && !follows ? 1 : 0;
+      if (seek_.count() > 0) last_key_ = op->object->key();
+      last_end_ = op->offset + op->length;
+      send(f);
     }
   }
 
@@ -92,9 +104,11 @@ class ThrottleQueue final : public ForwardingQueue {
 
   // The latency the caller sees runs from its own submit(), through the wait for tokens and the
   // inner read, to the end of the added latency.
-  std::uint64_t on_inner_done(Forwarded&) noexcept override {
-    if (latency_.is_zero()) return kDeliverNow;
-    return now_ns() + static_cast<std::uint64_t>(sampler_.next().count());
+  std::uint64_t on_inner_done(Forwarded& f) noexcept override {
+    const std::uint64_t seek = f.tag ? static_cast<std::uint64_t>(seek_.count()) : 0;
+    if (latency_.is_zero() && seek == 0) return kDeliverNow;
+    return now_ns() + seek +
+           (latency_.is_zero() ? 0 : static_cast<std::uint64_t>(sampler_.next().count()));
   }
 
   // Reads waiting for tokens end cancelled; reads that already finished and wait out the added
@@ -111,6 +125,9 @@ class ThrottleQueue final : public ForwardingQueue {
  private:
   TokenBucket* bucket_;
   LatencyDistribution latency_;
+  std::chrono::nanoseconds seek_;
+  std::string last_key_;  // where the previous read left the "disk head": its object, its end
+  std::uint64_t last_end_ = 0;
   LatencySampler sampler_;
   std::deque<ReadOp*> waiting_;  // for tokens
   std::uint64_t next_token_wait_ = 0;
@@ -130,7 +147,7 @@ class ThrottleBackend final : public ForwardingBackend {
     const std::uint64_t seed =
         config_.seed + 0x9e3779b97f4a7c15ull * queues_.fetch_add(1, std::memory_order_relaxed);
     return std::unique_ptr<IoQueue>(std::make_unique<ThrottleQueue>(
-        options.depth, std::move(q), bucket_.get(), config_.latency, seed));
+        options.depth, std::move(q), bucket_.get(), config_.latency, config_.seek, seed));
   }
   // Reads into GPU memory are not throttled: not offered (the pipeline copies batches instead).
   BackendCaps caps() const override {

@@ -58,6 +58,9 @@ struct Measurements {
   // same depth (1: not measured, or no faster): neighbouring tar members share a read, and a
   // rotational disk seeks less.
   double storage_order_speedup = 1;
+  // Storage alone at the run's depth, in the run's order (samples/s): what another order's
+  // storage alone is set against.
+  double storage_alone_samples_per_second = 0;
 };
 
 // How many reads may be in flight for one accelerator's pipeline: the least of these.
@@ -77,8 +80,11 @@ struct Settings {
   double compute_seconds = 0;           // per step (0: no accelerator: pulled as fast as it comes)
   double storage_bytes_per_second = 0;  // a cap on the storage's bandwidth (0: as measured)
   double added_latency_seconds = 0;     // added to every read
-  bool storage_order = false;           // reads in storage order (or shards shuffled, not samples)
-  Concurrency concurrency;              // each accelerator's
+  // How much faster storage serves the what-if's read order than the run's (storage alone in
+  // each, measured): reads in storage order on a seek-bound disk, shards shuffled instead of
+  // samples. 1: the run's own order.
+  double order_speedup = 1;
+  Concurrency concurrency;  // each accelerator's
 };
 
 struct StageCapacity {

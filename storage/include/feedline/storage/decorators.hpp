@@ -34,8 +34,15 @@ struct ThrottleConfig {
   double bytes_per_second = 0;  // 0 = no cap
   LatencyDistribution latency =
       {};  // added to every read: 2ms, or LatencyDistribution::parse("normal:2ms:500us")
+  // Added to a read that does not start where its queue's previous read of the same object ended
+  // (or a short skip, kSeekFreeGap, past it): a rotational disk's seek, for planting a seek-bound
+  // storage that reads in storage order avoid.
+  std::chrono::nanoseconds seek{0};
   std::uint64_t seed = 1;  // of the latency draws; each queue draws its own sequence from it
 };
+// A read starting at most this far past the previous one's end is no seek (a disk reads on
+// through a short gap: a tar header between two samples).
+inline constexpr std::uint64_t kSeekFreeGap = 64 * 1024;
 
 // Takes ownership of inner. Reads into GPU memory are not offered (caps().device_reads is false).
 std::unique_ptr<Backend> make_throttle(std::unique_ptr<Backend> inner,
