@@ -2,6 +2,7 @@
 // what its resources allow, a what-if moves the limit, the calibration carries the efficiency
 // the run measured. Pure arithmetic: no timing.
 #include "feedline/loader/capacity.hpp"
+#include "feedline/loader/diagnose.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -145,4 +146,26 @@ TEST_CASE("capacity: storage threads bound page-cache reads by their CPU", "[cap
   const Prediction p = model.predict(two);
   CHECK(p.cores_limit);
   CHECK(p.samples_per_second == Approx(2 / 22e-6).epsilon(0.01));
+}
+
+TEST_CASE("a run's steady rate leaves out its first batch, not the pipeline's start-up burst") {
+  using feedline::loader::ConsumerReport;
+  using feedline::loader::steady_samples_per_second;
+  ConsumerReport c;
+  c.samples = 1000;
+  c.batches = 10;
+  c.wall_seconds = 2.0;
+  c.samples_per_second = 500;
+  c.first_batch_seconds = 0.2;  // filling the pipeline: left out
+  CHECK(steady_samples_per_second(c) == Approx(900 / 1.8));
+  // The first batch took most of the run: the nine after it were buffered meanwhile and arrived
+  // at once; over that burst the rate would be 9000/s. The whole run's rate stands instead.
+  c.first_batch_seconds = 1.9;
+  CHECK(steady_samples_per_second(c) == Approx(500));
+  // A single batch: the whole run's rate.
+  c.batches = 1;
+  c.samples = 100;
+  c.samples_per_second = 50;
+  c.first_batch_seconds = 0.2;
+  CHECK(steady_samples_per_second(c) == Approx(50));
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "cli_checks.hpp"
 #include "feedline/core/units.hpp"
@@ -149,6 +150,13 @@ json knobs_json(const loader::Knobs& k) {
 
 }  // namespace
 
+// The tuned settings' rate over the starting ones'; none where the start delivered nothing in its
+// step (even a lengthened one).
+std::optional<double> tune_gain(const loader::TuneResult& t) {
+  if (t.start_samples_per_second <= 0) return std::nullopt;
+  return t.tuned_samples_per_second / t.start_samples_per_second;
+}
+
 std::string tune_text(const loader::TuneResult& t) {
   std::string out = fmt::format(
       "  autotune: from the run's settings ({}), the model's optimum ({}), then each knob doubled "
@@ -161,11 +169,12 @@ std::string tune_text(const loader::TuneResult& t) {
                        s.knobs.decode_threads, s.knobs.prefetch_batches,
                        s.predicted_samples_per_second, s.achieved_samples_per_second);
   }
+  const std::optional<double> gain = tune_gain(t);
   out += fmt::format(
-      "  tuned: {}: {:.0f} samples/s, {:.2f}x the run's settings ({:.0f}); for the workload "
+      "  tuned: {}: {:.0f} samples/s, {} the run's settings ({:.0f}); for the workload "
       "TOML:\n    io-depth = {}\n    decode-threads = {}\n    prefetch = {}\n",
       knobs_text(t.tuned), t.tuned_samples_per_second,
-      t.tuned_samples_per_second / std::max(t.start_samples_per_second, 1e-9),
+      gain ? fmt::format("{:.2f}x", *gain) : std::string("against nothing delivered with"),
       t.start_samples_per_second, t.tuned.io_depth, t.tuned.decode_threads,
       t.tuned.prefetch_batches);
   return out;
@@ -183,7 +192,7 @@ json tune_json(const loader::TuneResult& t) {
           {"settings", knobs_json(t.tuned)},
           {"start_samples_per_second", t.start_samples_per_second},
           {"tuned_samples_per_second", t.tuned_samples_per_second},
-          {"gain", t.tuned_samples_per_second / std::max(t.start_samples_per_second, 1e-9)},
+          {"gain", tune_gain(t) ? json(*tune_gain(t)) : json(nullptr)},
           {"steps", steps},
           {"seconds", t.seconds}};
 }

@@ -156,9 +156,13 @@ Result<Staged> stage_in_memory(storage::Backend& backend, const Dataset& dataset
 }  // namespace
 
 double steady_samples_per_second(const ConsumerReport& c) {
-  if (c.batches < 2 || c.wall_seconds <= c.first_batch_seconds) return c.samples_per_second;
+  // The window after the first batch must be most of the run: where the first batch took most of
+  // it (a slow start, a short run), the batches buffered meanwhile arrive in a burst and a rate
+  // over that burst alone would be many times the pipeline's.
+  const double after_first = c.wall_seconds - c.first_batch_seconds;
+  if (c.batches < 2 || after_first < 0.5 * c.wall_seconds) return c.samples_per_second;
   const double first = static_cast<double>(c.samples) / static_cast<double>(c.batches);
-  return (static_cast<double>(c.samples) - first) / (c.wall_seconds - c.first_batch_seconds);
+  return (static_cast<double>(c.samples) - first) / after_first;
 }
 
 PipelineReport timed_run(Loader& loader, const ComputeModel& compute,

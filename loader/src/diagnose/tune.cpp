@@ -11,6 +11,9 @@
 namespace feedline::loader {
 namespace {
 
+// A step's rate counts the batches after its first: fewer than this and the step runs longer.
+constexpr std::uint64_t kMinStepBatches = 4;
+
 LoaderConfig with(const LoaderConfig& base, const Knobs& k) {
   LoaderConfig c = base;
   c.io_depth = k.io_depth;
@@ -70,14 +73,22 @@ Result<TuneResult> autotune(storage::Backend& backend, const Dataset& dataset,
     }
   }
   std::map<std::tuple<unsigned, unsigned, unsigned>, double> measured;
+  std::chrono::duration<double> step = options.step;
   // Measures k once (later asks are answered from the first run); 0 when out of steps.
   auto measure = [&](const Knobs& k) -> Result<double> {
     if (auto it = measured.find(cost(k)); it != measured.end()) return it->second;
     if (out.steps.size() >= options.max_steps) return 0.0;
     if (config.stop.stop_requested()) return fail(Errc::kCancelled, "interrupted: autotune");
-    FEEDLINE_ASSIGN_OR_RETURN(auto loader, Loader::open(backend, dataset, with(config, k)));
-    const PipelineReport r = timed_run(*loader, compute, options.step, config.stop);
-    if (r.error) return fail(*r.error);
+    PipelineReport r;
+    for (;;) {
+      FEEDLINE_ASSIGN_OR_RETURN(auto loader, Loader::open(backend, dataset, with(config, k)));
+      r = timed_run(*loader, compute, step, config.stop);
+      if (r.error) return fail(*r.error);
+      // Too few batches in a step to see the settings' rate (slow storage, large batches, a slow
+      // machine): this step and the later ones run longer, up to 8x the step asked for.
+      if (r.consumer.batches >= kMinStepBatches || r.interrupted || step >= 8 * options.step) break;
+      step *= 2;
+    }
     const double rate = steady_samples_per_second(r.consumer);
     measured[cost(k)] = rate;
     out.steps.push_back({k, model.predict(settings(with(config, k))).samples_per_second, rate});

@@ -118,7 +118,8 @@ Settings settings_of(const storage::Backend& backend, const Dataset& dataset,
 
 // A run's samples/s after its first batch (the pipeline filling up is left out, as AU leaves the
 // first step out): short runs compared with each other (a what-if, a tuning step) then measure
-// the settings, not their start. The whole run's rate where it had a single batch.
+// the settings, not their start. The whole run's rate where it had a single batch, or where its
+// first batch took more than half of it (the window after it would be the buffered batches' burst).
 double steady_samples_per_second(const ConsumerReport& c);
 
 // config run with compute for `duration` (epochs repeat as needed), or to the end of its epochs
