@@ -30,7 +30,7 @@ if [[ ${FEEDLINE_CCACHE:-1} != 0 ]] && command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 for p in $presets; do
-  echo "=== preset $p: configure and build ===" >&2
+  echo "=== preset $p: configure and build ($((SECONDS / 60)) min since the start) ===" >&2
   extra=()
   [[ $p == fuzz ]] && extra=(-DFEEDLINE_FUZZ_SECONDS="${FEEDLINE_FUZZ_SECONDS:-60}")
   cmake --preset "$p" "${launcher[@]}" "${extra[@]}" >/dev/null
@@ -38,7 +38,7 @@ for p in $presets; do
   # Every public header compiles alone (cmake/CheckHeaders.cmake): ~40 s of CPU, once is enough.
   [[ $p == release ]] && targets+=(checkheaders)
   cmake --build "build/$p" -j "$jobs" --target "${targets[@]}"
-  echo "=== preset $p: test ===" >&2
+  echo "=== preset $p: test ($((SECONDS / 60)) min since the start) ===" >&2
   select=()
   # Under ThreadSanitizer the end-to-end server tests (s3rver, nginx, ganesha; labels net, nfs)
   # would only re-run what release and asan run, ~10x slower: tsan keeps the unit tests, which
@@ -49,7 +49,7 @@ for p in $presets; do
   fi
 done
 if ((${#failed[@]} > 0)); then
-  echo "FAILED: ${failed[*]}" >&2
+  echo "FAILED: ${failed[*]} ($((SECONDS / 60)) min)" >&2
   exit 1
 fi
-echo "all presets passed: $presets" >&2
+echo "all presets passed: $presets ($((SECONDS / 60)) min)" >&2
