@@ -6,7 +6,8 @@
 #   tsan     (ThreadSanitizer)           all tests but the server end-to-end ones (labels net, nfs)
 #                                        and the robustness sweep (release and asan run it)
 #   minimal  (every optional dependency off) all tests
-#   fuzz     (clang 16 libFuzzer + ASan)  each fuzz target for FEEDLINE_FUZZ_SECONDS (60)
+#   fuzz     (clang 16 libFuzzer + ASan)  each fuzz target for FEEDLINE_FUZZ_SECONDS (30; longer
+#                                        campaigns: build/fuzz with -DFEEDLINE_FUZZ_SECONDS=N)
 # Idempotent; incremental when build/ exists. The S3/HTTP tests start their own servers
 # (s3rver installed by tests/servers/setup.sh, nginx, tests/servers/s3proxy.py). FEEDLINE_PRESETS="release asan" runs a subset.
 set -euo pipefail
@@ -32,7 +33,7 @@ fi
 for p in $presets; do
   echo "=== preset $p: configure and build ($((SECONDS / 60)) min since the start) ===" >&2
   extra=()
-  [[ $p == fuzz ]] && extra=(-DFEEDLINE_FUZZ_SECONDS="${FEEDLINE_FUZZ_SECONDS:-60}")
+  [[ $p == fuzz ]] && extra=(-DFEEDLINE_FUZZ_SECONDS="${FEEDLINE_FUZZ_SECONDS:-30}")
   cmake --preset "$p" "${launcher[@]}" "${extra[@]}" >/dev/null
   targets=(all)
   # Every public header compiles alone (cmake/CheckHeaders.cmake): ~40 s of CPU, once is enough.

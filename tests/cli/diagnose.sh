@@ -149,9 +149,9 @@ run diagnose "$ds" --duration 2s --batch-size 32 --throttle-latency 2ms --io-dep
 v=$(json_check "$scratch/tune.json" "(
 d['tuned']['steps'][0]['knobs'] == d['tuned']['start'] == {'io-depth': 4, 'decode-threads': 2, 'prefetch': 2}
 and 2 <= len(d['tuned']['steps']) <= 10
-and d['tuned']['settings']['io-depth'] >= 4
+and (d['tuned']['settings']['io-depth'] >= 4 or not $timing)
 and d['tuned']['tuned_samples_per_second'] >= d['tuned']['start_samples_per_second']
-and d['tuned']['gain'] >= 1)" "the tuned settings")
+and ((d['tuned']['gain'] is None and not $timing) or d['tuned']['gain'] >= 1))" "the tuned settings")
 if ((rc == 0)) && [[ -z $v ]] && grep -q "io-depth = " "$out"; then
   echo "ok: diagnose --tune: $(json_get "$scratch/tune.json" "'%s, %.2fx' % (d['tuned']['settings'], d['tuned']['gain'])")"
 else
@@ -160,6 +160,10 @@ else
   show stderr "$err"
 fi
 checks=$((checks + 1))
+if ((!timing)); then
+  # The same tuner as --tune above, then an ordinary run: ~1 min under TSan for no new thread.
+  echo "skip: run --autotune: a ThreadSanitizer build (diagnose --tune ran the tuner)"
+else
 run run "$ds" --batch-size 32 --throttle-latency 2ms --io-depth 4 --autotune \
   --json "$scratch/autotune.json"
 v=$(json_check "$scratch/autotune.json" "(
@@ -172,6 +176,7 @@ else
   fail "run --autotune: exit $rc ${v}"
   show stdout "$out"
   show stderr "$err"
+fi
 fi
 
 expect_usage "unknown what-if key" "--what-if" "unknown key 'threads'" -- \
