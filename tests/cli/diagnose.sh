@@ -21,8 +21,7 @@ run_timeout=180
 # and what a planted bottleneck looks like are not what the checks below assert. There the script
 # runs diagnose through its threads (baseline, controlled runs, --verify, --tune) for the races,
 # and says which accuracy checks it skipped; release and asan run them all.
-timing=1
-if [[ ${FEEDLINE_TEST_SANITIZE:-} == thread ]]; then timing=0; fi
+timing=$(timing_checks)
 
 ds=$scratch/ds
 must_gen "$ds" --format tar --samples 3000 --sample-size 32KiB --samples-per-shard 500

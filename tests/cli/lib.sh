@@ -34,6 +34,14 @@ cli_init() {
   err=$scratch/stderr.txt
 }
 
+# timing_checks: 0 in a ThreadSanitizer build (FEEDLINE_TEST_SANITIZE=thread, which
+# tests/cli/CMakeLists.txt sets for the scripts that ask), 1 otherwise. There every thread runs
+# ~10x slower: a check on which stage a planted cost makes the limit, or on a prediction against
+# its outcome, is the instrumentation's, and the scripts skip it (saying so).
+timing_checks() {
+  if [[ ${FEEDLINE_TEST_SANITIZE:-} == thread ]]; then echo 0; else echo 1; fi
+}
+
 # require_executable PATH: exit 1 unless PATH is an executable.
 require_executable() {
   [[ -x $1 ]] || { echo "FAIL: $1 is not an executable" >&2; exit 1; }

@@ -24,8 +24,7 @@ must_gen "$small" --format tar --samples 128 --sample-size 32KiB --samples-per-s
 # no longer decides which stage limits (a 30 ms step is no longer long against the epoch's
 # refill): there the planted cases run (for the races) with their verdicts' checks skipped, and
 # say so; release and asan check them all.
-timing=1
-if [[ ${FEEDLINE_TEST_SANITIZE:-} == thread ]]; then timing=0; fi
+timing=$(timing_checks)
 
 # expect NAME JSON_CHECKS -- RUN_ARGS...: runs `feedline run RUN_ARGS... --json FILE`, which must
 # exit 0; then each check (a Python expression over the report `d`, '|' and the message) holds.

@@ -148,14 +148,14 @@ json knobs_json(const loader::Knobs& k) {
           {"prefetch", k.prefetch_batches}};
 }
 
-}  // namespace
-
 // The tuned settings' rate over the starting ones'; none where the start delivered nothing in its
 // step (even a lengthened one).
 std::optional<double> tune_gain(const loader::TuneResult& t) {
   if (t.start_samples_per_second <= 0) return std::nullopt;
   return t.tuned_samples_per_second / t.start_samples_per_second;
 }
+
+}  // namespace
 
 std::string tune_text(const loader::TuneResult& t) {
   std::string out = fmt::format(
@@ -187,12 +187,13 @@ json tune_json(const loader::TuneResult& t) {
                      {"predicted_samples_per_second", s.predicted_samples_per_second},
                      {"achieved_samples_per_second", s.achieved_samples_per_second}});
   }
+  const std::optional<double> gain = tune_gain(t);
   return {{"start", knobs_json(t.start)},
           {"model_optimum", knobs_json(t.model_optimum)},
           {"settings", knobs_json(t.tuned)},
           {"start_samples_per_second", t.start_samples_per_second},
           {"tuned_samples_per_second", t.tuned_samples_per_second},
-          {"gain", tune_gain(t) ? json(*tune_gain(t)) : json(nullptr)},
+          {"gain", gain ? json(*gain) : json(nullptr)},
           {"steps", steps},
           {"seconds", t.seconds}};
 }
