@@ -102,19 +102,8 @@ class CurlClient final : public HttpClient, private detail::TransferSink {
 
   bool driven() const noexcept override { return options_.driven; }
 
-  void cancel_all() override {
-    if (options_.driven) {
-      cancel_everything("cancelled");
-      return;
-    }
-    std::promise<void> p;
-    auto f = p.get_future();
-    reactor_.post([this, &p] {
-      cancel_everything("cancelled");
-      p.set_value();
-    });
-    f.wait();
-  }
+  void cancel_all() override { cancel_on_loop(std::nullopt); }
+  void cancel_group(std::uint64_t group) override { cancel_on_loop(group); }
 
   HttpClientStats stats() const override { return reactor_.stats(); }
 
@@ -204,8 +193,28 @@ class CurlClient final : public HttpClient, private detail::TransferSink {
     cb(std::move(result));
   }
 
-  void cancel_everything(const char* why) {
-    std::vector<Transfer*> all(active_.begin(), active_.end());
+  // cancel_all() / cancel_group(): on the loop's thread, returning once it is done.
+  void cancel_on_loop(std::optional<std::uint64_t> group) {
+    if (options_.driven) {
+      cancel_everything("cancelled", group);
+      return;
+    }
+    std::promise<void> p;
+    auto f = p.get_future();
+    reactor_.post([this, &p, group] {
+      cancel_everything("cancelled", group);
+      p.set_value();
+    });
+    f.wait();
+  }
+
+  // Every request in flight, or only those of `group`.
+  void cancel_everything(const char* why, std::optional<std::uint64_t> group = std::nullopt) {
+    std::vector<Transfer*> all;
+    all.reserve(active_.size());
+    for (Transfer* t : active_) {
+      if (!group || t->req.group == *group) all.push_back(t);
+    }
     for (Transfer* t : all) {
       if (t->easy) reactor_.remove(t->easy.get());  // harmless when it waits for a backoff
       if (t->backoff) t->backoff->cancel();

@@ -27,7 +27,8 @@
 // completed fails with kCancelled ("interrupted") within about 100 ms, whatever it waits on (a
 // server that accepted and never answers, one that sends a byte a second, a retry's backoff),
 // and every later one fails at once. So perform() returns promptly on Ctrl-C. cancel_all() is the
-// same for the requests in flight at that moment, without refusing later ones.
+// same for the requests in flight at that moment, without refusing later ones; cancel_group() for
+// those of one user of a shared client.
 //
 // Process-wide set-up: libcurl must be initialised before threads start (HttpLibrary below); the
 // composition root (main()) holds an HttpLibrary for as long as clients exist.
@@ -119,6 +120,9 @@ struct HttpRequest {
   std::size_t max_body = 16u << 20;
   // The object as the user named it, for error messages (the URL may carry a signature).
   std::string shown;
+  // Whose request it is, where several users share one client (the I/O queues of the loaders of
+  // one host, sharing its connections): cancel_group() ends a group's requests and no others.
+  std::uint64_t group = 0;
 };
 
 struct HttpResponse {
@@ -162,6 +166,8 @@ class HttpClient {
   Result<HttpResponse> perform(HttpRequest request);
   // Fails every request not yet completed with kCancelled (their callbacks still run).
   virtual void cancel_all() = 0;
+  // The same for the requests of one group (HttpRequest::group): the other users' requests go on.
+  virtual void cancel_group(std::uint64_t group) = 0;
   // Driven clients: runs the event loop on the calling thread until something happened (a
   // socket became ready, a timer fired) or the timeout passed, then everything else already
   // ready; completion callbacks run here. Returns the handlers run. Threaded clients: returns 0.
