@@ -87,6 +87,23 @@ must_frun "run http files, directory URL" run "$base/files/" --format files --ba
 checks=$((checks + 1))
 must_frun "run http tar shards, directory URL" run "$base/tar/" --batch-size 16 --json "$scratch/http-tar-dir.json" &&
   same_digest "run $base/tar/ (JSON directory listing, format auto)" "$scratch/local-tar.json" "$scratch/http-tar-dir.json"
+# Four accelerators on one host read through one connection pool: with --connections 3 the host
+# opens 3 in all (apart, each accelerator would open 3), and every sample arrives once.
+checks=$((checks + 1))
+if must_frun "run http files, 4 accelerators, 3 connections" run "$base/files/" --accelerators 4 --batch-size 8 \
+  --connections 3 --json "$scratch/http-accel.json"; then
+  same_digest "run $base/files/ --accelerators 4" "$scratch/local-files.json" "$scratch/http-accel.json"
+  checks=$((checks + 1))
+  conns=$(json_get "$scratch/http-accel.json" '"%s %s %s" % (d["connections"]["shared"], d["connections"]["opened"], d["connections"]["peak"])')
+  read -r shared opened peak <<<"$conns"
+  if [[ $shared == True ]] && ((opened >= 1 && opened <= 3 && peak <= 3)) &&
+    grep -q "connections: one pool for the host's accelerators, $opened opened" "$out"; then
+    echo "ok: 4 accelerators share one pool: $opened connection(s) opened, at most $peak open"
+  else
+    fail "4 accelerators with --connections 3: connections '$conns' (want shared, at most 3 opened)"
+    show stdout "$out"
+  fi
+fi
 # Shard shuffle: runs of consecutive members of a shard, whose ranges coalesce into shared GETs.
 checks=$((checks + 1))
 must_frun "run http tar shards, --shard-shuffle 3" run "$base/tar/shard-{000000..000009}.tar" --batch-size 15 --shard-shuffle 3 \

@@ -67,6 +67,11 @@ class HttpTestServer {
   }
 
   int port() const { return port_; }
+  // Connections accepted so far.
+  std::size_t connections() const {
+    std::lock_guard lock(mu_);
+    return conns_.size();
+  }
   std::vector<HttpTestRequest> requests() const {
     std::lock_guard lock(mu_);
     return seen_;

@@ -17,6 +17,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "feedline/storage/registry.hpp"
 #include "http_stall_server.hpp"
@@ -37,7 +38,7 @@ namespace {
 // overlap; counts the GETs being answered at once.
 struct ObjectServer {
   std::string obj;
-  std::chrono::milliseconds hold;
+  std::atomic<std::chrono::milliseconds> hold;  // changed while the server runs
   std::atomic<int> active{0}, peak{0}, gets{0};
   HttpTestServer server;
 
@@ -56,7 +57,7 @@ struct ObjectServer {
     while (now > seen && !peak.compare_exchange_weak(seen, now)) {
     }
     ++gets;
-    std::this_thread::sleep_for(hold);
+    std::this_thread::sleep_for(hold.load());
     --active;
     if (r.header("range").empty()) return HttpTestReply{HttpTestServer::reply(200, obj)};
     return HttpTestReply{partial(obj, r)};
@@ -197,6 +198,85 @@ TEST_CASE("http queue: cancel ends parts still waiting for a connection; every o
       CHECK(std::memcmp(buf.data(), s.obj.data(), 2u << 20) == 0);
       CHECK(c.calls == 1);  // still once
     }
+  }
+}
+
+TEST_CASE(
+    "http queues sharing the backend's connections (the accelerators of one host) open at most "
+    "the pool's count together; cancel and destruction end one queue's reads, not another's",
+    "[http][storage]") {
+  ObjectServer s(1u << 20, std::chrono::milliseconds(5));
+  auto o = open_object(s, 3, 0);                      // the pool: 3 connections for both queues
+  const std::size_t before = s.server.connections();  // the HEAD's
+  QueueOptions qo;
+  qo.depth = 8;
+  qo.shared_by = 2;
+  auto a = o.backend->make_queue(qo);
+  auto b = o.backend->make_queue(qo);
+  REQUIRE(a);
+  REQUIRE(b);
+  for (auto* q : {&*a, &*b}) {
+    const auto features = (*q)->info().features;
+    CHECK(std::find(features.begin(), features.end(), "3 connections shared with other queues") !=
+          features.end());
+  }
+
+  SECTION("reads of both queues land byte for byte over the one pool") {
+    constexpr std::size_t kReads = 16, kLen = 4096;
+    auto buf = AlignedBuffer::allocate(2 * kReads * kLen).value();
+    Collector c;
+    std::vector<ReadOp> ops(2 * kReads);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      ops[i].object = o.handle.get();
+      ops[i].done = &c;
+      ops[i].offset = i * 7919;  // scattered, never nearby: one GET each
+      ops[i].length = kLen;
+      ops[i].dst = buf.span().subspan(i * kLen, kLen);
+      (i < kReads ? **a : **b).submit(ops[i]);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (c.calls < static_cast<int>(ops.size()) && std::chrono::steady_clock::now() < deadline) {
+      (*a)->poll(0, std::chrono::milliseconds(5));
+      (*b)->poll(0, std::chrono::milliseconds(5));
+    }
+    REQUIRE(c.calls == static_cast<int>(ops.size()));
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      REQUIRE(ops[i].result);
+      CHECK(*ops[i].result == kLen);
+      CHECK(std::memcmp(buf.data() + i * kLen, s.obj.data() + i * 7919, kLen) == 0);
+    }
+    // 32 reads, 16 in flight at once, 3 connections for both queues (apart: 3 each).
+    CHECK(s.server.connections() - before <= 3);
+    CHECK(s.peak <= 3);
+    CHECK(s.gets == static_cast<int>(ops.size()));
+  }
+
+  SECTION("cancel() on one queue leaves the other's reads to finish") {
+    s.hold = std::chrono::milliseconds(2000);  // b's read is still on the server when a goes
+    auto buf = AlignedBuffer::allocate(2 * 4096).value();
+    Collector ca, cb;
+    ReadOp ra, rb;
+    ra.object = rb.object = o.handle.get();
+    ra.done = &ca;
+    rb.done = &cb;
+    ra.offset = 0;
+    rb.offset = 100'000;
+    ra.length = rb.length = 4096;
+    ra.dst = buf.span().first(4096);
+    rb.dst = buf.span().subspan(4096, 4096);
+    (*a)->submit(ra);
+    (*b)->submit(rb);
+    const auto t0 = std::chrono::steady_clock::now();
+    (*a)->cancel();
+    poll_until(**a, [&] { return ca.calls == 1; });
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));  // not the 2 s hold
+    REQUIRE_FALSE(ra.result);
+    CHECK(ra.result.error().code() == Errc::kCancelled);
+    a->reset();  // a queue going away while another reads through the same loops
+    poll_until(**b, [&] { return cb.calls == 1; });
+    REQUIRE(rb.result);
+    CHECK(*rb.result == 4096);
+    CHECK(std::memcmp(buf.data() + 4096, s.obj.data() + 100'000, 4096) == 0);
   }
 }
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "cli_error.hpp"
@@ -37,6 +39,27 @@ nlohmann::json split_json(const loader::AcceleratorSplit& s) {
           {"decode_threads_each", s.decode_threads_each},
           {"memory_budget", s.memory_budget},
           {"memory_budget_each", s.memory_budget_each}};
+}
+
+// The host's connections to an HTTP/S3 store: the accelerators read through one pool
+// (storage::QueueOptions::shared_by), so what they opened adds up to what the host opened, and
+// each saw the pool's peak. Nothing for other backends.
+struct HostConnections {
+  std::uint64_t opened = 0;
+  std::uint64_t peak = 0;
+};
+std::optional<HostConnections> host_connections(const loader::HostReport& host) {
+  std::optional<HostConnections> c;
+  for (const auto& r : host.accelerators) {
+    const auto& counters = r.io.stats.counters;
+    const auto opened = counters.find("http_connections_opened");
+    const auto peak = counters.find("http_connections_peak");
+    if (opened == counters.end() && peak == counters.end()) continue;
+    if (!c) c.emplace();
+    if (opened != counters.end()) c->opened += opened->second;
+    if (peak != counters.end()) c->peak = std::max(c->peak, peak->second);
+  }
+  return c;
 }
 
 }  // namespace
@@ -149,6 +172,10 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
         {"evidence", slow.verdict.evidence}};
   }
   j["split"] = split_json(host.split);
+  if (const auto conns = host_connections(host)) {
+    j["connections"] = {
+        {"shared", host.split.accelerators > 1}, {"opened", conns->opened}, {"peak", conns->peak}};
+  }
   json next = json::array();
   for (const auto& k : host.verdict.next) {
     next.push_back({{"knob", loader::knob_name(k.knob)},
@@ -214,6 +241,12 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
       ctx.compute_time.empty() ? "none" : ctx.compute_time, s.decode_threads, s.decode_threads_each,
       s.cores, s.cores_each, format_bytes(static_cast<double>(s.memory_budget)),
       format_bytes(static_cast<double>(s.memory_budget_each))));
+  if (const auto c = host_connections(host); c && s.accelerators > 1) {
+    line(
+        fmt::format("  connections: one pool for the host's accelerators, {} opened, at most {} "
+                    "open at once",
+                    c->opened, c->peak));
+  }
   line("  accel   rank   samples   samples/s        rate      AU   wait  bottleneck");
   for (std::size_t i = 0; i < host.accelerators.size(); ++i) {
     const auto& r = host.accelerators[i];

@@ -208,6 +208,7 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
     c.decode_threads = out.split.decode_threads_each;
     c.memory_budget = out.split.memory_budget_each;
     c.cores = out.split.cores_each;
+    c.loaders_sharing_backend = n;  // one connection pool for the host
     c.stop = all.get_token();
     out.ranks.push_back(c.sampler.rank);
     auto l = Loader::open(backend, dataset, std::move(c));

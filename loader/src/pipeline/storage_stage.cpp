@@ -234,6 +234,7 @@ void StorageStage::run(Worker& w) {
   qo.single_thread = true;
   qo.caller_mostly_polls = direct;  // reads land in batch slots: no buffers to allocate here
   qo.coalesce = true;  // nearby reads (tar members in storage order) may share a request
+  if (config.loaders_sharing_backend > 1) qo.shared_by = config.loaders_sharing_backend * threads_;
   if (device_reads) {
     qo.memory = storage::QueueMemory::kDevice;
     qo.device_reads = storage::make_device_reads(run_.cufile);

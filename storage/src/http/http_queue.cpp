@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -48,12 +49,13 @@ class HttpQueue final : public IoQueue {
   static constexpr std::uint64_t kMaxRequest = kHttpMaxRequest;
 
   // loops: at least one (the main client).
-  HttpQueue(unsigned depth, std::vector<std::unique_ptr<HttpClient>> loops, std::uint64_t part_size,
-            unsigned connections, bool coalesce)
+  HttpQueue(unsigned depth, std::vector<std::shared_ptr<HttpClient>> loops, std::uint64_t part_size,
+            unsigned connections, bool coalesce, bool shared)
       : IoQueue(depth, kMaxRequest),
         part_size_(part_size),
         connections_(connections),
         coalesce_(coalesce),
+        shared_(shared),
         inbox_(wake_for(*loops.front())) {
     for (auto& c : loops) loops_.push_back(Loop{std::move(c), 0});
   }
@@ -68,14 +70,15 @@ class HttpQueue final : public IoQueue {
     waiting.swap(waiting_);
     for (auto& w : waiting)
       push_done(Part{std::move(w.members), fail(Errc::kCancelled, "cancelled"), w.length, kNoLoop});
-    for (auto& l : loops_) l.client->cancel_all();
+    for (auto& l : loops_) l.client->cancel_group(group_);  // not other queues' on shared loops
   }
 
   bool takes_unknown_lengths() const noexcept override { return true; }
 
   QueueInfo info() const override {
     QueueInfo i{"http", {"curl-multi-socket", "asio"}, {}};
-    i.features.push_back(fmt::format("{} connections", connections_));
+    i.features.push_back(
+        fmt::format("{} connections{}", connections_, shared_ ? " shared with other queues" : ""));
     i.features.push_back(fmt::format("{} parts", format_part()));
     if (loops_.size() > 1)
       i.features.push_back(fmt::format("{} event loops for parts >= 1 MiB", loops_.size()));
@@ -210,7 +213,7 @@ class HttpQueue final : public IoQueue {
     std::shared_ptr<OpState> st;
   };
   struct Loop {
-    std::unique_ptr<HttpClient> client;
+    std::shared_ptr<HttpClient> client;
     unsigned requests = 0;  // in flight there (counted on the polling thread)
   };
   struct Waiting {
@@ -226,6 +229,7 @@ class HttpQueue final : public IoQueue {
     req.range_offset = offset;
     req.range_length = length;
     req.whole = offset == 0 && length == h.size();
+    req.group = group_;
     return req;
   }
 
@@ -490,6 +494,10 @@ class HttpQueue final : public IoQueue {
   std::uint64_t part_size_;
   unsigned connections_;
   bool coalesce_;
+  bool shared_;  // the clients are the backend's connection pool, other queues' requests on them
+  // This queue's requests on the clients (HttpRequest::group): cancel() ends these only.
+  const std::uint64_t group_ = next_group_.fetch_add(1, std::memory_order_relaxed);
+  static inline std::atomic<std::uint64_t> next_group_{1};
   std::deque<Waiting> waiting_;  // large parts not started yet (several loops only)
   std::vector<std::pair<HttpRequest, transports::HttpCallback>>
       main_batch_;  // do_submit's, for the main loop
@@ -501,10 +509,11 @@ class HttpQueue final : public IoQueue {
 }  // namespace
 
 std::unique_ptr<IoQueue> make_http_queue(unsigned depth,
-                                         std::vector<std::unique_ptr<transports::HttpClient>> loops,
+                                         std::vector<std::shared_ptr<transports::HttpClient>> loops,
                                          std::uint64_t part_size, unsigned connections,
-                                         bool coalesce) {
-  return std::make_unique<HttpQueue>(depth, std::move(loops), part_size, connections, coalesce);
+                                         bool coalesce, bool shared) {
+  return std::make_unique<HttpQueue>(depth, std::move(loops), part_size, connections, coalesce,
+                                     shared);
 }
 
 }  // namespace feedline::storage::detail

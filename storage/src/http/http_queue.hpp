@@ -17,10 +17,12 @@ namespace feedline::storage::detail {
 inline constexpr std::uint64_t kHttpMaxRequest = 1ull << 40;
 
 // loops: at least one (the main client, driven by poll() when made with HttpClientOptions::driven),
-// then the helper clients for large parts. part_size >= 4096.
+// then the helper clients for large parts. part_size >= 4096. shared: the clients are a
+// connection pool other queues use too (threaded clients only); the queue's requests carry a
+// group of its own, and its cancel() ends those alone.
 std::unique_ptr<IoQueue> make_http_queue(unsigned depth,
-                                         std::vector<std::unique_ptr<transports::HttpClient>> loops,
+                                         std::vector<std::shared_ptr<transports::HttpClient>> loops,
                                          std::uint64_t part_size, unsigned connections,
-                                         bool coalesce);
+                                         bool coalesce, bool shared);
 
 }  // namespace feedline::storage::detail

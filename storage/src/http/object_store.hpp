@@ -8,6 +8,7 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <vector>
 
 #include "feedline/storage/backend.hpp"
 #include "feedline/storage/registry.hpp"
@@ -73,9 +74,20 @@ class ObjectStore : public Backend {
   std::optional<transports::SigV4> sigv4_;
   std::stop_token stop_;
   std::optional<transports::BasicAuth> basic_auth_;
+  // The connection pool of queues made with QueueOptions::shared_by (see there): its event
+  // loops, each with its share of the pool's connections, made by the first such queue.
+  struct SharedPool {
+    std::vector<std::shared_ptr<transports::HttpClient>> loops;
+    unsigned connections = 0;
+    unsigned queues = 0;  // made over it so far: each starts on the next loop
+  };
+  Result<std::unique_ptr<IoQueue>> make_shared_queue(const QueueOptions& options);
+
   std::mutex control_mu_;
   std::unique_ptr<transports::HttpClient> control_;
   std::unique_ptr<transports::HttpClient> cleanup_;
+  std::mutex pool_mu_;
+  std::optional<SharedPool> pool_;
 };
 
 Result<Resolved> open_s3_url(const ParsedUrl& url, const BackendConfig& config);

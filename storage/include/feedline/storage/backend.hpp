@@ -178,6 +178,14 @@ struct QueueOptions {
   // (HTTP: one GET scattered into each read's buffer). The pipeline wants that; a storage
   // benchmark measures the request pattern as given (fio merges nothing), so it is off there.
   bool coalesce = false;
+  // Queues that read through this backend at once and share its connections: the I/O queues of
+  // the loaders of one host (N accelerators), as one process's would. 0: the queue has
+  // connections of its own. N >= 1 (HTTP): it reads through the backend's one connection pool,
+  // made by the first such queue for up to N queues of this depth (HttpConfig::connections in
+  // all where set, else N x depth) and kept while the backend lives: a connection one queue
+  // opened serves the others, and the host opens at most the pool's count. The pool's event
+  // loops have threads of their own (caller_mostly_polls has no effect). Other backends ignore it.
+  unsigned shared_by = 0;
   // Where ReadOp::dst points. kDevice: GPU memory (cudaMalloc'd; never touched by the host), read
   // through what device_reads carries; only a backend with BackendCaps::device_reads makes such a
   // queue, the others refuse with kUnsupported.
