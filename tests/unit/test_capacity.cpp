@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 using namespace feedline::loader;
 
 namespace {
@@ -105,6 +107,53 @@ TEST_CASE("capacity: latency-bound storage follows Little's law, and the window 
   Measurements coalesced = m;
   coalesced.reads_per_sample = 0.5;
   CHECK(CapacityModel(coalesced, ran, 0).predict(ran).samples_per_second == Approx(800));
+}
+
+TEST_CASE(
+    "capacity: near where latency and bandwidth meet, reads in flight read less than either bound "
+    "allows, and a latency-bound run's window fill carries to a larger window",
+    "[capacity]") {
+  // The memory case of bench/diagnose.sh: 1 MiB samples, 11 ms a read at a low depth, the
+  // storage saturated at 2.2 GB/s (~2,100 samples/s).
+  Measurements m = cheap();
+  m.read_bytes_per_sample = 1 << 20;
+  m.read_latency_seconds = 0.011;
+  m.storage_bytes_per_second_max = 2.2e9;
+  const double bandwidth = 2.2e9 / (1 << 20);
+  Settings ran = two_cores();
+  ran.concurrency.window_reads = 16;  // the read-ahead window: 2 batch buffers of 8
+  SECTION("the closed loop: Little's law far below the knee, the bandwidth far past it") {
+    const CapacityModel model(m, ran, 0);
+    Settings few = ran;
+    few.concurrency.window_reads = 2;
+    CHECK(model.predict(few).samples_per_second == Approx(2 / 0.011).epsilon(0.05));
+    Settings many = ran;
+    many.concurrency.window_reads = 0;  // io depth 64: far past the knee (~23 reads)
+    CHECK(model.predict(many).samples_per_second == Approx(bandwidth).epsilon(0.02));
+    CHECK(model.predict(many).bound == "bandwidth");
+    Settings knee = ran;
+    knee.concurrency.window_reads = 24;
+    const double p = model.predict(knee).samples_per_second;
+    CHECK(p < 0.92 * std::min(bandwidth, 24 / 0.011));  // measured: ~0.89 of either bound
+    CHECK(p > 0.8 * std::min(bandwidth, 24 / 0.011));
+  }
+  SECTION("the run's fill of its window, not its rate's ratio, carries to a larger window") {
+    const CapacityModel model(m, ran, 1205);  // measured: 14.5 reads in flight of 16
+    CHECK(model.as_run().bound == "latency");
+    CHECK(model.as_run().held_by == "read-ahead window");
+    CHECK(model.as_run().samples_per_second == Approx(1205).epsilon(0.01));
+    CHECK(model.window_fill() > 0.8);
+    CHECK(model.window_fill() < 1.0);
+    Settings wider = ran;
+    wider.concurrency.window_reads = 32;  // 4 batch buffers: measured 1,910-1,960 samples/s
+    const double p = model.predict(wider).samples_per_second;
+    CHECK(p == Approx(1935).epsilon(0.06));
+    // The efficiency as a factor on the rate of either bound would have said ~1,830 or ~2,100.
+    Settings io_depth_held = ran;
+    io_depth_held.concurrency.window_reads = 0;
+    io_depth_held.concurrency.io_depth = 8;  // held by something else: no fill carried over
+    CHECK(model.predict(io_depth_held).samples_per_second > 0.9 * std::min(bandwidth, 8 / 0.011));
+  }
 }
 
 TEST_CASE("capacity: the consumer, AU, and several accelerators sharing the storage",

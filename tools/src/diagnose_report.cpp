@@ -268,8 +268,13 @@ std::string diagnose_text(const DiagnoseReport& rep) {
     }
     out += fmt::format(
         "  model: as run, {:.0f} samples/s, limited by {} ({}); efficiency {:.2f} of the "
-        "limit's capacity; stage capacities: {}\n",
-        p.samples_per_second, stage_text(p), p.bound, model.efficiency(), caps);
+        "limit's capacity{}; stage capacities: {}\n",
+        p.samples_per_second, stage_text(p), p.bound, model.efficiency(),
+        model.window_fill() != 1
+            ? fmt::format(" (its reads in flight {:.0f}% of what held them, on average)",
+                          model.window_fill() * 100)
+            : std::string(),
+        caps);
   }
   out += fmt::format("  {:<40} {:>12} {:>7}  {:<18}{}\n", "what-if", "predicted/s", "AU", "limit",
                      rep.verify ? fmt::format(" {:>12} {:>8}", "achieved/s", "error") : "");
@@ -404,6 +409,7 @@ json diagnose_json(const DiagnoseReport& rep) {
        {{"as_run", prediction_json(model.as_run())},
         {"achieved_samples_per_second", achieved},
         {"efficiency", model.efficiency()},
+        {"window_fill", model.window_fill()},
         {"cores", d.as_run.cores}}},
       {"what_if", whatifs},
       {"tuned", tuned ? tune_json(*tuned) : json(nullptr)},

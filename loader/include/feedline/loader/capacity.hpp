@@ -119,6 +119,12 @@ class CapacityModel {
   const Measurements& measurements() const noexcept { return m_; }
   // achieved / predicted on the limit the run hit, applied where that limit binds again.
   double efficiency() const noexcept { return efficiency_; }
+  // Where the run was latency-bound: the share of its window's reads it kept in flight on
+  // average (solved so that the storage's closed loop gives what the run achieved), applied
+  // to what-ifs whose reads the same thing holds, instead of efficiency() as a factor on the
+  // rate: a window that fills twice as far does not read twice as fast where the storage
+  // nears its bandwidth. 1 where the run was not latency-bound.
+  double window_fill() const noexcept { return fill_; }
 
  private:
   Prediction raw(const Settings& s) const;  // before calibration
@@ -127,6 +133,8 @@ class CapacityModel {
   Settings ran_;
   Prediction as_run_;
   double efficiency_ = 1;
+  double fill_ = 1;          // window_fill()
+  std::string fill_holder_;  // what held the run's reads in flight, where fill_ was solved
   StageId calibrated_stage_ = StageId::kConsumer;
   bool calibrated_cores_ = false;
   std::string calibrated_bound_;
