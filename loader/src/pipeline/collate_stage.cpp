@@ -24,6 +24,7 @@ void CollateStage::run(Worker& w) {
   std::optional<Batch> batch;
   std::uint64_t used = 0;
   std::uint64_t unreleased = 0;  // reservations of samples taken in, not yet given back
+  std::uint64_t batch_t0 = 0;    // when the batch being laid out began (for the trace)
   auto release = [&] {
     if (unreleased > 0) run_.budget.release(std::exchange(unreleased, 0));
   };
@@ -56,6 +57,7 @@ void CollateStage::run(Worker& w) {
         buffer = *b;
       }
       batch.emplace(BatchAccess::make(run_.pool, buffer, s.slot.epoch, s.slot.batch, device_only));
+      batch_t0 = w.lane() ? now_ns() : 0;
       used = 0;
     }
     if (s.error) {
@@ -96,6 +98,10 @@ void CollateStage::run(Worker& w) {
       Batch out = std::move(*batch);
       batch.reset();
       release();
+      if (TraceLane* lane = w.lane()) {
+        lane->span("collate", "collate batch", batch_t0, now_ns(),
+                   static_cast<double>(out.samples().size()));
+      }
       if (!w.push(run_.batches, out)) break;
     }
   }

@@ -41,6 +41,8 @@ Result<Batch> Consumer::next() {
   }
   wait_ns_.record(t1 - t0);
   wait_total_ns_ += t1 - t0;
+  if (TraceLane* lane = worker_.lane())
+    lane->span("consumer", "wait for batch", t0, t1, static_cast<double>(b->samples().size()));
   // The part of this wait during which the device stage was waiting for this batch's copy.
   const std::uint64_t copy_from = BatchAccess::copy_wait_from_ns(*b),
                       copy_done = BatchAccess::copy_done_ns(*b);
@@ -65,6 +67,10 @@ Result<Batch> Consumer::next() {
 void Consumer::record_compute(std::chrono::nanoseconds spent) {
   const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, spent.count()));
   compute_total_ns_ += ns;
+  if (TraceLane* lane = worker_.lane(); lane && ns > 0) {
+    const std::uint64_t t = now_ns();
+    lane->span("consumer", "compute", t - std::min(t, ns), t);
+  }
   if (batches_ <= 1) {
     first_step_end_ns_ = now_ns();
   } else {

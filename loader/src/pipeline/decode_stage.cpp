@@ -61,6 +61,7 @@ void DecodeStage::run(Worker& w) {
       if (!item.error && item.on_device) {
         describe_on_device(run_.dataset, item);  // nothing to decode, nothing the host can hash
       } else if (!item.error) {
+        const std::uint64_t t0 = w.lane() ? now_ns() : 0;
         const std::uint64_t extra =
             decode_sample(run_.dataset, item, zstd, &run_.buffers, run_.sizing.decode_limit);
         if (extra) {  // a zstd frame larger than the reservation's estimate
@@ -69,6 +70,9 @@ void DecodeStage::run(Worker& w) {
         }
         spin_for(config.diagnostics.decode_cost, run_.stop_flag());
         if (config.transform && !item.error) transform(item, members);
+        if (TraceLane* lane = w.lane())
+          lane->span("decode", "decode", t0, now_ns(), static_cast<double>(item.decoded_bytes),
+                     true);
       }
       if (item.error) {
         if (config.on_error == OnError::kFail) {

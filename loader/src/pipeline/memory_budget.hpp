@@ -43,6 +43,10 @@ class MemoryBudget {
     cv_.wait_for(lock, timeout, [&] { return used_ < seen; });
   }
   std::uint64_t limit() const noexcept { return limit_; }
+  std::uint64_t used() const {
+    std::lock_guard lock(mu_);
+    return used_;
+  }
   std::uint64_t peak() const {
     std::lock_guard lock(mu_);
     return peak_;

@@ -112,6 +112,21 @@ Result<void> Pipeline::start() {
     device_runner_ = std::make_unique<detail::StageRunner>(StageId::kDevice, 1, accounting);
   }
 
+  if (TraceLog* log = config_.trace.get()) {
+    // One viewer process per loader where a host's accelerators share the trace.
+    const std::string process = config_.loaders_sharing_backend > 1
+                                    ? fmt::format("accelerator {}", config_.sampler.rank)
+                                    : std::string("feedline");
+    for (auto* r : {storage_runner_.get(), decode_runner_.get(), collate_runner_.get(),
+                    device_runner_.get()}) {
+      if (r) r->trace_to(log, process);
+    }
+    // The consumer's track: its waits for batches and its compute (its busy / starved states
+    // would say the same again, less clearly).
+    consumer_runner_->worker().trace_to(&log->lane("consumer", process), false);
+    TraceLane& lane = *consumer_runner_->worker().lane();
+    lane.counter("memory budget", now_ns(), static_cast<double>(config_.memory_budget), true);
+  }
   on_stop_.emplace(config_.stop, [this] { stop_by_user(); });
   const std::uint64_t t0 = now_ns();
   run.reads.start();

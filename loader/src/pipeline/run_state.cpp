@@ -40,6 +40,7 @@ void RunState::stop() {
 }
 
 void RunState::fail(Error e) {
+  if (TraceLane* lane = current_trace_lane()) lane->instant("error", "error", now_ns(), e.what());
   {
     std::lock_guard lock(mu_);
     if (!error_) error_ = std::move(e);

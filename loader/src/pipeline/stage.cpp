@@ -29,15 +29,21 @@ void StageRunner::start(std::function<void(Worker&)> body, std::function<void(Wo
     Worker* worker = w.get();
     const std::string name = numbered ? fmt::format("fl-{}-{}", stage_name(id_), worker->index())
                                       : fmt::format("fl-{}", stage_name(id_));
-    threads_.emplace_back([worker, name, body, on_thread, &set_up] {
-      if (on_thread) on_thread(*worker);  // a nice value
-      // Named threads: top -H, perf and gdb show which stage is which.
-      name_this_thread(name);
-      set_up.count_down();  // the latch is not touched after this: start() may return
-      worker->start();
-      body(*worker);
-      worker->stop();
-    });
+    threads_.emplace_back(
+        [worker, name, body, on_thread, &set_up, log = trace_, process = trace_process_] {
+          if (on_thread) on_thread(*worker);  // a nice value
+          // Named threads: top -H, perf and gdb show which stage is which.
+          name_this_thread(name);
+          if (log) {
+            TraceLane& lane = log->lane(name, process);
+            worker->trace_to(&lane);
+            set_current_trace_lane(&lane);
+          }
+          set_up.count_down();  // the latch is not touched after this: start() may return
+          worker->start();
+          body(*worker);
+          worker->stop();
+        });
   }
   set_up.wait();
 }

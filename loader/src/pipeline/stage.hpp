@@ -75,6 +75,10 @@ class Worker {
     return in_state(WorkState::kBusy, std::forward<F>(f));
   }
   void count(std::uint64_t items, std::uint64_t bytes) noexcept { clock_.count(items, bytes); }
+  // The run's trace: this worker's lane (null: no trace). Set on the worker's thread before
+  // start(); its state spans then go there too.
+  void trace_to(TraceLane* lane, bool states = true) noexcept { clock_.trace_to(lane, states); }
+  TraceLane* lane() const noexcept { return clock_.lane(); }
 
   // The stage runner's (or the consumer's) start and stop of the clock.
   void start() noexcept { clock_.start(WorkState::kBusy); }
@@ -109,6 +113,12 @@ class StageRunner {
   // set-up such as a nice value) then body(worker) with the worker's clock running. Returns once
   // every thread is set up and named: from then on top -H, perf and /proc show the stage.
   void start(std::function<void(Worker&)> body, std::function<void(Worker&)> on_thread = {});
+  // Each thread start() makes records into a lane of this trace, named as the thread, in the
+  // viewer's `process` (null: no trace). Before start().
+  void trace_to(TraceLog* log, std::string process) {
+    trace_ = log;
+    trace_process_ = std::move(process);
+  }
   void join();
   // The caller-driven stage's worker (threads = 0), or worker i.
   Worker& worker(unsigned i = 0) noexcept { return *workers_[i]; }
@@ -130,6 +140,8 @@ class StageRunner {
   StageReport combine(const std::vector<WorkerTimes>& workers, double wall_seconds) const;
 
   StageId id_;
+  TraceLog* trace_ = nullptr;
+  std::string trace_process_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::jthread> threads_;
 };

@@ -284,8 +284,9 @@ void StorageStage::run(Worker& w) {
   });
   std::uint64_t bytes_in_flight = 0;  // this thread's
   std::uint64_t bytes_read = 0;
-  std::uint64_t decoded_here = 0;  // digests taken inline
-  std::uint64_t poll_ns = 0;       // in poll(): waiting for reads to complete
+  std::uint64_t decoded_here = 0;      // digests taken inline
+  std::uint64_t poll_ns = 0;           // in poll(): waiting for reads to complete
+  std::uint64_t next_counters_ns = 0;  // the trace's next counters (trace.hpp), not before
   if (direct) {
     // The pool's buffers become the queue's registered (io_uring fixed) buffers: O_DIRECT reads
     // then DMA into the batch slot without per-read page pinning. With reads into GPU memory,
@@ -453,7 +454,17 @@ void StorageStage::run(Worker& w) {
     done.done.clear();
     const std::uint64_t poll0 = now_ns();
     w.working([&] { return queue->poll(1, std::chrono::milliseconds(20)); });
-    poll_ns += now_ns() - poll0;
+    const std::uint64_t polled = now_ns();
+    poll_ns += polled - poll0;
+    if (TraceLane* lane = w.lane()) {
+      for (const ReadSlot* slot : done.done) {
+        const storage::ReadOp& op = slot->op;
+        lane->async_span("io", "read", op.times.issued_ns ? op.times.issued_ns : op.times.queued_ns,
+                         op.times.completed_ns ? op.times.completed_ns : polled,
+                         static_cast<double>(op.length), true);
+        if (!op.result) lane->instant("io", "read failed", polled, op.result.error().what());
+      }
+    }
     for (ReadSlot* slot : done.done) {
       InFlightSample s = std::move(slot->sample);
       const storage::ReadOp& op = slot->op;
@@ -497,6 +508,13 @@ void StorageStage::run(Worker& w) {
         }
       }
       finished.push_back(std::move(s));
+    }
+    if (TraceLane* lane = w.lane(); lane && polled >= next_counters_ns) {
+      // The stage's, from each of its threads at most once a millisecond.
+      next_counters_ns = polled + 1'000'000;
+      lane->counter("reads in flight", polled,
+                    static_cast<double>(a.reads_in_flight.load(std::memory_order_relaxed)), true);
+      lane->counter("bytes in memory", polled, static_cast<double>(run_.budget.used()), true);
     }
     // One hand-off for everything this poll completed (not one wake-up per sample).
     if (!finished.empty() && !w.push_all(inline_decode ? run_.decoded : run_.reads, finished))

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/loader/trace.hpp"
 
 namespace feedline::loader {
 
@@ -44,6 +45,7 @@ class WorkerClock {
     }
     const std::uint64_t t = now_ns();
     add(ns_[static_cast<int>(prev)], t - last);
+    if (lane_) trace_state_span(prev, last, t);
     last_ns_.store(t, kRelaxed);
     state_.store(s, kRelaxed);
     return prev;
@@ -51,7 +53,9 @@ class WorkerClock {
   void stop() noexcept {
     const std::uint64_t last = last_ns_.load(kRelaxed);
     if (!enabled_ || last == 0) return;
-    add(ns_[static_cast<int>(state_.load(kRelaxed))], now_ns() - last);
+    const std::uint64_t t = now_ns();
+    if (lane_) trace_state_span(state_.load(kRelaxed), last, t);
+    add(ns_[static_cast<int>(state_.load(kRelaxed))], t - last);
     cpu_ns_.store(cpu_before_ns_.load(kRelaxed) + bound_cpu_ns(), kRelaxed);
     last_ns_.store(0, kRelaxed);
   }
@@ -68,6 +72,15 @@ class WorkerClock {
     add(items_, items);
     add(bytes_, bytes);
   }
+
+  // The lane of a trace of the run that this worker records into (null: none); with `states`,
+  // each busy / starved / blocked span goes there too. Set before start(), from the worker's own
+  // thread.
+  void trace_to(TraceLane* lane, bool states = true) noexcept {
+    lane_ = lane;
+    trace_states_ = states;
+  }
+  TraceLane* lane() const noexcept { return lane_; }
 
   bool enabled() const noexcept { return enabled_; }
   // Time in state s; while the worker runs, up to its last switch (ns_until() counts to now).
@@ -95,6 +108,12 @@ class WorkerClock {
     a.store(a.load(kRelaxed) + d, kRelaxed);
   }
 
+  void trace_state_span(WorkState s, std::uint64_t from, std::uint64_t to_ns) noexcept {
+    if (!trace_states_) return;
+    static constexpr const char* kNames[] = {"busy", "starved", "blocked"};
+    lane_->span("state", kNames[static_cast<int>(s)], from, to_ns, -1, /*detail=*/true);
+  }
+
   static const void* this_thread_tag() noexcept {
     thread_local const char tag = 0;
     return &tag;
@@ -115,6 +134,8 @@ class WorkerClock {
   }
 
   bool enabled_;
+  TraceLane* lane_ = nullptr;
+  bool trace_states_ = true;
   std::atomic<const void*> bound_{nullptr};  // the thread whose CPU clock counts
   std::atomic<int> clock_{-1};
   std::atomic<std::uint64_t> cpu_before_ns_{0};  // spent on threads counted earlier

@@ -44,6 +44,7 @@ class BoundedQueue {
     items_.push_back(std::move(item));
     ++pushed_;
     if (items_.size() > max_depth_) max_depth_ = items_.size();
+    trace_depth(clock);
     const bool wake = waiting_consumers_ > 0;
     lock.unlock();
     if (wake) not_empty_.notify_one();
@@ -71,6 +72,7 @@ class BoundedQueue {
         ++pushed_;
       }
       if (items_.size() > max_depth_) max_depth_ = items_.size();
+      trace_depth(clock);
     }
     const bool ok = done == items.size();
     wake_consumers(lock);
@@ -86,6 +88,7 @@ class BoundedQueue {
     account();
     std::optional<T> out(std::move(items_.front()));
     items_.pop_front();
+    trace_depth(clock);
     const bool wake = waiting_producers_ > 0;
     lock.unlock();
     if (wake) not_full_.notify_one();
@@ -106,6 +109,7 @@ class BoundedQueue {
       out.push_back(std::move(items_.front()));
       items_.pop_front();
     }
+    trace_depth(clock);
     const bool wake = waiting_producers_ > 0;
     lock.unlock();
     if (wake) not_full_.notify_all();
@@ -130,6 +134,7 @@ class BoundedQueue {
     account();
     std::optional<T> out(std::move(items_.front()));
     items_.pop_front();
+    trace_depth(clock);
     const bool wake = waiting_producers_ > 0;
     lock.unlock();
     if (wake) not_full_.notify_one();
@@ -225,6 +230,23 @@ class BoundedQueue {
     }
   }
 
+  // The depth as a counter of the run's trace, where the caller's thread records one (under mu_):
+  // at most once a millisecond, at the time account() just took where it did.
+  void trace_depth(WorkerClock* clock) noexcept {
+    if (clock == nullptr || clock->lane() == nullptr) return;
+    const std::uint64_t t = accounting_ ? since_ns_ : now_ns();
+    if (t < trace_next_ns_) return;
+    trace_next_ns_ = t + 1'000'000;
+    if (trace_name_ == nullptr) {
+      try {
+        trace_name_ = clock->lane()->intern("queue " + name_);
+      } catch (...) {
+        return;
+      }
+    }
+    clock->lane()->counter(trace_name_, t, static_cast<double>(items_.size()), /*force=*/true);
+  }
+
   void account() { account(now_ns()); }
   void account(std::uint64_t t) {
     if (!accounting_) return;
@@ -235,6 +257,8 @@ class BoundedQueue {
   }
 
   const std::string name_;
+  const char* trace_name_ = nullptr;  // "queue NAME", interned by the trace (under mu_)
+  std::uint64_t trace_next_ns_ = 0;   // the depth's next point in the trace, not before
   const std::size_t capacity_;
   const bool accounting_;
   const unsigned producers_;

@@ -39,6 +39,7 @@
 #include "feedline/loader/diagnostics.hpp"
 #include "feedline/loader/report.hpp"
 #include "feedline/loader/sampler.hpp"
+#include "feedline/loader/trace.hpp"
 #include "feedline/loader/transform.hpp"
 #include "feedline/storage/backend.hpp"
 
@@ -116,6 +117,10 @@ struct LoaderConfig {
   // planted decode/collate costs included, ends within about a second.
   std::stop_token stop;
   Diagnostics diagnostics;  // planted costs, accounting off (diagnostics.hpp)
+  // Records a trace of the run here (trace.hpp): each thread's spans, counters, instants. Null:
+  // none (nothing is recorded, nothing costs). Loaders may share one (accelerators: a viewer
+  // process each); diagnose() records its baseline run only.
+  std::shared_ptr<TraceLog> trace;
   // Run on each sample on the decode threads (transform.hpp); null: none. Samples then take the
   // decode threads' path even where nothing else needs decoding, and must reach host memory.
   std::shared_ptr<SampleTransform> transform;
