@@ -29,6 +29,7 @@
 #include "output.hpp"
 #include "run_options.hpp"
 #include "signals.hpp"
+#include "trace_file.hpp"
 #include "what_if.hpp"
 
 namespace feedline::tools {
@@ -227,6 +228,31 @@ int run(const Options& o) {
   RunSetup st = make_run_setup(ro, stop_token());
   JsonFile json_file;
   if (ro.json_path) json_file = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
+  TraceFile trace = value_or_usage(TraceFile::prepare(ro.trace_path, "--trace", ro.trace_events));
+  // The trace is of the baseline (the user's own settings), written when diagnose ends, however
+  // it ends.
+  struct TraceAtEnd {
+    TraceFile& trace;
+    const std::string& url;
+    int* code;
+    ~TraceAtEnd() {
+      if (!trace.enabled()) return;
+      const nlohmann::json about = {{"command", "feedline diagnose"},
+                                    {"url", url},
+                                    {"run", "the baseline: the pipeline as configured"}};
+      try {
+        if (auto w = trace.commit(about); !w) {
+          out::error(w.error().what());
+          if (code && *code == kExitOk) *code = kExitRuntime;
+        }
+      } catch (const std::exception& e) {  // out of memory writing it: said, not thrown on
+        out::error(fmt::format("writing the trace: {}", e.what()));
+      }
+    }
+  };
+  int code = kExitOk;
+  std::optional<TraceAtEnd> trace_at_end;
+  trace_at_end.emplace(trace, st.ctx.url, nullptr);
   std::vector<WhatIf> asked;
   for (const std::string& t : o.what_ifs) asked.push_back(parse_what_if(t, ro));
   RunDataset rd = open_run_dataset(ro, st);
@@ -253,8 +279,10 @@ int run(const Options& o) {
   dopt.cold = cold ? cold->backend.get() : nullptr;
   dopt.local_path = local_path(ro.url);
   dopt.storage_bytes_per_second_cap = st.throttle ? st.throttle->bytes_per_second : 0;
+  loader::LoaderConfig traced = st.ctx.config;
+  traced.trace = trace.log();
   loader::Diagnosis d =
-      value_or_exit(loader::diagnose(*rd.backend, rd.dataset, st.ctx.config, st.compute, dopt));
+      value_or_exit(loader::diagnose(*rd.backend, rd.dataset, traced, st.compute, dopt));
   notes.insert(notes.end(), d.notes.begin(), d.notes.end());
   const double achieved = loader::steady_samples_per_second(d.baseline.consumer);
   const loader::CapacityModel model(d.measurements, d.as_run, achieved);
@@ -292,12 +320,14 @@ int run(const Options& o) {
                         outcomes,   tuned,         notes,          o.verify, stopped};
   out::print("{}", diagnose_text(report));
   json doc = diagnose_json(report);
-  int code = stopped ? exit_code_for_stop() : kExitOk;
+  code = stopped ? exit_code_for_stop() : kExitOk;
   if (code != kExitOk) doc["exit_code"] = code;
   if (auto w = json_file.commit(doc); !w) {
     out::error(w.error().what());
     if (code == kExitOk) code = kExitRuntime;
   }
+  trace_at_end->code = &code;
+  trace_at_end.reset();  // written now, its failure in the exit code
   return code;
 }
 
@@ -335,6 +365,7 @@ void add_diagnose(CLI::App& app, int& exit_code) {
   add_config_options(*cmd, o->config_path, o->accelerator_type);
   cmd->add_option("url", o->run.url, "Dataset root, as for run")->required();
   add_run_options(*cmd, o->run);
+  add_trace_option(*cmd, o->run);
   cmd->add_option("--what-if", o->what_ifs,
                   "A change to predict: KEY=VALUE[,KEY=VALUE...] (decode-threads, io-depth, "
                   "prefetch, memory-budget, storage-threads, batch-size, compute-time, "

@@ -63,34 +63,50 @@ JsonFile::~JsonFile() {
 }
 
 Result<void> JsonFile::commit(const nlohmann::json& doc) {
-  if (!enabled() || !fd_) return {};
   const std::string text = out::scrub(doc.dump(2)) + "\n";
-  const char* p = text.data();
-  std::size_t left = text.size();
-  auto failed = [&](std::string_view what) {
-    const int err = errno;
+  return commit_streamed([&](const Sink& sink) { sink(text); }, "the JSON report");
+}
+
+Result<void> JsonFile::commit_streamed(const std::function<void(const Sink&)>& produce,
+                                       std::string_view what) {
+  if (!enabled() || !fd_) return {};
+  int write_errno = 0;
+  auto sink = [&](std::string_view piece) {
+    const char* p = piece.data();
+    std::size_t left = piece.size();
+    while (left > 0 && write_errno == 0) {
+      const ssize_t n = ::write(fd_.get(), p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        write_errno = n < 0 ? errno : EIO;
+        break;
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  };
+  produce(sink);
+  if (write_errno != 0) {
     fd_.reset();
     ::unlink(tmp_.c_str());
     tmp_.clear();
-    return fail(Error::from_errno(err, fmt::format("{} the JSON report", what)).with_object(path_));
-  };
-  while (left > 0) {
-    const ssize_t n = ::write(fd_.get(), p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return failed("writing");
-    p += n;
-    left -= static_cast<std::size_t>(n);
+    return fail(Error::from_errno(write_errno, fmt::format("writing {}", what)).with_object(path_));
   }
+  return finish(what);
+}
+
+Result<void> JsonFile::finish(std::string_view what) {
   if (const int err = fd_.close(); err != 0) {
     ::unlink(tmp_.c_str());
     tmp_.clear();
-    return fail(Error::from_errno(err, "writing the JSON report").with_object(path_));
+    return fail(Error::from_errno(err, fmt::format("writing {}", what)).with_object(path_));
   }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
     tmp_.clear();
-    return fail(Error::from_errno(err, "renaming the JSON report into place").with_object(path_));
+    return fail(
+        Error::from_errno(err, fmt::format("renaming {} into place", what)).with_object(path_));
   }
   tmp_.clear();
   return {};

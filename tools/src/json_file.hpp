@@ -1,4 +1,4 @@
-// The JSON report file of a command (`run --json FILE`).
+// A JSON file a command writes (`run --json FILE`, `run --trace FILE`).
 //
 // Checked before the command does any work: a path that is empty, whose directory is missing or
 // not writable, or that is a directory, is a usage error at once, not after a long run. The
@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "feedline/core/error.hpp"
 #include "feedline/core/unique_fd.hpp"
@@ -31,8 +33,15 @@ class JsonFile {
   const std::string& path() const noexcept { return path_; }
   // Writes the document and renames it into place. kIo naming the path when that fails.
   Result<void> commit(const nlohmann::json& doc);
+  // The same for a document too large to hold as one string (a trace): `produce` hands its text
+  // to the sink piece by piece, in order (already scrubbed where it needs to be). `what` names
+  // the document in errors ("the trace").
+  using Sink = std::function<void(std::string_view)>;
+  Result<void> commit_streamed(const std::function<void(const Sink&)>& produce,
+                               std::string_view what);
 
  private:
+  Result<void> finish(std::string_view what);
   std::string path_;
   std::string tmp_;
   UniqueFd fd_;

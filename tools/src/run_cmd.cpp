@@ -21,6 +21,7 @@
 #include "run_options.hpp"
 #include "run_report.hpp"
 #include "signals.hpp"
+#include "trace_file.hpp"
 
 namespace feedline::tools {
 namespace {
@@ -71,7 +72,7 @@ nlohmann::json stages_alone_json(const loader::StagesAlone& alone,
   return doc;
 }
 
-int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
+int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json, const TraceFile& trace) {
   RunContext& ctx = st.ctx;
   loader::LoaderConfig& c = ctx.config;
   RunDataset rd = open_run_dataset(o, st);
@@ -79,6 +80,7 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   const loader::Dataset& dataset = rd.dataset;
   nlohmann::json tuned = nullptr;
   if (o.autotune) tuned = autotune_run(o, st, rd);
+  c.trace = trace.log();  // the run itself, not the tuning's runs
   if (o.accelerators > 1) return run_on_host(o, st, rd, json);
   // --runtime D: epochs repeat until D has passed (fio's --time_based), the end planned, not an
   // interruption.
@@ -133,7 +135,9 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   }
   if (o.stages_alone && code == kExitOk) {
     // DS-Analyzer-style controlled runs: each stage alone, against the end-to-end rate.
-    auto alone = loader::measure_stages_alone(backend, dataset, c, o.stages_alone_samples);
+    loader::LoaderConfig untraced = c;
+    untraced.trace.reset();
+    auto alone = loader::measure_stages_alone(backend, dataset, untraced, o.stages_alone_samples);
     if (alone) {
       doc["stages_alone"] = stages_alone_json(*alone, report);
     } else {
@@ -167,14 +171,33 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json) {
   return code;
 }
 
+// The trace (when --trace): written after the run, also one that failed or was stopped. A
+// trace that cannot be written fails a run that succeeded.
+int write_trace(TraceFile& trace, const RunSetup& st, int code) {
+  if (!trace.enabled()) return code;
+  const nlohmann::json about = {
+      {"command", "feedline run"}, {"url", st.ctx.url}, {"exit_code", code}};
+  if (auto w = trace.commit(about); !w) {
+    out::error(w.error().what());
+    if (code == kExitOk) return kExitRuntime;
+  }
+  return code;
+}
+
 int run(const RunOptions& o) {
   // Under mpirun: a rank of the job (job_run.hpp); otherwise a process of its own.
-  if (auto job = MpiJob::join(o.rank || o.world_size)) return run_in_job(o, *job);
+  if (auto job = MpiJob::join(o.rank || o.world_size)) {
+    if (o.trace_path) {
+      throw UsageError("--trace records one process: under mpirun, run one rank with it");
+    }
+    return run_in_job(o, *job);
+  }
   RunSetup st = make_run_setup(o, stop_token());
   JsonFile json;
   if (o.json_path) json = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));
+  TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));
   try {
-    return run_checked(o, st, json);
+    return write_trace(trace, st, run_checked(o, st, json, trace));
   } catch (const CommandError& e) {
     // A run that did not get to its report still leaves a document saying why.
     const int code = e.code();
@@ -183,6 +206,7 @@ int run(const RunOptions& o) {
                           {"exit_code", code},
                           {"interrupted", e.error().code() == Errc::kCancelled}};
     if (auto w = json.commit(doc); !w) out::error(w.error().what());
+    write_trace(trace, st, code);
     throw;
   }
 }
@@ -201,6 +225,7 @@ void add_run(CLI::App& app, int& exit_code) {
                   "http(s)://host/dir/, nfs://server/export/dir or mem://prefix")
       ->required();
   add_run_options(*cmd, *o);
+  add_trace_option(*cmd, *o);
   cmd->add_option("--runtime", o->runtime,
                   "Run for this long, epochs repeating as needed (as fio's --time_based): 30s, 5m");
   cmd->add_flag(

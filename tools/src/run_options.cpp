@@ -216,6 +216,19 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
   return st;
 }
 
+void add_trace_option(CLI::App& cmd, RunOptions& o) {
+  cmd.add_option("--trace", o.trace_path,
+                 "Write a trace of the run to FILE (Chrome trace-event JSON: open it in "
+                 "ui.perfetto.dev): each thread's busy/starved/blocked spans, reads, decodes, "
+                 "batches, the consumer's waits; queue depths and memory as counters");
+  cmd.add_option("--trace-events", o.trace_events,
+                 "At most this many events in the --trace file (~170 bytes each); per-read, "
+                 "per-sample and state spans are sampled past a fifth of it (whole 10 ms windows), "
+                 "and the trace says what it left out")
+      ->check(CLI::Range(std::uint64_t{100}, std::uint64_t{100'000'000}))
+      ->capture_default_str();
+}
+
 void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   CLI::App* cmd = &cmd_ref;
   cmd->add_option("--format", o.format,

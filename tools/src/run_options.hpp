@@ -53,7 +53,9 @@ struct RunOptions {
   std::string collate_cost;
   std::string on_error = "fail";
   bool no_accounting = false;
-  std::optional<std::string> json_path;  // set (maybe empty) when --json was given
+  std::optional<std::string> json_path;    // set (maybe empty) when --json was given
+  std::optional<std::string> trace_path;   // --trace FILE (run, diagnose: add_trace_option)
+  std::uint64_t trace_events = 1'000'000;  // --trace-events: at most this many in the trace
   std::string engine = "auto";
   bool direct = false;
   std::string throttle_bw;
@@ -80,6 +82,9 @@ struct RunSetup {
 };
 
 // Registers every flag of `feedline run` but the URL and --config on cmd, bound to o.
+// --trace FILE: a trace of the run for Perfetto (trace_file.hpp). Registered by the commands
+// that record one (run; diagnose: its baseline).
+void add_trace_option(CLI::App& cmd, RunOptions& o);
 void add_run_options(CLI::App& cmd, RunOptions& o);
 
 // Checks o (UsageError naming the flag) and makes what a run needs; stop ends its waits.
