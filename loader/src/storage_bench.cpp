@@ -26,6 +26,7 @@ class Job final {
       : config_(config),
         object_(object),
         progress_(progress),
+        index_(index),
         rng_(config.seed + index * 0x9e3779b97f4a7c15ull) {
     const std::uint64_t size = config.size ? config.size : object.size();
     blocks_ = size / config.block_size;
@@ -34,6 +35,10 @@ class Job final {
 
   // Runs in the job's own thread: the queue (an io_uring ring) is created here.
   void run(storage::Backend& backend) {
+    if (config_.trace) {
+      lane_ = &config_.trace->lane(fmt::format("fl-bench-{}", index_));
+      in_flight_name_ = lane_->intern(fmt::format("reads in flight (job {})", index_));
+    }
     storage::QueueOptions qo;
     qo.depth = config_.iodepth;
     qo.single_thread = true;
@@ -81,6 +86,7 @@ class Job final {
       done.clear();
       queue_->poll(1, std::chrono::milliseconds(100), done);
       for (ReadOp* op : done) finished(*op);
+      if (lane_) trace_in_flight();
       if (!stopping_ && (now_ns() >= deadline_ns_ || config_.stop.stop_requested())) {
         stopping_ = true;
         interrupted_ = config_.stop.stop_requested();
@@ -108,6 +114,11 @@ class Job final {
   // A read came back: count it, and reuse its op for the next block (submitted in batches of
   // iodepth_batch).
   void finished(ReadOp& op) {
+    if (lane_) {
+      lane_->async_span("io", "read", op.times.issued_ns ? op.times.issued_ns : op.times.queued_ns,
+                        op.times.completed_ns, static_cast<double>(op.length), true);
+      if (!op.result) lane_->instant("io", "read failed", now_ns(), op.result.error().what());
+    }
     if (!op.result) {
       // Reads cancelled because we were interrupted are not errors of the storage.
       if (interrupted_ && op.result.error().code() == Errc::kCancelled) return;
@@ -133,6 +144,14 @@ class Job final {
 
   bool more() const { return config_.time_based || issued_ < total_ios_; }
 
+  // The job's reads in flight, a counter of the trace, at most once a millisecond.
+  void trace_in_flight() {
+    const std::uint64_t t = now_ns();
+    if (t < next_counter_ns_) return;
+    next_counter_ns_ = t + 1'000'000;
+    lane_->counter(in_flight_name_, t, static_cast<double>(queue_->in_flight()), true);
+  }
+
   void prepare(ReadOp& op) {
     std::uint64_t block;
     if (config_.pattern == AccessPattern::kSequential) {
@@ -147,6 +166,10 @@ class Job final {
   const StorageBenchConfig& config_;
   const storage::ObjectHandle& object_;
   BenchProgress* progress_;
+  unsigned index_;
+  TraceLane* lane_ = nullptr;  // the trace's track of this job (null: no trace)
+  const char* in_flight_name_ = nullptr;
+  std::uint64_t next_counter_ns_ = 0;
   std::mt19937_64 rng_;
   std::uint64_t blocks_ = 0;
   std::uint64_t total_ios_ = 0;

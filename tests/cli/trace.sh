@@ -9,7 +9,8 @@
 # holds at most N events and its otherData says what it sampled and left out. A run that fails
 # still writes its trace, with the error as an instant naming the object; one interrupted by
 # Ctrl-C writes its trace up to then. An unwritable path is a usage error before anything runs.
-# diagnose --trace traces its baseline run; --accelerators N gives a process per accelerator.
+# diagnose --trace traces its baseline run; --accelerators N gives a process per accelerator;
+# bench storage --trace has a track per job and a span per read.
 #
 # usage: trace.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -euo pipefail
@@ -32,10 +33,11 @@ ap.add_argument("trace"); ap.add_argument("report", nargs="?")
 ap.add_argument("--want-threads", default="fl-storage,fl-collate,consumer")
 ap.add_argument("--max-events", type=int)
 ap.add_argument("--incomplete", action="store_true")
-ap.add_argument("--sampled-or-complete", action="store_true")  # a run of a given time, not size
+ap.add_argument("--sampled-or-complete", action="store_true")  # a run of a given time: either
 ap.add_argument("--error-needle")
 ap.add_argument("--process-names")
 ap.add_argument("--no-counts", action="store_true")
+ap.add_argument("--bench-ios", type=int)  # bench storage: its reads alone, this many
 a = ap.parse_args()
 bad = []
 text = open(a.trace).read()
@@ -79,7 +81,7 @@ for track, spans in by_track.items():
         stack.append(end)
 spans = collections.Counter(e["name"] for e in ev if e.get("ph") == "X")
 for n in ("busy", "starved"):
-    if spans[n] == 0 and not a.incomplete: bad.append("no %r state spans" % n)
+    if spans[n] == 0 and not a.incomplete and a.bench_ios is None: bad.append("no %r state spans" % n)
 # Reads: async begin/end pairs, matched by id, end after begin.
 begins = {e["id"]: e for e in ev if e.get("ph") == "b"}
 ends = {e["id"]: e for e in ev if e.get("ph") == "e"}
@@ -90,9 +92,13 @@ if any(b.get("name") != "read" or b.get("cat") != "io" for b in begins.values())
 counters = collections.defaultdict(list)
 for e in ev:
     if e.get("ph") == "C": counters[e["name"]].append(e["args"]["value"])
-for c in ("reads in flight", "bytes in memory", "memory budget"):
-    if not counters.get(c): bad.append("no %r counter (counters: %s)" % (c, sorted(counters)))
-if not any(c.startswith("queue ") for c in counters): bad.append("no queue depth counter (counters: %s)" % sorted(counters))
+if a.bench_ios is not None:
+    if len(begins) != a.bench_ios: bad.append("%d reads in the trace, the report says %d" % (len(begins), a.bench_ios))
+    if not any(c.startswith("reads in flight (job ") for c in counters): bad.append("no reads-in-flight counter per job (counters: %s)" % sorted(counters))
+else:
+    for c in ("reads in flight", "bytes in memory", "memory budget"):
+        if not counters.get(c): bad.append("no %r counter (counters: %s)" % (c, sorted(counters)))
+    if not any(c.startswith("queue ") for c in counters): bad.append("no queue depth counter (counters: %s)" % sorted(counters))
 # One clock across threads: the consumer receives its first batch after a batch was collated.
 waits = sorted(e["ts"] + e["dur"] for e in ev if e.get("name") == "wait for batch")
 collated = sorted(e["ts"] + e["dur"] for e in ev if e.get("name") == "collate batch")
@@ -105,7 +111,8 @@ if a.incomplete:
     if other.get("complete") is not False: bad.append("otherData.complete %r, expected false" % other.get("complete"))
     if not (other.get("sampling") or other.get("truncated")): bad.append("otherData says nothing of what was left out: %r" % other)
 elif other.get("complete") is False and a.sampled_or_complete:
-    if other.get("events_dropped") != 0 or not other.get("sampling"): bad.append("an incomplete trace of a short run: %r" % other)
+    if not (other.get("sampling") or other.get("truncated")) or kept > other.get("max_events", 0):
+        bad.append("an incomplete trace that does not say what it left out, or over its cap: %r" % other)
 elif other.get("complete") is not True: bad.append("otherData.complete %r, expected true" % other.get("complete"))
 if a.error_needle:
     errs = [e for e in ev if e.get("ph") == "i" and e.get("name") == "error"]
@@ -210,6 +217,21 @@ assert tracks.count("fl-collate") == 1, tracks
 PY
   then echo "ok: diagnose --trace records its baseline run only"
   else fail "diagnose --trace: not the baseline alone"
+  fi
+fi
+
+# bench storage --trace: each job's reads, a track per job.
+blob=$scratch/blob
+head -c $((8 << 20)) /dev/urandom >"$blob"
+t=$scratch/bench.trace.json
+if must_run "bench storage --trace" bench storage "$blob" --bs 64KiB --iodepth 8 --numjobs 2 --output json --trace "$t"; then
+  ios=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["ios"])' "$out" 2>/dev/null || echo missing)
+  if [[ $ios =~ ^[0-9]+$ ]]; then
+    check "bench storage --trace: a track per job, a read span per read" "$t" --want-threads fl-bench-0,fl-bench-1 --bench-ios "$ios"
+  else
+    checks=$((checks + 1))
+    fail "bench storage --output json: no ios count in its report"
+    show stdout "$out"
   fi
 fi
 

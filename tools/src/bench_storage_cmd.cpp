@@ -20,7 +20,9 @@
 #include "net_options.hpp"
 #include "output.hpp"
 #include "progress.hpp"
+#include "run_options.hpp"
 #include "signals.hpp"
+#include "trace_file.hpp"
 
 namespace feedline::tools {
 namespace {
@@ -44,6 +46,8 @@ struct Options {
   bool fixedbufs = true;
   bool registerfiles = false;
   std::uint64_t seed = 0x5eed;
+  std::optional<std::string> trace_path;
+  std::uint64_t trace_events = 1'000'000;
 };
 
 struct Plan {
@@ -280,7 +284,20 @@ void check_room(const std::string& path, std::uint64_t more) {
   }
 }
 
-int run_checked(const Options& o, const Plan& plan) {
+// The trace (--trace): after the run, also one that failed or was stopped; a trace that cannot
+// be written fails a run that succeeded.
+int write_trace(TraceFile& trace, const Options& o, int code) {
+  if (!trace.enabled()) return code;
+  const nlohmann::json about = {
+      {"command", "feedline bench storage"}, {"url", redact_url(o.url)}, {"exit_code", code}};
+  if (auto w = trace.commit(about); !w) {
+    out::error(w.error().what());
+    if (code == kExitOk) return kExitRuntime;
+  }
+  return code;
+}
+
+int run_checked(const Options& o, const Plan& plan, TraceFile& trace) {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   if (storage::has_brace_pattern(o.url)) {
@@ -360,6 +377,7 @@ int run_checked(const Options& o, const Plan& plan) {
   int code = result->error         ? exit_code_for(*result->error)
              : result->interrupted ? exit_code_for_stop()
                                    : kExitOk;
+  code = write_trace(trace, o, code);
   if (o.output == "json") {
     nlohmann::json j = report.json();
     if (code != kExitOk) j["exit_code"] = code;
@@ -375,10 +393,13 @@ int run(const Options& o) {
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
+  TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));
   try {
-    const Plan plan = make_plan(o);
-    return run_checked(o, plan);
+    Plan plan = make_plan(o);
+    plan.bench.trace = trace.log();
+    return run_checked(o, plan, trace);
   } catch (const CommandError& e) {
+    write_trace(trace, o, e.code());
     // --output json: a failure is a JSON document too (the error line still goes to stderr).
     if (o.output == "json") {
       nlohmann::json j = {
@@ -428,6 +449,7 @@ void add_bench_storage(CLI::App& bench, int& exit_code) {
   cmd->add_flag("--registerfiles", o->registerfiles, "io_uring: registered file descriptors");
   cmd->add_option("--seed", o->seed, "Seed for random offsets and --create data")
       ->check(whole_number(0, ~std::uint64_t{0}));
+  add_trace_options(*cmd, o->trace_path, o->trace_events);
   cmd->callback([o, &exit_code] { exit_code = run(*o); });
 }
 

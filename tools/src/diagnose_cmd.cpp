@@ -365,7 +365,7 @@ void add_diagnose(CLI::App& app, int& exit_code) {
   add_config_options(*cmd, o->config_path, o->accelerator_type);
   cmd->add_option("url", o->run.url, "Dataset root, as for run")->required();
   add_run_options(*cmd, o->run);
-  add_trace_option(*cmd, o->run);
+  add_trace_options(*cmd, o->run.trace_path, o->run.trace_events);
   cmd->add_option("--what-if", o->what_ifs,
                   "A change to predict: KEY=VALUE[,KEY=VALUE...] (decode-threads, io-depth, "
                   "prefetch, memory-budget, storage-threads, batch-size, compute-time, "

@@ -225,7 +225,7 @@ void add_run(CLI::App& app, int& exit_code) {
                   "http(s)://host/dir/, nfs://server/export/dir or mem://prefix")
       ->required();
   add_run_options(*cmd, *o);
-  add_trace_option(*cmd, *o);
+  add_trace_options(*cmd, o->trace_path, o->trace_events);
   cmd->add_option("--runtime", o->runtime,
                   "Run for this long, epochs repeating as needed (as fio's --time_based): 30s, 5m");
   cmd->add_flag(

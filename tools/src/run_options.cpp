@@ -216,12 +216,12 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
   return st;
 }
 
-void add_trace_option(CLI::App& cmd, RunOptions& o) {
-  cmd.add_option("--trace", o.trace_path,
+void add_trace_options(CLI::App& cmd, std::optional<std::string>& path, std::uint64_t& events) {
+  cmd.add_option("--trace", path,
                  "Write a trace of the run to FILE (Chrome trace-event JSON: open it in "
                  "ui.perfetto.dev): each thread's busy/starved/blocked spans, reads, decodes, "
                  "batches, the consumer's waits; queue depths and memory as counters");
-  cmd.add_option("--trace-events", o.trace_events,
+  cmd.add_option("--trace-events", events,
                  "At most this many events in the --trace file (~170 bytes each); per-read, "
                  "per-sample and state spans are sampled past a fifth of it (whole 10 ms windows), "
                  "and the trace says what it left out")

@@ -82,9 +82,9 @@ struct RunSetup {
 };
 
 // Registers every flag of `feedline run` but the URL and --config on cmd, bound to o.
-// --trace FILE: a trace of the run for Perfetto (trace_file.hpp). Registered by the commands
-// that record one (run; diagnose: its baseline).
-void add_trace_option(CLI::App& cmd, RunOptions& o);
+// --trace FILE and --trace-events N: a trace of the run for Perfetto (trace_file.hpp).
+// Registered by the commands that record one (run; diagnose: its baseline; bench storage).
+void add_trace_options(CLI::App& cmd, std::optional<std::string>& path, std::uint64_t& events);
 void add_run_options(CLI::App& cmd, RunOptions& o);
 
 // Checks o (UsageError naming the flag) and makes what a run needs; stop ends its waits.

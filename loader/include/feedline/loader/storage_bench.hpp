@@ -12,12 +12,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <vector>
 
 #include "feedline/core/clock.hpp"
 #include "feedline/core/error.hpp"
+#include "feedline/loader/trace.hpp"
 #include "feedline/storage/backend.hpp"
 
 namespace feedline::loader {
@@ -41,6 +43,9 @@ struct StorageBenchConfig {
   // Once requested (Ctrl-C): no new reads, those in flight are cancelled (a read that trickles
   // in at 1 byte/s does not hold the run), and the partial result comes back with interrupted.
   std::stop_token stop;
+  // Records each job's reads (submitted -> completed) and its reads in flight here, a track per
+  // job, "fl-bench-N" (trace.hpp; null: none).
+  std::shared_ptr<TraceLog> trace;
 };
 
 // Live counters, readable from another thread while the benchmark runs (progress display).
