@@ -213,6 +213,14 @@ else
   fail "--rank under mpirun: exit $rc"
   show stderr "$err"
 fi
+checks=$((checks + 1))
+mpi_run 60 -np 2 "$bin" run "$files" --trace "$scratch/mpi.trace.json"
+if ((rc == 2)) && grep -q -- "--trace is not taken under mpirun" "$err" && [[ ! -e $scratch/mpi.trace.json ]]; then
+  echo "ok: --trace under mpirun is a usage error, and no file is written"
+else
+  fail "--trace under mpirun: exit $rc"
+  show stderr "$err"
+fi
 
 # The accelerator search over 2 ranks, each behind its own 24 MiB/s link: an accelerator asks
 # 16 x 8 KiB per 10 ms = 12.5 MiB/s, so each rank feeds 1 (24 / 12.5), the job 2 (within one a

@@ -19,8 +19,14 @@ source "$(dirname "$0")/lib.sh"
 cli_init "$@"
 run_timeout=60
 
+# zstd where this build has it (the minimal preset does not): tar members are decoded either way.
+compress=(--compress zstd --compressibility 0.5)
+if [[ ${FEEDLINE_TEST_NO_ZSTD:-0} == 1 ]] || ! "$bin" gen "$scratch/probe" --format tar --samples 1 "${compress[@]}" >/dev/null 2>&1; then
+  compress=()
+  echo "skip: built without zstd: the tar dataset is uncompressed, and the corrupt zstd frame is not tried"
+fi
 tar_ds=$scratch/tar
-must_gen "$tar_ds" --format tar --samples 2000 --sample-size 8KiB --samples-per-shard 250 --compress zstd --compressibility 0.5
+must_gen "$tar_ds" --format tar --samples 2000 --sample-size 8KiB --samples-per-shard 250 "${compress[@]}"
 files_ds=$scratch/files
 must_gen "$files_ds" --format files --samples 3000 --sample-size 4KiB
 
@@ -164,20 +170,22 @@ if must_run "run --trace-events 2000" run "$files_ds" --epochs 3 --batch-size 64
 fi
 
 # A run that fails: a corrupt zstd frame in a shard. Exit 1, and the trace holds the error.
-bad_ds=$scratch/bad
-cp -r "$tar_ds" "$bad_ds"
-rm -f "$bad_ds"/*.manifest* 2>/dev/null || true
-read -r _ data _ < <("$py" -c 'import sys, tarfile; m = list(tarfile.open(sys.argv[1], "r:"))[6]; print(m.offset, m.offset_data, m.size)' "$bad_ds/shard-000003.tar")
-printf '\xde\xad\xbe\xef\x01\x23\x45\x67\x89\xab\xcd\xef\xde\xad\xbe\xef' | dd of="$bad_ds/shard-000003.tar" bs=1 seek="$((data + 4))" conv=notrunc status=none
-t=$scratch/failed.trace.json
-checks=$((checks + 1))
-run run "$bad_ds" --batch-size 32 --trace "$t"
-if ((rc == 1)); then
-  echo "ok: the corrupt dataset fails the run (exit 1)"
-  check "a failed run's trace: valid, the error instant names the shard" "$t" --error-needle shard-000003.tar --no-counts
-else
-  fail "a corrupt zstd frame: exit $rc, expected 1"
-  show stderr "$err"
+if ((${#compress[@]} > 0)); then
+  bad_ds=$scratch/bad
+  cp -r "$tar_ds" "$bad_ds"
+  rm -f "$bad_ds"/*.manifest* 2>/dev/null || true
+  read -r _ data _ < <("$py" -c 'import sys, tarfile; m = list(tarfile.open(sys.argv[1], "r:"))[6]; print(m.offset, m.offset_data, m.size)' "$bad_ds/shard-000003.tar")
+  printf '\xde\xad\xbe\xef\x01\x23\x45\x67\x89\xab\xcd\xef\xde\xad\xbe\xef' | dd of="$bad_ds/shard-000003.tar" bs=1 seek="$((data + 4))" conv=notrunc status=none
+  t=$scratch/failed.trace.json
+  checks=$((checks + 1))
+  run run "$bad_ds" --batch-size 32 --trace "$t"
+  if ((rc == 1)); then
+    echo "ok: the corrupt dataset fails the run (exit 1)"
+    check "a failed run's trace: valid, the error instant names the shard" "$t" --error-needle shard-000003.tar --no-counts
+  else
+    fail "a corrupt zstd frame: exit $rc, expected 1"
+    show stderr "$err"
+  fi
 fi
 
 # Ctrl-C: the trace up to then.

@@ -188,7 +188,10 @@ int run(const RunOptions& o) {
   // Under mpirun: a rank of the job (job_run.hpp); otherwise a process of its own.
   if (auto job = MpiJob::join(o.rank || o.world_size)) {
     if (o.trace_path) {
-      throw UsageError("--trace records one process: under mpirun, run one rank with it");
+      throw UsageError(
+          "--trace is not taken under mpirun (every rank would write the same file): trace one "
+          "rank's share as its own process, `feedline run URL --rank R --world-size W --trace "
+          "FILE`");
     }
     return run_in_job(o, *job);
   }
