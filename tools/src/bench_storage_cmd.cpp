@@ -284,17 +284,9 @@ void check_room(const std::string& path, std::uint64_t more) {
   }
 }
 
-// The trace (--trace): after the run, also one that failed or was stopped; a trace that cannot
-// be written fails a run that succeeded.
-int write_trace(TraceFile& trace, const Options& o, int code) {
-  if (!trace.enabled()) return code;
-  const nlohmann::json about = {
-      {"command", "feedline bench storage"}, {"url", redact_url(o.url)}, {"exit_code", code}};
-  if (auto w = trace.commit(about); !w) {
-    out::error(w.error().what());
-    if (code == kExitOk) return kExitRuntime;
-  }
-  return code;
+// What the trace says of the command that wrote it (--trace).
+nlohmann::json trace_about(const Options& o, int code) {
+  return {{"command", "feedline bench storage"}, {"url", redact_url(o.url)}, {"exit_code", code}};
 }
 
 int run_checked(const Options& o, const Plan& plan, TraceFile& trace) {
@@ -377,7 +369,7 @@ int run_checked(const Options& o, const Plan& plan, TraceFile& trace) {
   int code = result->error         ? exit_code_for(*result->error)
              : result->interrupted ? exit_code_for_stop()
                                    : kExitOk;
-  code = write_trace(trace, o, code);
+  code = trace.finish(trace_about(o, code), code);
   if (o.output == "json") {
     nlohmann::json j = report.json();
     if (code != kExitOk) j["exit_code"] = code;
@@ -399,7 +391,7 @@ int run(const Options& o) {
     plan.bench.trace = trace.log();
     return run_checked(o, plan, trace);
   } catch (const CommandError& e) {
-    write_trace(trace, o, e.code());
+    trace.finish(trace_about(o, e.code()), e.code());  // the trace up to the failure
     // --output json: a failure is a JSON document too (the error line still goes to stderr).
     if (o.output == "json") {
       nlohmann::json j = {

@@ -209,6 +209,9 @@ loader::TuneResult tune(const RunSetup& st, RunDataset& rd, const loader::Diagno
       loader::autotune(*rd.backend, rd.dataset, st.ctx.config, st.compute, model, settings, to));
 }
 
+int diagnose_checked(const Options& o, std::chrono::duration<double> length, RunSetup& st,
+                     JsonFile& json_file, const TraceFile& trace);
+
 int run(const Options& o) {
   const RunOptions& ro = o.run;
   if (ro.accelerators > 1) {
@@ -231,28 +234,20 @@ int run(const Options& o) {
   TraceFile trace = value_or_usage(TraceFile::prepare(ro.trace_path, "--trace", ro.trace_events));
   // The trace is of the baseline (the user's own settings), written when diagnose ends, however
   // it ends.
-  struct TraceAtEnd {
-    TraceFile& trace;
-    const std::string& url;
-    int* code;
-    ~TraceAtEnd() {
-      if (!trace.enabled()) return;
-      const nlohmann::json about = {{"command", "feedline diagnose"},
-                                    {"url", url},
-                                    {"run", "the baseline: the pipeline as configured"}};
-      try {
-        if (auto w = trace.commit(about); !w) {
-          out::error(w.error().what());
-          if (code && *code == kExitOk) *code = kExitRuntime;
-        }
-      } catch (const std::exception& e) {  // out of memory writing it: said, not thrown on
-        out::error(fmt::format("writing the trace: {}", e.what()));
-      }
-    }
-  };
-  int code = kExitOk;
-  std::optional<TraceAtEnd> trace_at_end;
-  trace_at_end.emplace(trace, st.ctx.url, nullptr);
+  const nlohmann::json about = {{"command", "feedline diagnose"},
+                                {"url", st.ctx.url},
+                                {"run", "the baseline: the pipeline as configured"}};
+  try {
+    return trace.finish(about, diagnose_checked(o, length, st, json_file, trace));
+  } catch (const CommandError& e) {
+    trace.finish(about, e.code());
+    throw;
+  }
+}
+
+int diagnose_checked(const Options& o, std::chrono::duration<double> length, RunSetup& st,
+                     JsonFile& json_file, const TraceFile& trace) {
+  const RunOptions& ro = o.run;
   std::vector<WhatIf> asked;
   for (const std::string& t : o.what_ifs) asked.push_back(parse_what_if(t, ro));
   RunDataset rd = open_run_dataset(ro, st);
@@ -320,14 +315,12 @@ int run(const Options& o) {
                         outcomes,   tuned,         notes,          o.verify, stopped};
   out::print("{}", diagnose_text(report));
   json doc = diagnose_json(report);
-  code = stopped ? exit_code_for_stop() : kExitOk;
+  int code = stopped ? exit_code_for_stop() : kExitOk;
   if (code != kExitOk) doc["exit_code"] = code;
   if (auto w = json_file.commit(doc); !w) {
     out::error(w.error().what());
     if (code == kExitOk) code = kExitRuntime;
   }
-  trace_at_end->code = &code;
-  trace_at_end.reset();  // written now, its failure in the exit code
   return code;
 }
 

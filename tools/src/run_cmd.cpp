@@ -171,17 +171,9 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json, const TraceFi
   return code;
 }
 
-// The trace (when --trace): written after the run, also one that failed or was stopped. A
-// trace that cannot be written fails a run that succeeded.
-int write_trace(TraceFile& trace, const RunSetup& st, int code) {
-  if (!trace.enabled()) return code;
-  const nlohmann::json about = {
-      {"command", "feedline run"}, {"url", st.ctx.url}, {"exit_code", code}};
-  if (auto w = trace.commit(about); !w) {
-    out::error(w.error().what());
-    if (code == kExitOk) return kExitRuntime;
-  }
-  return code;
+// What the trace says of the command that wrote it (--trace).
+nlohmann::json trace_about(const RunSetup& st, int code) {
+  return {{"command", "feedline run"}, {"url", st.ctx.url}, {"exit_code", code}};
 }
 
 int run(const RunOptions& o) {
@@ -200,7 +192,8 @@ int run(const RunOptions& o) {
   if (o.json_path) json = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));
   TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));
   try {
-    return write_trace(trace, st, run_checked(o, st, json, trace));
+    const int code = run_checked(o, st, json, trace);
+    return trace.finish(trace_about(st, code), code);
   } catch (const CommandError& e) {
     // A run that did not get to its report still leaves a document saying why.
     const int code = e.code();
@@ -209,7 +202,7 @@ int run(const RunOptions& o) {
                           {"exit_code", code},
                           {"interrupted", e.error().code() == Errc::kCancelled}};
     if (auto w = json.commit(doc); !w) out::error(w.error().what());
-    write_trace(trace, st, code);
+    trace.finish(trace_about(st, code), code);  // the trace up to the failure
     throw;
   }
 }

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cli_error.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
@@ -209,6 +210,20 @@ Result<void> TraceFile::commit(const nlohmann::json& about) {
   if (!log_) return {};
   return file_.commit_streamed(
       [&](const JsonFile::Sink& sink) { write_chrome_trace(*log_, about, sink); }, "the trace");
+}
+
+int TraceFile::finish(const nlohmann::json& about, int code) noexcept {
+  if (!log_) return code;
+  try {
+    if (auto w = commit(about); !w) {
+      out::error(w.error().what());
+      return code == kExitOk ? kExitRuntime : code;
+    }
+  } catch (const std::exception& e) {  // out of memory writing it: said, not thrown on
+    out::error(fmt::format("writing the trace: {}", e.what()));
+    return code == kExitOk ? kExitRuntime : code;
+  }
+  return code;
 }
 
 }  // namespace feedline::tools

@@ -42,6 +42,10 @@ class TraceFile {
   // Writes the trace, with `about` (the command, the URL, ...) in its otherData. Once every
   // recording thread is done. Nothing when not enabled.
   Result<void> commit(const nlohmann::json& about);
+  // commit() at the end of a command that exits with `code`: a trace that cannot be written is
+  // said on stderr and fails a command that succeeded (kExitRuntime); otherwise `code`. Never
+  // throws (it also runs while a failure propagates).
+  int finish(const nlohmann::json& about, int code) noexcept;
 
  private:
   JsonFile file_;
