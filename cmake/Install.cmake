@@ -12,7 +12,7 @@
 # property FEEDLINE_LAYERS). The layers are static libraries, so their link interfaces carry their
 # private dependencies as $<LINK_ONLY:...>: fmt::fmt, Threads::Threads, dl, and, as this build was
 # configured, zstd::libzstd_shared, CURL::libcurl, pugixml::pugixml and the pkg-config IMPORTED
-# targets PkgConfig::XXHASH, ::URING, ::NFS, ::ISAL. feedlineConfig.cmake finds (or recreates) exactly
+# targets PkgConfig::XXHASH, ::URING, ::NFS, ::ISAL, ::PROMETHEUS. feedlineConfig.cmake finds (or recreates) exactly
 # those; feedline.pc lists the same libraries. Header-only dependencies (Boost.Asio, nlohmann_json)
 # are linked through $<BUILD_INTERFACE:...>, so no consumer needs them. A layer that links a new
 # library adds it to cmake/feedlineConfig.cmake.in and to feedline.pc here: the install test
@@ -96,6 +96,9 @@ if(FEEDLINE_WITH_HTTP)
 endif()
 if(FEEDLINE_WITH_NFS)
   _feedline_pc_dep(libnfs nfs)
+endif()
+if(FEEDLINE_WITH_PROMETHEUS)
+  _feedline_pc_dep(prometheus-cpp-pull prometheus-cpp-pull)
 endif()
 string(STRIP "${_pc_requires}" FEEDLINE_PC_REQUIRES_PRIVATE)
 string(STRIP "${_pc_libs}" FEEDLINE_PC_LIBS_PRIVATE)

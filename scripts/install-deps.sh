@@ -11,17 +11,20 @@
 #           the Python binding's tests; python3-crc32c, the independent TFRecord CRC32C of
 #           tests/cli/formats.sh). The build itself takes python3-dev, pybind11-dev,
 #           libdlpack-dev and numpy for the Python package (python/), and libisal-dev (ISA-L) for
-#           TFRecord's CRC32C and npz's CRC-32.
+#           TFRecord's CRC32C and npz's CRC-32, and prometheus-cpp-dev for the metrics endpoint.
+#           Also for the tests: prometheus (promtool) and python3-prometheus-client to check what
+#           the endpoint serves, chromium to render the HTML report headless.
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
       libxxhash-dev libnfs-dev libpugixml-dev python3-dev pybind11-dev libdlpack-dev python3-numpy
-      libisal-dev libopenmpi-dev openmpi-bin)
+      libisal-dev libopenmpi-dev openmpi-bin prometheus-cpp-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(ccache fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard python3-crc32c zstd tar
          nginx awscli python3-boto3 python3-botocore rclone curl openssl
-         nfs-ganesha nfs-ganesha-vfs libnfs-utils python3-pytest python3-torch)
+         nfs-ganesha nfs-ganesha-vfs libnfs-utils python3-pytest python3-torch
+         prometheus python3-prometheus-client chromium)
   # node may come from elsewhere (nodesource's nodejs package ships its own npm, and conflicts with
   # Debian's npm): install Debian's only when the command is missing.
   command -v node >/dev/null || pkgs+=(nodejs)

@@ -41,6 +41,8 @@ Result<Batch> Consumer::next() {
   }
   wait_ns_.record(t1 - t0);
   wait_total_ns_ += t1 - t0;
+  live_wait_.record_ns(t1 - t0);
+  live_wait_ns_.store(wait_total_ns_, std::memory_order_relaxed);
   if (TraceLane* lane = worker_.lane())
     lane->span("consumer", "wait for batch", t0, t1, static_cast<double>(b->samples().size()));
   // The part of this wait during which the device stage was waiting for this batch's copy.
@@ -58,6 +60,7 @@ Result<Batch> Consumer::next() {
   samples_ += b->samples().size();
   bytes_ += b->bytes();
   ++batches_;
+  live_batches_.store(batches_, std::memory_order_relaxed);
   digest_ += b->digest();
   worker_.count(b->samples().size(), b->bytes());
   BatchAccess::hand_to_caller(*b);
@@ -67,6 +70,7 @@ Result<Batch> Consumer::next() {
 void Consumer::record_compute(std::chrono::nanoseconds spent) {
   const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, spent.count()));
   compute_total_ns_ += ns;
+  live_compute_ns_.store(compute_total_ns_, std::memory_order_relaxed);
   if (TraceLane* lane = worker_.lane(); lane && ns > 0) {
     const std::uint64_t t = now_ns();
     lane->span("consumer", "compute", t - std::min(t, ns), t);
@@ -83,8 +87,20 @@ bool Consumer::finish(std::uint64_t end) {
   if (finished_) return false;
   finished_ = true;
   end_ns_ = end;
+  live_end_ns_.store(end, std::memory_order_relaxed);
   worker_.stop();
   return true;
+}
+
+void Consumer::read_live(LiveFigures& f) const noexcept {
+  const std::uint64_t end = live_end_ns_.load(std::memory_order_relaxed);
+  const std::uint64_t now = end ? end : now_ns();
+  f.running = end == 0;
+  f.seconds = now > start_ns_ ? static_cast<double>(now - start_ns_) / 1e9 : 0;
+  f.batches = live_batches_.load(std::memory_order_relaxed);
+  f.wait_seconds = static_cast<double>(live_wait_ns_.load(std::memory_order_relaxed)) / 1e9;
+  f.compute_seconds = static_cast<double>(live_compute_ns_.load(std::memory_order_relaxed)) / 1e9;
+  f.wait = live_wait_.read();
 }
 
 ConsumerReport Consumer::report() const { return report_until(end_ns_); }

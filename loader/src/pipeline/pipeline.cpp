@@ -228,10 +228,49 @@ PipelineReport Pipeline::snapshot() {
   return r;
 }
 
+LiveFigures Pipeline::live() const {
+  LiveFigures f;
+  if (!run_ || !consumer_) return f;  // start() failed: nothing ran
+  const detail::RunState& run = *run_;
+  consumer_->read_live(f);
+  const std::uint64_t now = now_ns();
+  for (const auto* r : {storage_runner_.get(), decode_runner_.get(), collate_runner_.get(),
+                        device_runner_.get(), consumer_runner_.get()}) {
+    if (!r) continue;
+    LiveFigures::Stage st;
+    st.stage = r->id();
+    r->live(now, st);
+    if (st.stage == StageId::kConsumer) {
+      f.samples = st.items;
+      f.bytes = r->bytes();
+    }
+    f.stages.push_back(st);
+  }
+  auto queue = [&](QueueId id, const auto& q) {
+    f.queues.push_back({id, q.depth_now(), q.capacity()});
+  };
+  queue(QueueId::kReads, run.reads);
+  queue(QueueId::kDecoded, run.decoded);
+  queue(QueueId::kBatches, run.batches);
+  queue(QueueId::kBatchPool, run.pool->free());
+  if (run.copies) queue(QueueId::kDevice, run.device_batches);
+  f.reads = run.live.reads.load(std::memory_order_relaxed);
+  f.read_errors = run.live.read_errors.load(std::memory_order_relaxed);
+  f.storage_bytes = run.live.storage_bytes.load(std::memory_order_relaxed);
+  f.read_latency = run.live.read_latency.read();
+  f.storage_counters = run.live.counters.read();
+  f.memory_in_use = run.budget.used() + run.pool_grown_bytes.load(std::memory_order_relaxed);
+  f.memory_budget = config_.memory_budget;
+  f.skipped = run.skipped.load(std::memory_order_relaxed);
+  return f;
+}
+
 // ---- Loader ------------------------------------------------------------------------------------
 
 Loader::Loader(std::unique_ptr<Pipeline> p) : pipeline_(std::move(p)) {}
-Loader::~Loader() = default;
+Loader::~Loader() {
+  for (auto& [watch, id] : watching_) watch->detach(id);
+}
 
 Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Dataset& dataset,
                                              LoaderConfig config) {
@@ -271,7 +310,17 @@ Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Da
   FEEDLINE_ASSIGN_OR_RETURN(Sampler sampler, Sampler::create(config.sampler));
   auto p = std::make_unique<Pipeline>(backend, dataset, std::move(config), std::move(sampler));
   FEEDLINE_TRY(p->start());
-  return std::unique_ptr<Loader>(new Loader(std::move(p)));
+  std::vector<std::shared_ptr<LiveWatch>> watchers = p->watchers();
+  LiveWatch::Labels labels;
+  if (p->shares_host()) labels["accelerator"] = fmt::format("{}", p->rank());
+  auto loader = std::unique_ptr<Loader>(new Loader(std::move(p)));
+  for (auto& w : watchers) {
+    if (!w) continue;
+    const Pipeline* pipeline = loader->pipeline_.get();
+    const std::uint64_t id = w->attach([pipeline] { return pipeline->live(); }, labels);
+    loader->watching_.emplace_back(std::move(w), id);
+  }
+  return loader;
 }
 
 Result<Batch> Loader::next() { return pipeline_->next(); }
@@ -279,5 +328,6 @@ void Loader::record_compute(std::chrono::nanoseconds spent) { pipeline_->record_
 void Loader::stop() { pipeline_->stop_by_user(); }
 PipelineReport Loader::report() { return pipeline_->report(); }
 PipelineReport Loader::snapshot() { return pipeline_->snapshot(); }
+LiveFigures Loader::live() const { return pipeline_->live(); }
 
 }  // namespace feedline::loader

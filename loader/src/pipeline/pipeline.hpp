@@ -65,6 +65,14 @@ class Pipeline {
   PipelineReport report();
   // The report so far, the run going on (Loader::snapshot()).
   PipelineReport snapshot();
+  // From any thread (Loader::live()).
+  LiveFigures live() const;
+  const std::vector<std::shared_ptr<LiveWatch>>& watchers() const noexcept {
+    return config_.watchers;
+  }
+  // One of a host's accelerators (LoaderConfig::loaders_sharing_backend), as rank().
+  bool shares_host() const noexcept { return config_.loaders_sharing_backend > 1; }
+  unsigned rank() const noexcept { return config_.sampler.rank; }
 
  private:
   void finish_run(std::uint64_t end);

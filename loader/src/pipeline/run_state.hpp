@@ -15,6 +15,7 @@
 #include "batch_pool.hpp"
 #include "buffer_pool.hpp"
 #include "feedline/loader/bounded_queue.hpp"
+#include "feedline/loader/live.hpp"
 #include "feedline/loader/loader.hpp"
 #include "memory_budget.hpp"
 #include "sizing.hpp"
@@ -95,6 +96,14 @@ class RunState {
   std::atomic<std::uint64_t> collate_cursor{0};  // the lowest seq collate still needs
   std::atomic<std::uint64_t> pool_grown_bytes{0};
   std::atomic<std::uint64_t> skipped{0};
+  // What live readers (Loader::live()) read of the stages' work as it happens.
+  struct Live {
+    LiveHistogram read_latency;  // the storage stage's reads
+    std::atomic<std::uint64_t> reads{0};
+    std::atomic<std::uint64_t> read_errors{0};
+    std::atomic<std::uint64_t> storage_bytes{0};
+    LiveCounters counters;  // the storage queues'
+  } live;
 
   bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
   const std::atomic<bool>& stop_flag() const noexcept { return stop_; }

@@ -88,6 +88,23 @@ StageReport StageRunner::snapshot(double wall_seconds, std::uint64_t now) {
   return combine(times, wall_seconds);
 }
 
+void StageRunner::live(std::uint64_t now, LiveFigures::Stage& out) const noexcept {
+  for (const auto& w : workers_) {
+    const WorkerClock& c = w->clock();
+    out.busy_seconds += static_cast<double>(c.ns_until(WorkState::kBusy, now)) / 1e9;
+    out.starved_seconds += static_cast<double>(c.ns_until(WorkState::kStarved, now)) / 1e9;
+    out.blocked_seconds += static_cast<double>(c.ns_until(WorkState::kBlocked, now)) / 1e9;
+    out.items += c.items();
+  }
+  out.threads = static_cast<unsigned>(workers_.size());
+}
+
+std::uint64_t StageRunner::bytes() const noexcept {
+  std::uint64_t b = 0;
+  for (const auto& w : workers_) b += w->clock().bytes();
+  return b;
+}
+
 StageReport StageRunner::combine(const std::vector<WorkerTimes>& workers,
                                  double wall_seconds) const {
   StageReport r;

@@ -27,6 +27,7 @@
 
 #include "feedline/loader/accounting.hpp"
 #include "feedline/loader/bounded_queue.hpp"
+#include "feedline/loader/live.hpp"
 #include "feedline/loader/report.hpp"
 
 namespace feedline::loader::detail {
@@ -130,6 +131,10 @@ class StageRunner {
   // The same while the threads run (from the consumer's thread, which also joins them): each
   // worker's time up to `now`, its thread's CPU time read from the thread's clock.
   StageReport snapshot(double wall_seconds, std::uint64_t now);
+  // From any thread: the workers' state times up to `now` and their items (no CPU time: a
+  // thread's clock is not to be read once it may have ended).
+  void live(std::uint64_t now, LiveFigures::Stage& out) const noexcept;
+  std::uint64_t bytes() const noexcept;  // the workers' bytes, from any thread
 
  private:
   struct WorkerTimes {

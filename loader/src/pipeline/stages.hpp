@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ class StorageStage {
   struct Admission;  // what the threads share: the sampler's next samples, the batch layout
   struct Admitted;
   Admitted admit(Worker& w);
+  void publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now,
+                        std::map<std::string, std::uint64_t, std::less<>>& last);
 
   RunState& run_;
   Sampler& sampler_;
@@ -113,6 +116,8 @@ class Consumer {
   double copy_blocking_seconds() const noexcept {
     return static_cast<double>(copy_blocking_ns_) / 1e9;
   }
+  // Its figures for a live reader, from any thread (LiveFigures' batches, waits, compute).
+  void read_live(LiveFigures& f) const noexcept;
 
  private:
   RunState& run_;
@@ -134,6 +139,12 @@ class Consumer {
   std::uint64_t compute_steps_after_first_ = 0;
   std::uint64_t first_step_end_ns_ = 0;
   std::uint64_t copy_blocking_ns_ = 0;  // waiting while its batch's copy ran
+  // Copies of the figures above for live readers (only this thread stores).
+  std::atomic<std::uint64_t> live_end_ns_{0};  // end_ns_ once finished
+  std::atomic<std::uint64_t> live_batches_{0};
+  std::atomic<std::uint64_t> live_wait_ns_{0};
+  std::atomic<std::uint64_t> live_compute_ns_{0};
+  LiveHistogram live_wait_;
 };
 
 }  // namespace feedline::loader::detail

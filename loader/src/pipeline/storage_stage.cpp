@@ -287,6 +287,8 @@ void StorageStage::run(Worker& w) {
   std::uint64_t decoded_here = 0;      // digests taken inline
   std::uint64_t poll_ns = 0;           // in poll(): waiting for reads to complete
   std::uint64_t next_counters_ns = 0;  // the trace's next counters (trace.hpp), not before
+  std::uint64_t next_publish_ns = 0;   // the queue's counters to RunState::live, not before
+  std::map<std::string, std::uint64_t, std::less<>> published;  // as last published
   if (direct) {
     // The pool's buffers become the queue's registered (io_uring fixed) buffers: O_DIRECT reads
     // then DMA into the batch slot without per-read page pinning. With reads into GPU memory,
@@ -456,6 +458,21 @@ void StorageStage::run(Worker& w) {
     w.working([&] { return queue->poll(1, std::chrono::milliseconds(20)); });
     const std::uint64_t polled = now_ns();
     poll_ns += polled - poll0;
+    for (const ReadSlot* slot : done.done) {
+      const storage::ReadOp& op = slot->op;
+      const std::uint64_t end = op.times.completed_ns ? op.times.completed_ns : polled;
+      run_.live.read_latency.record_ns(end > op.times.queued_ns ? end - op.times.queued_ns : 0);
+      if (op.result) {
+        run_.live.storage_bytes.fetch_add(*op.result, std::memory_order_relaxed);
+      } else {
+        run_.live.read_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    run_.live.reads.fetch_add(done.done.size(), std::memory_order_relaxed);
+    if (polled >= next_publish_ns) {
+      next_publish_ns = polled + 100'000'000;
+      publish_counters(*queue, w, polled, published);
+    }
     if (TraceLane* lane = w.lane()) {
       for (const ReadSlot* slot : done.done) {
         const storage::ReadOp& op = slot->op;
@@ -533,7 +550,36 @@ void StorageStage::run(Worker& w) {
     run_.note_path(fmt::format("cuFile engine: {}", fmt::join(info.features, ", ")));
     for (const auto& n : info.notes) run_.note_path(n);
   }
+  publish_counters(*queue, w, now_ns(), published);
   exit_stage(queue.get(), bytes_read, window_ns, budget_ns, decoded_here, poll_ns);
+}
+
+// The queue's counters (retries by reason, reconnects, HTTP statuses) for live readers (a
+// metrics scrape), and for the run's trace an instant for each retry or reconnect since the last
+// time, at the time they were seen (within the ~100 ms between two publications).
+void StorageStage::publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now,
+                                    std::map<std::string, std::uint64_t, std::less<>>& last) {
+  const storage::QueueStats& st = queue.stats();
+  std::map<std::string, std::uint64_t, std::less<>> counters = st.counters;
+  if (st.retries) counters["io_retries"] = st.retries;
+  if (counters == last) return;
+  if (TraceLane* lane = w.lane()) {
+    for (const auto& [name, v] : counters) {
+      const bool retry = name.starts_with("http_retry_") || name == "nfs_retries" ||
+                         name == "io_retries" || name == "reconnects";
+      if (!retry) continue;
+      const auto it = last.find(name);
+      const std::uint64_t before = it == last.end() ? 0 : it->second;
+      if (v <= before) continue;
+      try {
+        lane->instant("io", name == "reconnects" ? "reconnect" : "retry", now,
+                      fmt::format("{} +{} ({} in all)", name, v - before, v));
+      } catch (...) {  // the trace could not hold it: the counters still go out
+      }
+    }
+  }
+  run_.live.counters.publish(w.index(), counters);
+  last = std::move(counters);
 }
 
 }  // namespace feedline::loader::detail

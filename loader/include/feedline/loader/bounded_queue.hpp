@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -44,7 +45,7 @@ class BoundedQueue {
     items_.push_back(std::move(item));
     ++pushed_;
     if (items_.size() > max_depth_) max_depth_ = items_.size();
-    trace_depth(clock);
+    depth_changed(clock);
     const bool wake = waiting_consumers_ > 0;
     lock.unlock();
     if (wake) not_empty_.notify_one();
@@ -72,7 +73,7 @@ class BoundedQueue {
         ++pushed_;
       }
       if (items_.size() > max_depth_) max_depth_ = items_.size();
-      trace_depth(clock);
+      depth_changed(clock);
     }
     const bool ok = done == items.size();
     wake_consumers(lock);
@@ -88,7 +89,7 @@ class BoundedQueue {
     account();
     std::optional<T> out(std::move(items_.front()));
     items_.pop_front();
-    trace_depth(clock);
+    depth_changed(clock);
     const bool wake = waiting_producers_ > 0;
     lock.unlock();
     if (wake) not_full_.notify_one();
@@ -109,7 +110,7 @@ class BoundedQueue {
       out.push_back(std::move(items_.front()));
       items_.pop_front();
     }
-    trace_depth(clock);
+    depth_changed(clock);
     const bool wake = waiting_producers_ > 0;
     lock.unlock();
     if (wake) not_full_.notify_all();
@@ -134,7 +135,7 @@ class BoundedQueue {
     account();
     std::optional<T> out(std::move(items_.front()));
     items_.pop_front();
-    trace_depth(clock);
+    depth_changed(clock);
     const bool wake = waiting_producers_ > 0;
     lock.unlock();
     if (wake) not_full_.notify_one();
@@ -160,6 +161,8 @@ class BoundedQueue {
     return items_.size();
   }
   std::size_t capacity() const noexcept { return capacity_; }
+  // The depth as of the last push or pop, from any thread without the lock (live readers).
+  std::size_t depth_now() const noexcept { return depth_.load(std::memory_order_relaxed); }
   const std::string& name() const noexcept { return name_; }
 
   // Starts the occupancy clock (call when the pipeline starts).
@@ -230,9 +233,11 @@ class BoundedQueue {
     }
   }
 
-  // The depth as a counter of the run's trace, where the caller's thread records one (under mu_):
-  // at most once a millisecond, at the time account() just took where it did.
-  void trace_depth(WorkerClock* clock) noexcept {
+  // After the depth changed (under mu_): published for live readers, and a counter of the run's
+  // trace where the caller's thread records one, at most once a millisecond, at the time
+  // account() just took where it did.
+  void depth_changed(WorkerClock* clock) noexcept {
+    depth_.store(items_.size(), std::memory_order_relaxed);
     if (clock == nullptr || clock->lane() == nullptr) return;
     const std::uint64_t t = accounting_ ? since_ns_ : now_ns();
     if (t < trace_next_ns_) return;
@@ -267,6 +272,7 @@ class BoundedQueue {
   std::condition_variable not_full_;
   std::condition_variable not_empty_;
   std::deque<T> items_;
+  std::atomic<std::size_t> depth_{0};
   bool closed_ = false;
   std::uint64_t since_ns_ = 0;
   double depth_ns_ = 0;

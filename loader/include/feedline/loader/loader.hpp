@@ -37,6 +37,7 @@
 #include "feedline/loader/data_path.hpp"
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/diagnostics.hpp"
+#include "feedline/loader/live.hpp"
 #include "feedline/loader/report.hpp"
 #include "feedline/loader/sampler.hpp"
 #include "feedline/loader/trace.hpp"
@@ -121,6 +122,10 @@ struct LoaderConfig {
   // none (nothing is recorded, nothing costs). Loaders may share one (accelerators: a viewer
   // process each); diagnose() records its baseline run only.
   std::shared_ptr<TraceLog> trace;
+  // Readers of the run's figures as it goes (live.hpp: a metrics endpoint, an HTML report's
+  // timeline): the loader attaches itself to each once it runs, labelled {"accelerator", "i"}
+  // when it is one of a host's accelerators, and detaches when it is destroyed.
+  std::vector<std::shared_ptr<LiveWatch>> watchers;
   // Run on each sample on the decode threads (transform.hpp); null: none. Samples then take the
   // decode threads' path even where nothing else needs decoding, and must reach host memory.
   std::shared_ptr<SampleTransform> transform;
@@ -228,10 +233,16 @@ class Loader {
   // copies and the verdict come with report() (PipelineReport::snapshot is true). Once the run
   // is over, the same as report().
   PipelineReport snapshot();
+  // What the run has done so far, from any thread, at any time while the Loader lives (a
+  // metrics endpoint's scrape, a sampler of the run's course): counters and depths read as they
+  // are, never waiting on the pipeline (live.hpp).
+  LiveFigures live() const;
 
  private:
   explicit Loader(std::unique_ptr<Pipeline> p);
   std::unique_ptr<Pipeline> pipeline_;
+  // Where this loader is attached (LoaderConfig::watchers); detached first when it goes.
+  std::vector<std::pair<std::shared_ptr<LiveWatch>, std::uint64_t>> watching_;
 };
 
 }  // namespace feedline::loader
