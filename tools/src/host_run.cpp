@@ -291,7 +291,7 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
   return out;
 }
 
-int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json) {
+int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json, HtmlFile& html) {
   RunContext& ctx = st.ctx;
   const loader::Dataset& dataset = rd.dataset;
   RunsRecord runs;
@@ -336,6 +336,11 @@ int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& jso
   if (auto w = json.commit(doc); !w) {
     out::error(w.error().what());
     if (code == kExitOk) code = kExitRuntime;
+  }
+  {
+    Histogram latency;  // every accelerator's reads
+    for (const auto& a : host.accelerators) latency.merge(a.io.stats.lat);
+    code = html.finish({"feedline run", &doc, nullptr, {}, &latency}, code);
   }
   if (failure) out::error(failure->what());
   if (ctx.au_target > 0 && !host.interrupted && !host.error) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "feedline/loader/accelerators.hpp"
+#include "html_report.hpp"
 #include "json_file.hpp"
 #include "run_options.hpp"
 
@@ -35,6 +36,6 @@ MlperfFigures host_mlperf(const loader::HostReport& host, const RunContext& ctx)
 
 // Runs o's dataset (already opened: rd) on o.accelerators emulated accelerators, prints the
 // report, writes the JSON document; returns the exit code.
-int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json);
+int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json, HtmlFile& html);
 
 }  // namespace feedline::tools

@@ -12,8 +12,10 @@
 #include "feedline/loader/diagnose.hpp"
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/loader/metrics.hpp"
 #include "feedline/loader/stage_bench.hpp"
 #include "host_run.hpp"
+#include "html_report.hpp"
 #include "job_run.hpp"
 #include "json_file.hpp"
 #include "output.hpp"
@@ -72,7 +74,8 @@ nlohmann::json stages_alone_json(const loader::StagesAlone& alone,
   return doc;
 }
 
-int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json, const TraceFile& trace) {
+int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json, const TraceFile& trace,
+                HtmlFile& html) {
   RunContext& ctx = st.ctx;
   loader::LoaderConfig& c = ctx.config;
   RunDataset rd = open_run_dataset(o, st);
@@ -81,7 +84,8 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json, const TraceFi
   nlohmann::json tuned = nullptr;
   if (o.autotune) tuned = autotune_run(o, st, rd);
   c.trace = trace.log();  // the run itself, not the tuning's runs
-  if (o.accelerators > 1) return run_on_host(o, st, rd, json);
+  if (html.enabled()) c.watchers.push_back(html.timeline());
+  if (o.accelerators > 1) return run_on_host(o, st, rd, json, html);
   // --runtime D: epochs repeat until D has passed (fio's --time_based), the end planned, not an
   // interruption.
   std::optional<std::chrono::nanoseconds> runtime;
@@ -153,6 +157,7 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json, const TraceFi
     out::error(w.error().what());
     if (code == kExitOk) code = kExitRuntime;
   }
+  code = html.finish({"feedline run", &doc, nullptr, {}, &report.io.stats.lat}, code);
   if (failure) out::error(failure->what());
   if (ctx.au_target > 0 && !report.interrupted && !report.error) {
     if (report.consumer.au_steps == 0) {
@@ -179,11 +184,15 @@ nlohmann::json trace_about(const RunSetup& st, int code) {
 int run(const RunOptions& o) {
   // Under mpirun: a rank of the job (job_run.hpp); otherwise a process of its own.
   if (auto job = MpiJob::join(o.rank || o.world_size)) {
-    if (o.trace_path) {
-      throw UsageError(
-          "--trace is not taken under mpirun (every rank would write the same file): trace one "
-          "rank's share as its own process, `feedline run URL --rank R --world-size W --trace "
-          "FILE`");
+    for (const auto& [set, flag] : {std::pair{o.trace_path.has_value(), "--trace"},
+                                    std::pair{o.html_path.has_value(), "--html"},
+                                    std::pair{o.metrics_port.has_value(), "--metrics-port"}}) {
+      if (!set) continue;
+      throw UsageError(fmt::format(
+          "{0} is not taken under mpirun (every rank would write the same file or port): run "
+          "one rank's share as its own process, `feedline run URL --rank R --world-size W {0} "
+          "...`",
+          flag));
     }
     return run_in_job(o, *job);
   }
@@ -191,8 +200,17 @@ int run(const RunOptions& o) {
   JsonFile json;
   if (o.json_path) json = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));
   TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));
+  HtmlFile html = value_or_usage(HtmlFile::prepare(o.html_path, "--html"));
+  // The endpoint lives until the command ends: a scrape after the run sees its final figures.
+  std::shared_ptr<loader::MetricsEndpoint> metrics;
+  if (o.metrics_port) {
+    metrics = value_or_usage(loader::MetricsEndpoint::start(
+        o.metrics_bind, static_cast<std::uint16_t>(*o.metrics_port)));
+    st.ctx.config.watchers.push_back(metrics);
+    out::note(fmt::format("serving metrics at {}", metrics->url()));
+  }
   try {
-    const int code = run_checked(o, st, json, trace);
+    const int code = run_checked(o, st, json, trace, html);
     return trace.finish(trace_about(st, code), code);
   } catch (const CommandError& e) {
     // A run that did not get to its report still leaves a document saying why.
@@ -203,6 +221,7 @@ int run(const RunOptions& o) {
                           {"interrupted", e.error().code() == Errc::kCancelled}};
     if (auto w = json.commit(doc); !w) out::error(w.error().what());
     trace.finish(trace_about(st, code), code);  // the trace up to the failure
+    html.finish({"feedline run", &doc, nullptr, {}, nullptr}, code);
     throw;
   }
 }
@@ -222,6 +241,8 @@ void add_run(CLI::App& app, int& exit_code) {
       ->required();
   add_run_options(*cmd, *o);
   add_trace_options(*cmd, o->trace_path, o->trace_events);
+  add_html_option(*cmd, o->html_path);
+  add_metrics_options(*cmd, *o);
   cmd->add_option("--runtime", o->runtime,
                   "Run for this long, epochs repeating as needed (as fio's --time_based): 30s, 5m");
   cmd->add_flag(

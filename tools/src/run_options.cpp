@@ -229,6 +229,23 @@ void add_trace_options(CLI::App& cmd, std::optional<std::string>& path, std::uin
       ->capture_default_str();
 }
 
+void add_html_option(CLI::App& cmd, std::optional<std::string>& path) {
+  cmd.add_option("--html", path,
+                 "Write the report as one self-contained HTML page to FILE (no network needed "
+                 "to open it): the verdict, throughput, waits and queues over time, the stages, "
+                 "the read latency CDF, the data path");
+}
+
+void add_metrics_options(CLI::App& cmd, RunOptions& o) {
+  cmd.add_option("--metrics-port", o.metrics_port,
+                 "Serve Prometheus metrics at http://ADDR:PORT/metrics while the run goes on "
+                 "(0: any free port, said on stderr)")
+      ->check(CLI::Range(0u, 65535u));
+  cmd.add_option("--metrics-bind", o.metrics_bind,
+                 "The address --metrics-port listens on (0.0.0.0: every interface)")
+      ->capture_default_str();
+}
+
 void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   CLI::App* cmd = &cmd_ref;
   cmd->add_option("--format", o.format,

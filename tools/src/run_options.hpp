@@ -56,6 +56,9 @@ struct RunOptions {
   std::optional<std::string> json_path;    // set (maybe empty) when --json was given
   std::optional<std::string> trace_path;   // --trace FILE (run, diagnose: add_trace_option)
   std::uint64_t trace_events = 1'000'000;  // --trace-events: at most this many in the trace
+  std::optional<std::string> html_path;    // --html FILE (run, diagnose: add_html_option)
+  std::optional<unsigned> metrics_port;    // --metrics-port PORT (run)
+  std::string metrics_bind = "127.0.0.1";  // --metrics-bind ADDR
   std::string engine = "auto";
   bool direct = false;
   std::string throttle_bw;
@@ -85,6 +88,10 @@ struct RunSetup {
 // --trace FILE and --trace-events N: a trace of the run for Perfetto (trace_file.hpp).
 // Registered by the commands that record one (run; diagnose: its baseline; bench storage).
 void add_trace_options(CLI::App& cmd, std::optional<std::string>& path, std::uint64_t& events);
+// --html FILE: the run's report as one self-contained HTML page (html_report.hpp).
+void add_html_option(CLI::App& cmd, std::optional<std::string>& path);
+// --metrics-port PORT and --metrics-bind ADDR: a Prometheus endpoint while the run goes on.
+void add_metrics_options(CLI::App& cmd, RunOptions& o);
 void add_run_options(CLI::App& cmd, RunOptions& o);
 
 // Checks o (UsageError naming the flag) and makes what a run needs; stop ends its waits.
