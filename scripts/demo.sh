@@ -4,7 +4,7 @@
 # samples of 114,660 bytes in TFRecord files of 1,251 records, as MLPerf Storage's resnet50 has
 # them, with DALI-style indexes — and runs it through `feedline run` with an emulated accelerator
 # (MLPerf Storage's resnet50 settings: batch 400, 224 ms of compute per step on an H100, AU target
-# 90%), ending with the stall report and writing a trace of the run for Perfetto; then it asks how many such accelerators the disk feeds
+# 90%), ending with the stall report and writing an HTML report and a trace of the run for Perfetto; then it asks how many such accelerators the disk feeds
 # (`bench accelerators`, O_DIRECT, under a minute).
 # Idempotent: the build and the dataset are reused when present.
 # Environment: FEEDLINE_SCRATCH (default ./.scratch), FEEDLINE_SAMPLES (default 10000).
@@ -27,9 +27,10 @@ if [[ ! -f "$ds/.complete" ]]; then
 fi
 echo
 "$bin" run "$ds" --config configs/workloads/resnet50.toml --json "$scratch/last-run.json" \
-  --trace "$scratch/last-run.trace.json"
+  --trace "$scratch/last-run.trace.json" --html "$scratch/last-run.html"
 echo
 echo "JSON report: $scratch/last-run.json"
+echo "HTML report: $scratch/last-run.html (open it in a browser: one file, nothing fetched)"
 echo "Trace: $scratch/last-run.trace.json (open it in https://ui.perfetto.dev or chrome://tracing)"
 # The storage engineer's question of this machine's own disk: how many such accelerators it feeds
 # at AU >= 90%, with O_DIRECT so that the page cache does not answer for the disk. Bounded: 4 s

@@ -191,6 +191,12 @@ class Loader:
             raise StopIteration
         return Batch(b)
 
+    @property
+    def metrics_url(self):
+        """With metrics_port=PORT: where the Prometheus endpoint serves this loader's figures
+        while it lives (http://127.0.0.1:PORT/metrics; port 0 picks a free one). None without."""
+        return self._native.metrics_url
+
     def report(self):
         """The run's report: a dict with the schema of `feedline run --json`. Mid-run it is a
         snapshot ("snapshot": True: the stages, queues, consumer wait and throughput so far; the

@@ -36,6 +36,7 @@
 #include "feedline/core/clock.hpp"
 #include "feedline/core/redact.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/loader/metrics.hpp"
 #include "feedline/loader/sampler.hpp"
 #include "loader_state.hpp"
 #include "run_options.hpp"
@@ -150,6 +151,7 @@ struct Opened {
   fl::tools::RunOptions options;
   fl::tools::RunSetup setup;
   fl::tools::RunDataset data;
+  std::shared_ptr<ld::MetricsEndpoint> metrics;  // metrics_port=: while the loader lives
 };
 
 class PyBatch {
@@ -401,6 +403,11 @@ class Fetcher {
 
 class PyLoader {
  public:
+  // metrics_port=: where the endpoint serves (None without one).
+  std::optional<std::string> metrics_url() const {
+    if (!opened_ || !opened_->metrics) return std::nullopt;
+    return opened_->metrics->url();
+  }
   PyLoader(std::vector<std::string> args, std::optional<std::string> state_json,
            std::uint32_t start_epoch, py::object transform) {
     auto opened = std::make_shared<Opened>();
@@ -408,6 +415,7 @@ class PyLoader {
       CLI::App app("feedline");
       app.add_option("url", opened->options.url)->required();
       fl::tools::add_run_options(app, opened->options);
+      fl::tools::add_metrics_options(app, opened->options);
       std::reverse(args.begin(), args.end());  // CLI11 takes them last first
       app.parse(args);
     } catch (const CLI::ParseError& e) {
@@ -439,6 +447,13 @@ class PyLoader {
         // A Python loop keeps the last batch (and views of it) alive until next() returned the
         // new one: two with the caller, so that the prefetch stays what was asked.
         o.setup.ctx.config.caller_batches = 2;
+        if (o.options.metrics_port) {
+          auto ep = ld::MetricsEndpoint::start(o.options.metrics_bind,
+                                               static_cast<std::uint16_t>(*o.options.metrics_port));
+          if (!ep) throw fl::tools::UsageError(ep.error().what());
+          o.metrics = *ep;
+          o.setup.ctx.config.watchers.push_back(o.metrics);
+        }
         auto loader = ld::Loader::open(*o.data.backend, o.data.dataset, o.setup.ctx.config);
         if (loader) {
           job->loader = std::move(*loader);
@@ -692,6 +707,7 @@ std::vector<std::string> run_flags() {
   fl::tools::RunOptions o;
   CLI::App app("feedline");
   fl::tools::add_run_options(app, o);
+  fl::tools::add_metrics_options(app, o);
   std::vector<std::string> out;
   for (const CLI::Option* opt : app.get_options()) {
     for (const auto& name : opt->get_lnames()) out.push_back(name);
@@ -778,6 +794,7 @@ PYBIND11_MODULE(_feedline, mod) {
       .def("next", &PyLoader::next)
       .def("report_json", &PyLoader::report_json, py::arg("final") = false)
       .def("state_json", &PyLoader::state_json)
+      .def_property_readonly("metrics_url", &PyLoader::metrics_url)
       .def("stop", &PyLoader::stop)
       .def("close", &PyLoader::close)
       .def_property_readonly("interrupted", &PyLoader::interrupted);

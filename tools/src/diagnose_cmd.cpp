@@ -24,6 +24,7 @@
 #include "feedline/loader/stage_bench.hpp"
 #include "feedline/loader/tune.hpp"
 #include "feedline/storage/registry.hpp"
+#include "html_report.hpp"
 #include "json_file.hpp"
 #include "knobs.hpp"
 #include "output.hpp"
@@ -210,7 +211,7 @@ loader::TuneResult tune(const RunSetup& st, RunDataset& rd, const loader::Diagno
 }
 
 int diagnose_checked(const Options& o, std::chrono::duration<double> length, RunSetup& st,
-                     JsonFile& json_file, const TraceFile& trace);
+                     JsonFile& json_file, const TraceFile& trace, HtmlFile& html);
 
 int run(const Options& o) {
   const RunOptions& ro = o.run;
@@ -232,21 +233,25 @@ int run(const Options& o) {
   JsonFile json_file;
   if (ro.json_path) json_file = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
   TraceFile trace = value_or_usage(TraceFile::prepare(ro.trace_path, "--trace", ro.trace_events));
+  HtmlFile html = value_or_usage(HtmlFile::prepare(ro.html_path, "--html"));
   // The trace is of the baseline (the user's own settings), written when diagnose ends, however
   // it ends.
   const nlohmann::json about = {{"command", "feedline diagnose"},
                                 {"url", st.ctx.url},
                                 {"run", "the baseline: the pipeline as configured"}};
   try {
-    return trace.finish(about, diagnose_checked(o, length, st, json_file, trace));
+    return trace.finish(about, diagnose_checked(o, length, st, json_file, trace, html));
   } catch (const CommandError& e) {
     trace.finish(about, e.code());
+    const nlohmann::json doc = {
+        {"url", st.ctx.url}, {"error", e.error().what()}, {"exit_code", e.code()}};
+    html.finish({"feedline diagnose", &doc, nullptr, {}, nullptr}, e.code());
     throw;
   }
 }
 
 int diagnose_checked(const Options& o, std::chrono::duration<double> length, RunSetup& st,
-                     JsonFile& json_file, const TraceFile& trace) {
+                     JsonFile& json_file, const TraceFile& trace, HtmlFile& html) {
   const RunOptions& ro = o.run;
   std::vector<WhatIf> asked;
   for (const std::string& t : o.what_ifs) asked.push_back(parse_what_if(t, ro));
@@ -276,6 +281,7 @@ int diagnose_checked(const Options& o, std::chrono::duration<double> length, Run
   dopt.storage_bytes_per_second_cap = st.throttle ? st.throttle->bytes_per_second : 0;
   loader::LoaderConfig traced = st.ctx.config;
   traced.trace = trace.log();
+  if (html.enabled()) traced.watchers.push_back(html.timeline());  // the baseline's course
   loader::Diagnosis d =
       value_or_exit(loader::diagnose(*rd.backend, rd.dataset, traced, st.compute, dopt));
   notes.insert(notes.end(), d.notes.begin(), d.notes.end());
@@ -321,6 +327,11 @@ int diagnose_checked(const Options& o, std::chrono::duration<double> length, Run
     out::error(w.error().what());
     if (code == kExitOk) code = kExitRuntime;
   }
+  if (html.enabled()) {
+    // The page shows the baseline as a run's report would, and what diagnose adds.
+    nlohmann::json baseline = run_document(d.baseline, st, rd.dataset, nullptr);
+    code = html.finish({"feedline diagnose", &baseline, &doc, {}, &d.baseline.io.stats.lat}, code);
+  }
   return code;
 }
 
@@ -359,6 +370,7 @@ void add_diagnose(CLI::App& app, int& exit_code) {
   cmd->add_option("url", o->run.url, "Dataset root, as for run")->required();
   add_run_options(*cmd, o->run);
   add_trace_options(*cmd, o->run.trace_path, o->run.trace_events);
+  add_html_option(*cmd, o->run.html_path);
   cmd->add_option("--what-if", o->what_ifs,
                   "A change to predict: KEY=VALUE[,KEY=VALUE...] (decode-threads, io-depth, "
                   "prefetch, memory-budget, storage-threads, batch-size, compute-time, "

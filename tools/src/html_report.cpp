@@ -102,9 +102,9 @@ std::string verdict_section(const json& run, const json* diag) {
       "data-key=\"bottleneck.stage\" data-value=\"{}\">{}</span></div>",
       input_bound ? "" : " ok", escape(json(stage).dump()), escape(stage.empty() ? "none" : stage));
   out += fmt::format(
-      "<p><b>Input-bound:</b> <span data-key=\"input_bound\">{}</span> (the consumer "
-      "waited {} of the time for data)</p>",
-      escape(str(run, "input_bound")),
+      "<p><b>Input-bound:</b> <span data-key=\"input_bound\" data-value=\"{}\">{}</span> (the "
+      "consumer waited {} of the time for data)</p>",
+      escape(json(str(run, "input_bound")).dump()), escape(str(run, "input_bound")),
       percent(num(run.value("consumer_wait", json::object()), "fraction")));
   out += fmt::format("<p><b>Evidence:</b> {}</p>", escape(str(b, "evidence")));
   out += fmt::format("<p><b>Next:</b> {}</p>", escape(str(b, "suggestion")));
@@ -320,11 +320,13 @@ std::string stage_table(const json& run) {
 std::string data_path_section(const json& run) {
   std::string out = "<h2>Data path</h2>";
   const json dp = run.value("data_path", json::object());
+  std::size_t i = 0;
   for (const auto& p : run.value("data_paths", json::array())) {
     out += fmt::format(
-        "<p><b data-key=\"data_path\">{}</b>: {} delivered, {} copied (copy amplification "
-        "{:.4f}). {}</p>",
-        escape(str(p, "path")), format_bytes(num(p, "bytes")), format_bytes(num(p, "copied_bytes")),
+        "<p><b data-key=\"data_paths.{}.path\" data-value=\"{}\">{}</b>: {} delivered, {} "
+        "copied (copy amplification {:.4f}). {}</p>",
+        i++, escape(p.value("path", json("")).dump()), escape(str(p, "path")),
+        format_bytes(num(p, "bytes")), format_bytes(num(p, "copied_bytes")),
         num(p, "copy_amplification"), escape(str(p, "detail")));
   }
   if (!str(dp, "reason").empty())

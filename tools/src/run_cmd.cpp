@@ -201,7 +201,7 @@ int run(const RunOptions& o) {
   if (o.json_path) json = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));
   TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));
   HtmlFile html = value_or_usage(HtmlFile::prepare(o.html_path, "--html"));
-  // The endpoint lives until the command ends: a scrape after the run sees its final figures.
+  // The endpoint lives until the command ends.
   std::shared_ptr<loader::MetricsEndpoint> metrics;
   if (o.metrics_port) {
     metrics = value_or_usage(loader::MetricsEndpoint::start(

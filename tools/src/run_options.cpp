@@ -237,13 +237,15 @@ void add_html_option(CLI::App& cmd, std::optional<std::string>& path) {
 }
 
 void add_metrics_options(CLI::App& cmd, RunOptions& o) {
-  cmd.add_option("--metrics-port", o.metrics_port,
-                 "Serve Prometheus metrics at http://ADDR:PORT/metrics while the run goes on "
-                 "(0: any free port, said on stderr)")
-      ->check(CLI::Range(0u, 65535u));
+  CLI::Option* port =
+      cmd.add_option("--metrics-port", o.metrics_port,
+                     "Serve Prometheus metrics at http://ADDR:PORT/metrics while the run goes on "
+                     "(0: any free port, said on stderr)")
+          ->check(CLI::Range(0u, 65535u));
   cmd.add_option("--metrics-bind", o.metrics_bind,
-                 "The address --metrics-port listens on (0.0.0.0: every interface)")
-      ->capture_default_str();
+                 "The IPv4 address --metrics-port listens on (0.0.0.0: every interface)")
+      ->capture_default_str()
+      ->needs(port);
 }
 
 void add_run_options(CLI::App& cmd_ref, RunOptions& o) {

@@ -180,7 +180,7 @@ std::string line_chart(const LineChart& c) {
 
 std::string stacked_bars(const std::string& id, const std::string& title,
                          const std::vector<Bar>& bars) {
-  const double row = 30, left = 96, width = 640, right = 16, top = 34;
+  const double row = 30, left = 170, width = 640, right = 16, top = 34;
   const double height = top + row * static_cast<double>(bars.size()) + 10;
   const double pw = width - left - right;
   std::string out = fmt::format(

@@ -78,8 +78,9 @@ void Timeline::sample_locked(std::uint64_t now) {
     p.memory_in_use += static_cast<double>(f.memory_in_use);
     p.memory_budget += static_cast<double>(f.memory_budget);
   }
-  // Nothing attached yet and nothing before: the run has not started (opening the dataset).
-  if (sources_.empty() && points_.empty() && p.samples == 0) return;
+  // Nothing attached: no run going on (the dataset still opening, or diagnose's other runs,
+  // which are not the baseline). The detach of the last loader sampled its end.
+  if (sources_.empty()) return;
   points_.push_back(p);
   if (points_.size() > kMaxPoints) {
     std::vector<TimelinePoint> kept;

@@ -274,7 +274,8 @@ Result<Diagnosis> diagnose(storage::Backend& backend, const Dataset& dataset,
     if (d.baseline.error) return fail(*d.baseline.error);
     if (config.stop.stop_requested())
       return fail(Errc::kCancelled, "interrupted: the baseline run");
-    c.trace.reset();  // a trace (config.trace) is of the baseline: the user's own settings
+    c.trace.reset();     // a trace (config.trace) is of the baseline: the user's own settings
+    c.watchers.clear();  // ... and so are what the watchers see
     ControlledRun run =
         from_report("baseline", "the pipeline as configured", d.baseline, c.io_depth);
     run.device = watch.done();

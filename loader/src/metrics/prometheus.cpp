@@ -10,11 +10,19 @@
 #include <vector>
 
 #if FEEDLINE_HAVE_PROMETHEUS
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <limits>
 #include <optional>
+#include <thread>
 #endif
 
 namespace feedline::loader {
@@ -195,7 +203,8 @@ void serve(Families& out, const LiveWatch::Labels& base, const LiveFigures& f, b
               static_cast<double>(f.read_errors));
   out.counter("feedline_storage_bytes_total", "Bytes read from storage", l(),
               static_cast<double>(f.storage_bytes));
-  // Every series of a family present from the first scrape, at 0 until something happens.
+  // The family is served (HELP, TYPE) from the first scrape; a reason's series appears with its
+  // first retry.
   out.family("feedline_storage_retries_total", "Storage requests retried, by reason",
              MetricType::Counter);
   double reconnects = 0;
@@ -262,27 +271,49 @@ std::vector<prometheus::MetricFamily> MetricsEndpoint::Impl::Collect() const {
 MetricsEndpoint::MetricsEndpoint(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 MetricsEndpoint::~MetricsEndpoint() {
-  // The server first: no scrape runs once the sources go.
+  // The server first: no scrape runs once the sources go. civetweb's listener polls its socket
+  // 2 s at a time and looks at its stop flag only between polls, so stopping it would hold up
+  // the command's exit (and Ctrl-C's) by up to 2 s: connections to it meanwhile end each poll.
+  std::atomic<bool> stopped{false};
+  std::thread wake([this, &stopped] {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(impl_->port);
+    if (::inet_pton(AF_INET, impl_->bind == "0.0.0.0" ? "127.0.0.1" : impl_->bind.c_str(),
+                    &addr.sin_addr) != 1)
+      return;
+    while (!stopped.load()) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return;
+      (void)::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
   impl_->exposer.reset();
+  stopped.store(true);
+  wake.join();
 }
 
 Result<std::shared_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::string& bind,
                                                                 std::uint16_t port) {
-  if (bind.empty() || bind.find_first_of(" /,[]") != std::string::npos) {
+  // An IPv4 address: Debian's civetweb (under prometheus-cpp) is built without IPv6.
+  in_addr parsed{};
+  if (::inet_pton(AF_INET, bind.c_str(), &parsed) != 1) {
     return fail(Errc::kInvalidArgument,
-                fmt::format("metrics bind address '{}' is not an IP address", bind));
+                fmt::format("metrics bind address '{}' is not an IPv4 address (the metrics "
+                            "server takes IPv4 only: 127.0.0.1, 0.0.0.0, an interface's)",
+                            bind));
   }
-  // civetweb's form: an IPv6 address in brackets.
-  const bool v6 = bind.find(':') != std::string::npos;
-  const std::string address = fmt::format("{}{}{}:{}", v6 ? "[" : "", bind, v6 ? "]" : "", port);
+  const std::string address = fmt::format("{}:{}", bind, port);
   auto impl = std::make_shared<Impl>();
   try {
     impl->exposer = std::make_unique<prometheus::Exposer>(address, 1);
-  } catch (const std::exception& e) {
+  } catch (const std::exception&) {  // civetweb says no more than that it could not bind
     return fail(Error(Errc::kInvalidArgument,
                       fmt::format("cannot serve metrics on {}: the port is in use or the address "
-                                  "is not one of this host's ({})",
-                                  address, e.what()))
+                                  "is not one of this host's",
+                                  address))
                     .with_hint("choose another port (0: any free one)"));
   }
   const auto ports = impl->exposer->GetListeningPorts();
@@ -295,9 +326,7 @@ Result<std::shared_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::strin
 std::uint16_t MetricsEndpoint::port() const noexcept { return impl_->port; }
 
 std::string MetricsEndpoint::url() const {
-  const bool v6 = impl_->bind.find(':') != std::string::npos;
-  return fmt::format("http://{}{}{}:{}/metrics", v6 ? "[" : "", impl_->bind, v6 ? "]" : "",
-                     impl_->port);
+  return fmt::format("http://{}:{}/metrics", impl_->bind, impl_->port);
 }
 
 std::uint64_t MetricsEndpoint::attach(std::function<LiveFigures()> source, Labels labels) {

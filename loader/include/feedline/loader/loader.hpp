@@ -124,7 +124,8 @@ struct LoaderConfig {
   std::shared_ptr<TraceLog> trace;
   // Readers of the run's figures as it goes (live.hpp: a metrics endpoint, an HTML report's
   // timeline): the loader attaches itself to each once it runs, labelled {"accelerator", "i"}
-  // when it is one of a host's accelerators, and detaches when it is destroyed.
+  // when it is one of a host's accelerators, and detaches when it is destroyed. diagnose()
+  // attaches its baseline run only.
   std::vector<std::shared_ptr<LiveWatch>> watchers;
   // Run on each sample on the decode threads (transform.hpp); null: none. Samples then take the
   // decode threads' path even where nothing else needs decoding, and must reach host memory.

@@ -36,7 +36,8 @@ namespace feedline::loader {
 
 class MetricsEndpoint final : public LiveWatch {
  public:
-  // Listens on `bind` ("127.0.0.1", "0.0.0.0", "::1") and `port` (0: a free port, see port()).
+  // Listens on `bind` (an IPv4 address: "127.0.0.1", "0.0.0.0") and `port` (0: a free port,
+  // see port()).
   // A port in use, or an address not of this host, is kInvalidArgument naming it; a build
   // without prometheus-cpp kUnsupported.
   static Result<std::shared_ptr<MetricsEndpoint>> start(const std::string& bind,
