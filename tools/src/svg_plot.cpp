@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "feedline/core/markup.hpp"
+
 namespace feedline::tools::svg {
 namespace {
 
@@ -47,32 +49,7 @@ std::string tick_label(double v, const std::string& unit) {
 
 }  // namespace
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+std::string escape(std::string_view text) { return markup_escape(text); }
 
 std::string line_chart(const LineChart& c) {
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;

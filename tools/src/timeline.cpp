@@ -1,8 +1,7 @@
 #include "timeline.hpp"
 
-#include <pthread.h>
-
 #include "feedline/core/clock.hpp"
+#include "feedline/core/thread_name.hpp"
 
 namespace feedline::tools {
 namespace {
@@ -52,7 +51,7 @@ std::vector<TimelinePoint> Timeline::finish() {
 }
 
 void Timeline::loop(std::stop_token stop) {
-  ::pthread_setname_np(::pthread_self(), "fl-timeline");
+  name_this_thread("fl-timeline");
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
     wake_.wait_for(lock, stop, interval_, [] { return false; });

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "feedline/core/markup.hpp"
 #include "feedline/core/redact.hpp"
 #include "feedline/storage/s3_xml.hpp"
 #include "object_store.hpp"
@@ -18,29 +19,6 @@ using transports::uri_encode;
 // S3's smallest part (all parts but the last).
 constexpr std::uint64_t kMinPart = 5ull << 20;
 constexpr const char* kUnsignedPayload = "x-amz-content-sha256: UNSIGNED-PAYLOAD";
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 class S3Backend;
 
@@ -232,7 +210,7 @@ Result<void> S3Writer::commit() {
   std::string xml = "<CompleteMultipartUpload>";
   for (std::size_t i = 0; i < etags_.size(); ++i) {
     xml += fmt::format("<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>", i + 1,
-                       xml_escape(etags_[i]));
+                       markup_escape(etags_[i]));
   }
   xml += "</CompleteMultipartUpload>";
   FEEDLINE_ASSIGN_OR_RETURN(
