@@ -38,7 +38,7 @@ fault_run() {
   start_s3proxy "$ngport" "$port" --stats "$stats" "$@" || { fail "$name: s3proxy.py did not start"; return; }
   checks=$((checks + 1))
   must_frun "run with $name" run "http://127.0.0.1:$port/ds/$shards" --format tar --batch-size 16 --max-attempts 10 \
-    --json "$json" || return
+    --json "$json" --trace "$scratch/trace-$name.json" || return
   same_digest "run with $name ($*)" "$scratch/local.json" "$json"
   checks=$((checks + 1))
   local injected retries
@@ -48,6 +48,25 @@ fault_run() {
     retries)
       if ((injected > 0 && retries > 0)); then
         echo "ok: $name: the proxy injected $injected faults, feedline reports $retries retries ($(json_get "$json" "{k: v for k, v in d['io']['counters'].items() if 'retr' in k or 'http_5' in k}"))"
+        # The trace shows them as instants on the storage thread's track (by reason), adding up to
+        # the report's count.
+        checks=$((checks + 1))
+        local in_trace
+        in_trace=$("$py" - "$scratch/trace-$name.json" <<'PY'
+import json, re, sys
+n = 0
+for e in json.load(open(sys.argv[1]))["traceEvents"]:
+    if e.get("ph") == "i" and e.get("name") == "retry":
+        m = re.match(r"http_retry_\S+ \+(\d+)", e["args"]["message"])
+        if m: n += int(m.group(1))
+print(n)
+PY
+)
+        if [[ $in_trace == "$retries" ]]; then
+          echo "ok: $name: the trace has retry instants adding up to the report's $retries retries"
+        else
+          fail "$name: the trace's retry instants add up to ${in_trace:-nothing}, the report says $retries retries"
+        fi
       else
         fail "$name: the proxy injected $injected faults; feedline reports io.counters.http_retries = $retries (expected both > 0)"
         show "proxy stats" "$stats"
