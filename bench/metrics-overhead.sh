@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What watching a run costs: `feedline run` plain (the peer) against the same run serving
-# Prometheus metrics (--metrics-port) scraped every 100 ms by curl for the whole run, and
+# Prometheus metrics (--metrics-port) scraped every 100 ms for the whole run, and
 # recording its HTML report's timeline (--html), side by side on the same data, page cache warm
 # (read and checked with fincore before every run), no compute: the pipeline as fast as it goes.
 #
@@ -43,7 +43,6 @@ check_pairs
 check_jobs files,tar
 check_tools "cmake --preset release && cmake --build build/release"
 need_tool fincore
-need_tool curl
 
 work=$(mktemp -d)
 scraper=""
@@ -65,20 +64,27 @@ gen_once() { # DIR gen-flags...
   fi
 }
 
-# scrape_loop ERRFILE: once the run says its port, GET /metrics every 100 ms; counts the answers.
+# scrape_loop ERRFILE: once the run says its port, GET /metrics every 100 ms from one process
+# (as a Prometheus server does: no process started per scrape, which on 2 cores would cost the
+# run more than the scrape does); counts the answers.
 scrape_loop() {
-  local errfile=$1 url="" n=0
-  for _ in $(seq 1 200); do
-    url=$(grep -o 'http://[0-9.]*:[0-9]*/metrics' "$errfile" 2>/dev/null | head -n 1 || true)
-    [[ -n $url ]] && break
-    sleep 0.05
-  done
-  [[ -z $url ]] && { echo 0 >"$work/scrapes"; return; }
-  while curl -s --max-time 2 -o /dev/null "$url"; do
-    n=$((n + 1))
-    echo "$n" >"$work/scrapes"
-    sleep 0.1
-  done
+  "$python" - "$1" "$work/scrapes" <<'PY'
+import re, sys, time, urllib.request
+url = None
+for _ in range(200):
+    m = re.search(r"http://[0-9.]+:[0-9]+/metrics", open(sys.argv[1]).read())
+    if m: url = m.group(0); break
+    time.sleep(0.05)
+n = 0
+while url:
+    try:
+        urllib.request.urlopen(url, timeout=2).read()
+    except Exception:
+        break
+    n += 1
+    open(sys.argv[2], "w").write(str(n))
+    time.sleep(0.1)
+PY
 }
 
 # one JOB KIND DATASET FILES_GLOB flags...: a run and its samples/s (watched: and its scrapes).
