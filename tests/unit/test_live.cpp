@@ -141,9 +141,9 @@ TEST_CASE("LiveHistogram: Prometheus buckets (le, inclusive), the rest above the
 
 TEST_CASE("LiveCounters: each storage thread's counters, summed", "[live]") {
   LiveCounters c;
-  c.publish(0, {{"http_requests", 5}, {"reconnects", 1}});
-  c.publish(1, {{"http_requests", 7}});
-  c.publish(0, {{"http_requests", 6}, {"reconnects", 1}});  // absolute: replaces thread 0's
+  CHECK(c.publish(0, {{"http_requests", 5}, {"reconnects", 1}}));
+  CHECK(c.publish(1, {{"http_requests", 7}}));
+  CHECK(c.publish(0, {{"http_requests", 6}, {"reconnects", 1}}));  // absolute: replaces thread 0's
   const auto sum = c.read();
   CHECK(sum.at("http_requests") == 13);
   CHECK(sum.at("reconnects") == 1);

@@ -38,6 +38,14 @@ svg::Series series(std::string name, std::string color) {
   return s;
 }
 
+// j[key] where j is an object that has it, else null (a const json's [] must not miss).
+const json& at(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it != j.end() ? *it : kNull;
+}
+
 double num(const json& j, const char* key, double fallback = 0) {
   if (!j.is_object()) return fallback;
   auto it = j.find(key);
@@ -94,7 +102,8 @@ document.documentElement.dataset.plots=String(figs.length);document.documentElem
 )";
 
 std::string verdict_section(const json& run, const json* diag) {
-  const json& b = diag && diag->contains("bottleneck") ? (*diag)["bottleneck"] : run["bottleneck"];
+  const json& b =
+      diag && diag->contains("bottleneck") ? at(*diag, "bottleneck") : at(run, "bottleneck");
   const std::string stage = str(b, "stage");
   const bool input_bound = str(run, "input_bound") != "no" && !str(run, "input_bound").empty();
   std::string out = fmt::format(
@@ -128,15 +137,15 @@ std::string tiles_section(const json& run) {
   const json cw = run.value("consumer_wait", json::object());
   std::string out = "<div class=\"tiles\">";
   out += tile("samples_per_second", "samples/s",
-              fmt::format("{:.0f}", num(run, "samples_per_second")), run["samples_per_second"]);
+              fmt::format("{:.0f}", num(run, "samples_per_second")), at(run, "samples_per_second"));
   out += tile("bytes_per_second", "delivered", format_rate(num(run, "bytes_per_second")),
-              run["bytes_per_second"]);
+              at(run, "bytes_per_second"));
   out += tile("consumer_wait.fraction", "consumer waiting (steady state)",
               percent(num(cw, "fraction")), cw.value("fraction", json(0)));
   out += tile("consumer_wait.p99_ms", "wait per batch, p99",
               fmt::format("{:.2f} ms", num(cw, "p99_ms")), cw.value("p99_ms", json(0)));
   if (num(run, "au_steps") > 0 && num(run, "compute_seconds") > 0) {
-    out += tile("au", "accelerator utilisation", percent(num(run, "au")), run["au"]);
+    out += tile("au", "accelerator utilisation", percent(num(run, "au")), at(run, "au"));
   }
   out += tile("samples", "samples delivered", fmt::format("{:.0f}", num(run, "samples")),
               run.value("samples", json(0)));
@@ -204,19 +213,26 @@ std::string timeline_plots(const std::vector<TimelinePoint>& pts) {
     out += svg::line_chart(c);
   }
   {
-    svg::LineChart c = chart("queues", "Queue occupancy", "seconds", "of capacity");
+    svg::LineChart c =
+        chart("queues", "Queue occupancy (mean over each interval)", "seconds", "of capacity");
     c.y_max = 1;
     c.y_unit = "%";
+    // The mean depth over each interval (the integral's difference), where the run measured
+    // it; the depth at each point otherwise.
     for (std::size_t q = 0; q < 5; ++q) {
       svg::Series s = series(kQueueNames[q], kQueueColors[q]);
-      bool any = false;
-      for (const auto& p : pts) {
+      for (std::size_t i = 0; i < pts.size(); ++i) {
+        const TimelinePoint& p = pts[i];
         if (p.queue_capacity[q] <= 0) continue;
-        any = true;
+        double depth = p.queue_depth[q];
+        if (i > 0 && p.queue_depth_seconds[q] > pts[i - 1].queue_depth_seconds[q]) {
+          const double dt = p.seconds - pts[i - 1].seconds;
+          if (dt > 0) depth = (p.queue_depth_seconds[q] - pts[i - 1].queue_depth_seconds[q]) / dt;
+        }
         s.x.push_back(p.seconds);
-        s.y.push_back(p.queue_depth[q] / p.queue_capacity[q]);
+        s.y.push_back(std::min(1.0, depth / p.queue_capacity[q]));
       }
-      if (any) c.series.push_back(std::move(s));
+      if (!s.x.empty()) c.series.push_back(std::move(s));
     }
     svg::Series m = series("memory in use (of the budget)", "#444");
     m.dashed = true;

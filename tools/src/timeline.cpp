@@ -11,6 +11,10 @@ void add_counters(TimelinePoint& into, const loader::LiveFigures& f) {
   into.bytes += static_cast<double>(f.bytes);
   into.wait_seconds += f.wait_seconds;
   into.storage_bytes += static_cast<double>(f.storage_bytes);
+  for (const auto& q : f.queues) {
+    const auto i = static_cast<std::size_t>(q.queue);
+    if (i < into.queue_depth_seconds.size()) into.queue_depth_seconds[i] += q.depth_seconds;
+  }
 }
 
 }  // namespace

@@ -28,9 +28,11 @@ struct TimelinePoint {
   double wait_seconds = 0;  // summed over consumers
   double storage_bytes = 0;
   unsigned consumers = 0;  // loaders running at this point
-  // By QueueId: depth and capacity, summed over the running loaders.
+  // By QueueId: depth and capacity, summed over the running loaders, and the depth integrated
+  // over time (items x seconds, counters: ended loaders' included) for the mean between points.
   std::array<double, 5> queue_depth{};
   std::array<double, 5> queue_capacity{};
+  std::array<double, 5> queue_depth_seconds{};
   double memory_in_use = 0;
   double memory_budget = 0;
 };

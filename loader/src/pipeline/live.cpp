@@ -22,12 +22,18 @@ LiveHistogram::Reading LiveHistogram::read() const noexcept {
   return r;
 }
 
-void LiveCounters::publish(unsigned thread,
-                           const std::map<std::string, std::uint64_t, std::less<>>& now) {
-  std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
+bool LiveCounters::publish(unsigned thread,
+                           const std::map<std::string, std::uint64_t, std::less<>>& now,
+                           bool last) {
+  std::unique_lock lock(mu_, std::defer_lock);
+  if (last) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return false;
+  }
   auto& mine = by_thread_[thread];
   if (mine != now) mine = now;
+  return true;
 }
 
 std::map<std::string, std::uint64_t> LiveCounters::read() const {

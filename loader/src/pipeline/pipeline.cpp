@@ -247,7 +247,7 @@ LiveFigures Pipeline::live() const {
     f.stages.push_back(st);
   }
   auto queue = [&](QueueId id, const auto& q) {
-    f.queues.push_back({id, q.depth_now(), q.capacity()});
+    f.queues.push_back({id, q.depth_now(), q.capacity(), q.depth_integral_now() / 1e9});
   };
   queue(QueueId::kReads, run.reads);
   queue(QueueId::kDecoded, run.decoded);

@@ -44,8 +44,13 @@ class StorageStage {
   struct Admission;  // what the threads share: the sampler's next samples, the batch layout
   struct Admitted;
   Admitted admit(Worker& w);
-  void publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now,
-                        std::map<std::string, std::uint64_t, std::less<>>& last);
+  // A storage thread's queue counters as last seen, and whether a reader held them then.
+  struct CountersSeen {
+    std::map<std::string, std::uint64_t, std::less<>> counters;
+    bool unpublished = false;
+  };
+  void publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now, bool last,
+                        CountersSeen& seen);
 
   RunState& run_;
   Sampler& sampler_;

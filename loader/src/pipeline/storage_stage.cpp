@@ -288,7 +288,7 @@ void StorageStage::run(Worker& w) {
   std::uint64_t poll_ns = 0;           // in poll(): waiting for reads to complete
   std::uint64_t next_counters_ns = 0;  // the trace's next counters (trace.hpp), not before
   std::uint64_t next_publish_ns = 0;   // the queue's counters to RunState::live, not before
-  std::map<std::string, std::uint64_t, std::less<>> published;  // as last published
+  CountersSeen published;              // the queue's counters as last seen
   if (direct) {
     // The pool's buffers become the queue's registered (io_uring fixed) buffers: O_DIRECT reads
     // then DMA into the batch slot without per-read page pinning. With reads into GPU memory,
@@ -471,7 +471,7 @@ void StorageStage::run(Worker& w) {
     run_.live.reads.fetch_add(done.done.size(), std::memory_order_relaxed);
     if (polled >= next_publish_ns) {
       next_publish_ns = polled + 100'000'000;
-      publish_counters(*queue, w, polled, published);
+      publish_counters(*queue, w, polled, false, published);
     }
     if (TraceLane* lane = w.lane()) {
       for (const ReadSlot* slot : done.done) {
@@ -550,7 +550,7 @@ void StorageStage::run(Worker& w) {
     run_.note_path(fmt::format("cuFile engine: {}", fmt::join(info.features, ", ")));
     for (const auto& n : info.notes) run_.note_path(n);
   }
-  publish_counters(*queue, w, now_ns(), published);
+  publish_counters(*queue, w, now_ns(), true, published);
   exit_stage(queue.get(), bytes_read, window_ns, budget_ns, decoded_here, poll_ns);
 }
 
@@ -558,18 +558,19 @@ void StorageStage::run(Worker& w) {
 // metrics scrape), and for the run's trace an instant for each retry or reconnect since the last
 // time, at the time they were seen (within the ~100 ms between two publications).
 void StorageStage::publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now,
-                                    std::map<std::string, std::uint64_t, std::less<>>& last) {
+                                    bool last, CountersSeen& seen) {
   const storage::QueueStats& st = queue.stats();
   std::map<std::string, std::uint64_t, std::less<>> counters = st.counters;
   if (st.retries) counters["io_retries"] = st.retries;
-  if (counters == last) return;
+  // Unchanged and out already: nothing to do (the thread's last figures go out whatever).
+  if (counters == seen.counters && !seen.unpublished && !last) return;
   if (TraceLane* lane = w.lane()) {
     for (const auto& [name, v] : counters) {
       const bool retry = name.starts_with("http_retry_") || name == "nfs_retries" ||
                          name == "io_retries" || name == "reconnects";
       if (!retry) continue;
-      const auto it = last.find(name);
-      const std::uint64_t before = it == last.end() ? 0 : it->second;
+      const auto it = seen.counters.find(name);
+      const std::uint64_t before = it == seen.counters.end() ? 0 : it->second;
       if (v <= before) continue;
       try {
         lane->instant("io", name == "reconnects" ? "reconnect" : "retry", now,
@@ -578,8 +579,8 @@ void StorageStage::publish_counters(const storage::IoQueue& queue, Worker& w, st
       }
     }
   }
-  run_.live.counters.publish(w.index(), counters);
-  last = std::move(counters);
+  seen.unpublished = !run_.live.counters.publish(w.index(), counters, last);
+  seen.counters = std::move(counters);
 }
 
 }  // namespace feedline::loader::detail

@@ -163,6 +163,11 @@ class BoundedQueue {
   std::size_t capacity() const noexcept { return capacity_; }
   // The depth as of the last push or pop, from any thread without the lock (live readers).
   std::size_t depth_now() const noexcept { return depth_.load(std::memory_order_relaxed); }
+  // The depth integrated over time (items x ns) since start(), up to the last push or pop (with
+  // accounting on; 0 without): two readings give the mean occupancy between them.
+  double depth_integral_now() const noexcept {
+    return depth_integral_.load(std::memory_order_relaxed);
+  }
   const std::string& name() const noexcept { return name_; }
 
   // Starts the occupancy clock (call when the pipeline starts).
@@ -170,6 +175,7 @@ class BoundedQueue {
     std::lock_guard lock(mu_);
     since_ns_ = now_ns();
     depth_ns_ = 0;  // whatever happened while filling it before the start does not count
+    depth_integral_.store(0, std::memory_order_relaxed);
     producer_blocked_ns_ = 0;
     consumer_starved_ns_ = 0;
   }
@@ -257,6 +263,7 @@ class BoundedQueue {
     if (!accounting_) return;
     if (since_ns_ != 0 && t > since_ns_) {
       depth_ns_ += static_cast<double>(items_.size()) * static_cast<double>(t - since_ns_);
+      depth_integral_.store(depth_ns_, std::memory_order_relaxed);
     }
     since_ns_ = std::max(since_ns_, t);
   }
@@ -273,6 +280,7 @@ class BoundedQueue {
   std::condition_variable not_empty_;
   std::deque<T> items_;
   std::atomic<std::size_t> depth_{0};
+  std::atomic<double> depth_integral_{0};
   bool closed_ = false;
   std::uint64_t since_ns_ = 0;
   double depth_ns_ = 0;

@@ -49,8 +49,11 @@ class LiveHistogram {
 class LiveCounters {
  public:
   // From a storage thread: its queue's counters now (by name, absolute). Skipped when a reader
-  // holds them (the next call publishes).
-  void publish(unsigned thread, const std::map<std::string, std::uint64_t, std::less<>>& now);
+  // holds them (the next call publishes), unless `last` (the thread's final figures: waits for
+  // the reader, which holds them for a copy's time).
+  // True when published.
+  bool publish(unsigned thread, const std::map<std::string, std::uint64_t, std::less<>>& now,
+               bool last = false);
   // Summed over the storage threads.
   std::map<std::string, std::uint64_t> read() const;
 
@@ -83,6 +86,9 @@ struct LiveFigures {
   struct Queue {
     QueueId queue = QueueId::kReads;
     std::size_t depth = 0, capacity = 0;
+    // Items x seconds since the run started (0 with accounting off): the difference of two
+    // readings over the time between them is the mean depth meanwhile.
+    double depth_seconds = 0;
   };
   std::vector<Queue> queues;
   std::uint64_t memory_in_use = 0;  // the budget's reservations and the batch buffers beyond it
