@@ -86,6 +86,18 @@ need_tool() {
   fi
 }
 
+# gen_once DS gen-flags...: feedline gen DS (--seed 1) unless an earlier run finished it (DS/.complete),
+# so that scripts reuse their datasets between runs. Reads $feedline and $dir (created).
+gen_once() {
+  local ds=$1; shift
+  if [[ ! -f $ds/.complete ]]; then
+    rm -rf "$ds"
+    mkdir -p "$dir"
+    "$feedline" gen "$ds" "$@" --seed 1 >/dev/null
+    touch "$ds/.complete"
+  fi
+}
+
 # warm_resident FILE...: reads the files into the page cache and prints the percentage of their
 # bytes resident afterwards (fincore). DAMON on shared VMs pages idle data out within tens of
 # seconds: a "warm" run that did not re-read its data right before would measure the disk.

@@ -54,16 +54,6 @@ trap cleanup EXIT
 results="$work/results.tsv"
 : >"$results"
 
-gen_once() { # DIR gen-flags...
-  local ds=$1; shift
-  if [[ ! -f $ds/.complete ]]; then
-    rm -rf "$ds"
-    mkdir -p "$dir"
-    "$feedline" gen "$ds" "$@" --seed 1 >/dev/null
-    touch "$ds/.complete"
-  fi
-}
-
 # scrape_loop ERRFILE: once the run says its port, GET /metrics every 100 ms from one process
 # (as a Prometheus server does: no process started per scrape, which on 2 cores would cost the
 # run more than the scrape does); counts the answers.

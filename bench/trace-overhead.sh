@@ -51,16 +51,6 @@ trap 'rm -rf "$work"' EXIT
 results="$work/results.tsv"
 : >"$results"
 
-gen_once() { # DIR gen-flags...
-  local ds=$1; shift
-  if [[ ! -f $ds/.complete ]]; then
-    rm -rf "$ds"
-    mkdir -p "$dir"
-    "$feedline" gen "$ds" "$@" --seed 1 >/dev/null
-    touch "$ds/.complete"
-  fi
-}
-
 # one JOB KIND DATASET FILES_GLOB flags...: a run, its samples/s and (traced) the trace's figures.
 one() {
   local job=$1 kind=$2 ds=$3 glob=$4; shift 4

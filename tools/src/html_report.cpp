@@ -7,6 +7,7 @@
 
 #include "cli_error.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/loader/report.hpp"
 #include "output.hpp"
 #include "svg_plot.hpp"
 
@@ -21,7 +22,6 @@ constexpr const char* kBusy = "#2f7ed8";
 constexpr const char* kStarved = "#f4b400";
 constexpr const char* kBlocked = "#d9534f";
 constexpr const char* kQueueColors[] = {"#2f7ed8", "#8e44ad", "#27ae60", "#e67e22", "#7f8c8d"};
-constexpr const char* kQueueNames[] = {"reads", "decoded", "batches", "batch-pool", "device"};
 
 svg::LineChart chart(std::string id, std::string title, std::string x, std::string y) {
   svg::LineChart c;
@@ -220,7 +220,8 @@ std::string timeline_plots(const std::vector<TimelinePoint>& pts) {
     // The mean depth over each interval (the integral's difference), where the run measured
     // it; the depth at each point otherwise.
     for (std::size_t q = 0; q < 5; ++q) {
-      svg::Series s = series(kQueueNames[q], kQueueColors[q]);
+      svg::Series s =
+          series(std::string(loader::queue_name(static_cast<loader::QueueId>(q))), kQueueColors[q]);
       for (std::size_t i = 0; i < pts.size(); ++i) {
         const TimelinePoint& p = pts[i];
         if (p.queue_capacity[q] <= 0) continue;
