@@ -19,11 +19,11 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev libzstd-dev
       libcurl4-openssl-dev catch2 nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
       libxxhash-dev libnfs-dev libpugixml-dev python3-dev pybind11-dev libdlpack-dev python3-numpy
-      libisal-dev libopenmpi-dev openmpi-bin prometheus-cpp-dev)
+      libisal-dev libjpeg62-turbo-dev libexif-dev libopenmpi-dev openmpi-bin prometheus-cpp-dev)
 if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(ccache fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard python3-crc32c zstd tar
          nginx awscli python3-boto3 python3-botocore rclone curl openssl
-         nfs-ganesha nfs-ganesha-vfs libnfs-utils python3-pytest python3-torch
+         nfs-ganesha nfs-ganesha-vfs libnfs-utils python3-pytest python3-torch python3-pil python3-torchvision
          prometheus python3-prometheus-client chromium)
   # node may come from elsewhere (nodesource's nodejs package ships its own npm, and conflicts with
   # Debian's npm): install Debian's only when the command is missing.

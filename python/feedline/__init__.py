@@ -21,7 +21,7 @@ from . import _feedline
 
 Error = _feedline.Error  # storage and data errors: an OSError whose message names the object
 
-__all__ = ["Loader", "Batch", "Error"]
+__all__ = ["Loader", "Batch", "Error", "decode_image"]
 
 # `feedline run` flags that make no sense for an embedded loader (the CLI's own output, its
 # emulated accelerators and its after-run measurements).
@@ -66,8 +66,8 @@ class Batch:
     """One batch: its samples packed in one buffer of the loader's pool.
 
     ``member(suffix)`` gives each sample's member ending in suffix as a read-only numpy uint8
-    view of that buffer (no copy); a view keeps the batch's buffer alive, so it may outlive the
-    batch and the loader. ``to_torch(suffix)`` gives (a [len, longest] uint8 tensor padded with
+    view of that buffer (no copy), shaped (height, width, 3) for a decoded image; a view keeps
+    the batch's buffer alive, so it may outlive the batch and the loader. ``to_torch(suffix)`` gives (a [len, longest] uint8 tensor padded with
     zeros, an int64 tensor of lengths)."""
 
     __slots__ = ("_b",)
@@ -133,12 +133,15 @@ class Batch:
 
     def to_torch(self, suffix=""):
         """(uint8 tensor [len, longest], int64 lengths). Members of one size come without a copy
-        (a view of the batch's buffer, on the GPU with device=); others are padded (one copy)."""
+        (a view of the batch's buffer, on the GPU with device=); others are padded (one copy).
+        Decoded images of one shape (image_size=) come as [len, height, width, 3] (NHWC; for
+        NCHW, ``.permute(0, 3, 1, 2)``), lengths their bytes."""
         import torch  # only when asked for: feedline works without torch
         capsule = self._b.dlpack(suffix)
         if capsule is not None:
             data = torch.utils.dlpack.from_dlpack(capsule)
-            return data, torch.full((data.shape[0],), data.shape[1], dtype=torch.int64)
+            nbytes = data[0].numel() if data.shape[0] else 0
+            return data, torch.full((data.shape[0],), nbytes, dtype=torch.int64)
         data, lengths = self._b.padded(suffix)
         return torch.from_numpy(data), torch.from_numpy(lengths)
 
@@ -219,6 +222,20 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def decode_image(data, image_size=None, crop=None, dct_scaling=True, seed=0, sample=0, epoch=0):
+    """One JPEG (bytes) decoded as the loader decodes sample ``sample`` of ``epoch`` with these
+    settings (``image_size``, ``crop`` and ``dct_scaling`` as Loader's image_size=, crop= and
+    no_dct_scaling=; ``seed`` the run's): (a uint8 numpy array [height, width, 3], a dict of what
+    was found and done: the image's size as displayed and as stored, its colour space, EXIF
+    orientation, whether progressive, the crop (x, y, width, height) and the DCT scale). To see
+    what an augmentation makes of a picture; raises feedline.Error for a file it cannot
+    decode, naming why."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError("data must be bytes, not %s" % type(data).__name__)
+    return _feedline._decode_image(bytes(data), image_size or 0, crop or "", bool(dct_scaling),
+                                   seed, sample, epoch)
 
 
 def _torch_distributed():

@@ -35,6 +35,7 @@
 #include "cli_error.hpp"
 #include "feedline/core/clock.hpp"
 #include "feedline/core/redact.hpp"
+#include "feedline/loader/image.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
 #include "feedline/loader/sampler.hpp"
@@ -222,6 +223,9 @@ class PyBatch {
   };
   static std::optional<Strided> strided(const std::vector<const ld::BatchMember*>& members) {
     if (members.empty()) return std::nullopt;
+    for (const auto* m : members) {
+      if (!(m->shape == members[0]->shape)) return std::nullopt;  // images of several shapes
+    }
     Strided st{members[0]->offset, 0, members[0]->size};
     if (members.size() > 1) {
       if (members[1]->offset <= members[0]->offset) return std::nullopt;
@@ -255,15 +259,25 @@ class PyBatch {
   // Made with NumPy's own calls (through pybind11's table of them), not py::array's constructor:
   // its shape and stride containers and flag checks cost ~1 us a view, a batch's member() then
   // ~100 us of the GIL for 64 samples.
+  // A decoded image's view has its shape, (height, width, channels).
   static py::object view(py::handle self, const std::uint8_t* base, std::uint64_t offset,
-                         std::uint64_t size) {
+                         std::uint64_t size, const ld::ImageShape& shape = {}) {
     auto& api = py::detail::npy_api::get();
-    Py_intptr_t dim = static_cast<Py_intptr_t>(size);
-    Py_intptr_t stride = 1;
+    const bool image = shape.image() && shape.bytes() == size;
+    Py_intptr_t dims[3] = {static_cast<Py_intptr_t>(size), 0, 0};
+    Py_intptr_t strides[3] = {1, 0, 0};
+    if (image) {
+      dims[0] = shape.height;
+      dims[1] = shape.width;
+      dims[2] = shape.channels;
+      strides[2] = 1;
+      strides[1] = shape.channels;
+      strides[0] = static_cast<Py_intptr_t>(shape.width) * shape.channels;
+    }
     // DescrFromType's reference is NewFromDescr's to take; flags 0: read-only.
     PyObject* a = api.PyArray_NewFromDescr_(
-        api.PyArray_Type_, api.PyArray_DescrFromType_(py::detail::npy_api::NPY_UBYTE_), 1, &dim,
-        &stride, const_cast<std::uint8_t*>(base + offset), 0, nullptr);
+        api.PyArray_Type_, api.PyArray_DescrFromType_(py::detail::npy_api::NPY_UBYTE_),
+        image ? 3 : 1, dims, strides, const_cast<std::uint8_t*>(base + offset), 0, nullptr);
     if (!a) throw py::error_already_set();
     if (api.PyArray_SetBaseObject_(a, self.inc_ref().ptr()) != 0) {  // takes the reference
       Py_DECREF(a);
@@ -281,8 +295,8 @@ class PyBatch {
 // holds keeps the Python Batch, and so the buffer, alive; its deleter may run on any thread.
 struct DlpackHolder {
   py::object batch;
-  std::int64_t shape[2] = {0, 0};
-  std::int64_t strides[2] = {0, 1};
+  std::int64_t shape[4] = {0, 0, 0, 0};
+  std::int64_t strides[4] = {0, 1, 0, 0};
   DLManagedTensor tensor{};
 };
 
@@ -297,18 +311,30 @@ void delete_dlpack(DLManagedTensor* t) {
   delete h;
 }
 
-// A "dltensor" capsule of the [n, width] uint8 tensor at `data` with rows `stride` bytes apart.
+// A "dltensor" capsule of the [n, width] uint8 tensor at `data` with rows `stride` bytes apart;
+// of images of one shape, [n, height, width, channels].
 py::capsule dlpack_capsule(py::object batch, const std::uint8_t* data, DLDevice device,
-                           std::uint64_t n, std::uint64_t width, std::uint64_t stride) {
+                           std::uint64_t n, std::uint64_t width, std::uint64_t stride,
+                           const ld::ImageShape& image = {}) {
   auto* h = new DlpackHolder;
   h->batch = std::move(batch);
   h->shape[0] = static_cast<std::int64_t>(n);
   h->shape[1] = static_cast<std::int64_t>(width);
   h->strides[0] = static_cast<std::int64_t>(n > 1 ? stride : width);
+  int ndim = 2;
+  if (image.image() && image.bytes() == width) {
+    ndim = 4;
+    h->shape[1] = image.height;
+    h->shape[2] = image.width;
+    h->shape[3] = image.channels;
+    h->strides[3] = 1;
+    h->strides[2] = image.channels;
+    h->strides[1] = static_cast<std::int64_t>(image.width) * image.channels;
+  }
   DLTensor& d = h->tensor.dl_tensor;
   d.data = const_cast<std::uint8_t*>(data);  // DLPack has no read-only tensors (0.6)
   d.device = device;
-  d.ndim = 2;
+  d.ndim = ndim;
   d.dtype = DLDataType{kDLUInt, 8, 1};
   d.shape = h->shape;
   d.strides = h->strides;
@@ -715,6 +741,49 @@ std::vector<std::string> run_flags() {
   return out;
 }
 
+// feedline.decode_image(): one JPEG as the loader decodes it (image_size, crop as run's flags).
+py::tuple decode_image(py::bytes data, unsigned image_size, const std::string& crop,
+                       bool dct_scaling, std::uint64_t seed, std::uint32_t sample,
+                       std::uint32_t epoch) {
+  ld::ImageConfig c;
+  c.decode = true;
+  c.size = image_size;
+  c.crop = image_size ? ld::Crop::kCenter : ld::Crop::kNone;
+  if (!crop.empty()) {
+    auto parsed = ld::parse_crop(crop);
+    if (!parsed) raise_value(fmt::format("crop: {}", parsed.error().what()));
+    c.crop = *parsed;
+  }
+  c.dct_scaling = dct_scaling;
+  if (auto ok = ld::validate(c); !ok) raise_value(ok.error().what());
+  const std::string_view bytes = data;  // valid while `data` lives
+  std::vector<std::uint8_t> pixels;
+  fl::Result<ld::JpegInfo> info = [&] {
+    py::gil_scoped_release nogil;
+    return ld::decode_jpeg(
+        fl::ConstBytes(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()), c, seed,
+        sample, epoch, &pixels);
+  }();
+  if (!info) raise_error(info.error());
+  const ld::JpegInfo& i = *info;
+  py::array_t<std::uint8_t> out({static_cast<py::ssize_t>(i.shape.height),
+                                 static_cast<py::ssize_t>(i.shape.width),
+                                 static_cast<py::ssize_t>(i.shape.channels)});
+  std::memcpy(out.mutable_data(), pixels.data(), pixels.size());
+  py::dict d;
+  d["width"] = i.width;
+  d["height"] = i.height;
+  d["stored_width"] = i.stored_width;
+  d["stored_height"] = i.stored_height;
+  d["components"] = i.components;
+  d["color_space"] = i.color_space;
+  d["progressive"] = i.progressive;
+  d["orientation"] = i.orientation;
+  d["crop"] = py::make_tuple(i.crop.x, i.crop.y, i.crop.width, i.crop.height);
+  d["scale"] = py::make_tuple(i.scale_eighths, 8);
+  return py::make_tuple(out, d);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_feedline, mod) {
@@ -738,7 +807,8 @@ PYBIND11_MODULE(_feedline, mod) {
             const std::uint8_t* base = b.host();
             py::list out(members.size());
             for (std::size_t i = 0; i < members.size(); ++i) {
-              out[i] = PyBatch::view(self, base, members[i]->offset, members[i]->size);
+              out[i] = PyBatch::view(self, base, members[i]->offset, members[i]->size,
+                                     members[i]->shape);
             }
             return out;
           },
@@ -777,7 +847,7 @@ PYBIND11_MODULE(_feedline, mod) {
             if (!st) return py::none();  // sizes differ: the caller pads (one copy)
             const auto [base, device] = b.dlpack_base();
             return dlpack_capsule(self, base + st->first, device, members.size(), st->width,
-                                  st->stride);
+                                  st->stride, members[0]->shape);
           },
           py::arg("suffix"))
       .def("dlpack_device", [](const PyBatch& b) {
@@ -800,4 +870,7 @@ PYBIND11_MODULE(_feedline, mod) {
       .def_property_readonly("interrupted", &PyLoader::interrupted);
 
   mod.def("_run_flags", &run_flags);
+  mod.def("_decode_image", &decode_image, py::arg("data"), py::arg("image_size") = 0,
+          py::arg("crop") = "", py::arg("dct_scaling") = true, py::arg("seed") = 0,
+          py::arg("sample") = 0, py::arg("epoch") = 0);
 }

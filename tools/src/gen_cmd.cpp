@@ -32,6 +32,7 @@ struct Options {
   bool samples_per_shard_given = false;  // --samples-per-file (or --samples-per-shard) was given
   std::string compress = "none";
   double compressibility = 0;
+  std::string image = "none";
   bool no_label = false;
   std::uint64_t seed = 0;
   std::string output = "text";
@@ -120,6 +121,11 @@ loader::GenConfig make_config(const Options& o) {
     c.compress = *cs;
   }
   c.compressibility = o.compressibility;
+  {
+    auto im = loader::ImageSpec::parse(o.image);
+    if (!im) throw UsageError(fmt::format("--image: {}", im.error().what()));
+    c.image = *im;
+  }
   c.with_label = !o.no_label;
   c.seed = o.seed;
   value_or_usage(loader::validate(c));
@@ -163,13 +169,17 @@ int run_checked(const Options& o, const loader::GenConfig& c) {
                         {"sample_size", c.sample_size.to_string()},
                         {"compress", c.compress.to_string()},
                         {"compressibility", c.compressibility},
+                        {"image", c.image.to_string()},
                         {"seed", c.seed},
                         {"manifest", s.manifest},
                         {"error", nullptr}};
     out::print("{}\n", j.dump(2));
   } else {
-    out::print("feedline gen: {} ({}, {} samples, sizes {}, compress {}, seed {})\n", url,
-               loader::format_name(c.format), s.samples, c.sample_size.to_string(),
+    out::print("feedline gen: {} ({}, {} samples, {}, compress {}, seed {})\n", url,
+               loader::format_name(c.format), s.samples,
+               c.image.jpeg ? fmt::format("JPEG images {}x{} at quality {}", c.image.width,
+                                          c.image.height, c.image.quality)
+                            : "sizes " + c.sample_size.to_string(),
                c.compress.to_string(), c.seed);
     out::print("  wrote {} object(s){}, {} stored, {} decoded\n", s.objects,
                s.index_objects ? fmt::format(" + {} index(es)", s.index_objects) : "",
@@ -238,6 +248,12 @@ void add_gen(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(whole_number(1, 1ull << 32));
   cmd->add_option("--compress", o->compress, "none or zstd[:LEVEL] (per sample)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--image", o->image,
+         "Samples as pictures: jpeg:WIDTHxHEIGHT[:QUALITY] writes each sample's payload as "
+         "a JPEG (.jpg) of image-like content, ~110 KiB at jpeg:400x350:90 (files and "
+         "tar; --sample-size is then unused)")
       ->capture_default_str();
   cmd->add_option("--compressibility", o->compressibility,
                   "Fraction of each sample that compresses, 0..1")

@@ -13,6 +13,7 @@
 #include "cli_error.hpp"
 #include "diagnose_cmd.hpp"
 #include "feedline/loader/codec.hpp"
+#include "feedline/loader/image.hpp"
 #include "feedline/loader/tfrecord.hpp"
 #include "feedline/transports/file_engine.hpp"
 #include "feedline/transports/http_client.hpp"
@@ -60,12 +61,14 @@ int main(int argc, char** argv) {
   install_stop_signals();
   CLI::App app{"feedline: dataset storage -> pipeline -> GPU, and where it stalls"};
   // The version line names the optional parts compiled in, for scripts that need to know.
-  app.set_version_flag("--version",
-                       fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {}, isal: {}, mpi: {})",
-                                   feedline::transports::uring_compiled_in() ? "yes" : "no",
-                                   feedline::loader::zstd_available() ? "yes" : "no",
-                                   feedline::loader::tfrecord_available() ? "yes" : "no",
-                                   mpi_compiled_in() ? "yes" : "no"));
+  app.set_version_flag(
+      "--version",
+      fmt::format("feedline 0.1.0 (io_uring: {}, zstd: {}, isal: {}, jpeg: {}, mpi: {})",
+                  feedline::transports::uring_compiled_in() ? "yes" : "no",
+                  feedline::loader::zstd_available() ? "yes" : "no",
+                  feedline::loader::tfrecord_available() ? "yes" : "no",
+                  feedline::loader::jpeg_available() ? "yes" : "no",
+                  mpi_compiled_in() ? "yes" : "no"));
   app.require_subcommand(1);
   int exit_code = kExitOk;
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");

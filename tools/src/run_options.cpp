@@ -11,6 +11,7 @@
 #include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
+#include "feedline/loader/image.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "output.hpp"
@@ -147,6 +148,34 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
         fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
   }
   c.diagnostics.accounting = !o.no_accounting;
+  if (o.image_size > 0 || !o.crop.empty() || o.no_dct_scaling) {
+    loader::ImageConfig ic;
+    ic.decode = true;
+    ic.size = o.image_size;
+    ic.crop = o.image_size ? loader::Crop::kCenter : loader::Crop::kNone;
+    if (!o.crop.empty()) {
+      auto crop = loader::parse_crop(o.crop);
+      if (!crop) throw UsageError(fmt::format("--crop: {}", crop.error().what()));
+      ic.crop = *crop;
+    }
+    ic.dct_scaling = !o.no_dct_scaling;
+    if (ic.crop != loader::Crop::kNone && ic.size == 0) {
+      throw UsageError(
+          fmt::format("--crop {} needs --image-size (the output's side, e.g. 224); "
+                      "--crop none alone decodes each image at its own size",
+                      o.crop));
+    }
+    if (!loader::jpeg_available()) {
+      throw UsageError(
+          "--image-size/--crop: this feedline was built without JPEG decoding; rebuild with "
+          "-DFEEDLINE_WITH_JPEG=ON (libjpeg62-turbo-dev, libexif-dev)");
+    }
+    auto registry = loader::image_decoders(ic);
+    if (!registry)
+      throw UsageError(fmt::format("--image-size/--crop: {}", registry.error().what()));
+    c.decoders = std::make_shared<const loader::DecoderRegistry>(std::move(*registry));
+    ctx.image = c.decoders->find(".jpg")->describe();
+  }
   c.stop = stop;
   {
     auto mode = loader::parse_gpu_direct(o.gpu_direct);
@@ -345,6 +374,17 @@ void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   cmd->add_option("--throttle-seek", o.throttle_seek,
                   "Add latency to every read that does not go on from where the previous one "
                   "ended (a rotational disk's seek): 8ms");
+  cmd->add_option("--image-size", o.image_size,
+                  "Decode JPEG members (.jpg, .jpeg) into SIZE x SIZE x 3 RGB images (HWC uint8), "
+                  "cropped by --crop")
+      ->check(whole_number(1, loader::kMaxImageSize));
+  cmd->add_option("--crop", o.crop,
+                  "With --image-size: random-resized (torchvision's RandomResizedCrop), center "
+                  "(the central 87.5% square, as Resize(256) + CenterCrop(224)) or none (the "
+                  "whole image, squashed); --crop none alone: each image at its own size");
+  cmd->add_flag("--no-dct-scaling", o.no_dct_scaling,
+                "Decode JPEGs at full size before the resize (Pillow's pixels, more CPU), not at "
+                "the DCT scale M/8 the crop allows");
   cmd->add_flag("--no-index", o.no_index,
                 "Ignore tar and TFRecord indexes and scan the shards' and files' headers");
   cmd->add_flag("--stages-alone", o.stages_alone,

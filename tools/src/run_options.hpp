@@ -71,6 +71,9 @@ struct RunOptions {
   std::string gpu_direct = "auto";
   unsigned cuda_streams = 4;
   std::uint64_t stages_alone_samples = 20000;
+  unsigned image_size = 0;  // --image-size: decode JPEG members into N x N x 3 (0: not asked)
+  std::string crop;         // --crop: random-resized, center or none ("" : not given)
+  bool no_dct_scaling = false;
   bool autotune = false;  // `run --autotune` (registered by run only)
   std::string runtime;    // `run --runtime D`: epochs repeat until D has passed (run only)
 };

@@ -150,9 +150,14 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
                                     {"copied_bytes", p.copied_bytes},
                                     {"copy_amplification", p.copy_amplification},
                                     {"detail", p.detail}}});
+    json decoders = json::array();
+    for (const auto& d : p.decoders) {
+      decoders.push_back({{"name", d.name}, {"output", d.output}, {"members", d.members}});
+    }
     j["data_path"] = {{"gpu_direct", std::string(loader::gpu_direct_name(ctx.config.gpu_direct))},
                       {"reason", p.reason},
-                      {"notes", p.notes}};
+                      {"notes", p.notes},
+                      {"decoders", std::move(decoders)}};
     if (r.device.enabled) {
       const auto& d = r.device;
       j["device"] = {
@@ -306,6 +311,7 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
                   cfg.sampler.batch_size, cfg.sampler.epochs, cfg.io_depth, cfg.decode_threads,
                   cfg.prefetch_batches, format_bytes(static_cast<double>(cfg.memory_budget)),
                   ctx.compute_time.empty() ? "none" : ctx.compute_time));
+  if (!ctx.image.empty()) line(fmt::format("  images: JPEG members decoded to {}", ctx.image));
   line(fmt::format("  delivered {} samples in {} batches, {} in {:.2f} s: {:.0f} samples/s, {}{}",
                    c.samples, c.batches, format_bytes(static_cast<double>(c.bytes)), c.wall_seconds,
                    c.samples_per_second, format_rate(c.bytes_per_second),
@@ -384,6 +390,10 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
                    loader::data_path_name(p.path), format_bytes(static_cast<double>(p.bytes)),
                    p.copy_amplification, p.detail.empty() ? "" : " (" + p.detail + ")"));
   if (!p.reason.empty()) line(fmt::format("    why: {}", p.reason));
+  for (const auto& d : p.decoders) {
+    line(fmt::format("    decode: {} for {} member(s){}", d.name, d.members,
+                     d.output.empty() ? "" : " -> " + d.output));
+  }
   for (const auto& n : p.notes) line(fmt::format("    note: {}", n));
   if (r.device.enabled && loader::reads_into_device(p.path)) {
     // Read into GPU memory by cuFile: there were no copies to report.

@@ -24,6 +24,7 @@ struct RunContext {
   // files, not --direct) and its memory could hold the dataset: the run may measure memory.
   bool potential_caching = false;
   std::uint64_t host_memory_bytes = 0;
+  std::string image;  // what JPEG members decode to ("224x224x3 RGB, center crop"); "": not decoded
 };
 
 nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx);

@@ -14,6 +14,7 @@
 #include "feedline/core/units.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/digest.hpp"
+#include "feedline/loader/image.hpp"
 #include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
@@ -100,10 +101,9 @@ bool parse_padded(std::string_view text, std::size_t width, std::uint64_t& n) {
 // Would this config write the object named `rel` (relative to the root)?
 bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t shards) {
   if (c.format != DatasetFormat::kTar && c.format != DatasetFormat::kTfRecord) {
-    const std::string_view ext = c.format == DatasetFormat::kNpz          ? ".npz"
-                                 : c.format == DatasetFormat::kNpy        ? ".npy"
-                                 : c.compress.codec == Compression::kZstd ? ".bin.zst"
-                                                                          : ".bin";
+    const std::string ext = c.format == DatasetFormat::kNpz   ? std::string(".npz")
+                            : c.format == DatasetFormat::kNpy ? std::string(".npy")
+                                                              : payload_extension(c);
     if (!rel.ends_with(ext)) return false;
     std::uint64_t n = 0;
     return parse_padded(rel.substr(0, rel.size() - ext.size()), 6, n) && n < c.samples &&
@@ -134,6 +134,13 @@ void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
   parts.label_value = label;
   parts.label.clear();
   fmt::format_to(std::back_inserter(parts.label), "{}", label);
+  if (c.image.jpeg) {
+    draw_image(rng, c.image, parts.pixels);
+    auto jpeg = encode_jpeg(parts.pixels, c.image.width, c.image.height, 3, c.image.quality);
+    // validate() accepted the spec and JPEG is in this build: the encoder cannot refuse it.
+    parts.raw = jpeg ? std::move(*jpeg) : std::vector<std::byte>{};
+    return;
+  }
   fill_content(rng, size, c.compressibility, parts.raw);
 }
 
@@ -271,6 +278,53 @@ std::string CompressionSpec::to_string() const {
   return codec == Compression::kNone ? std::string("none") : fmt::format("zstd:{}", level);
 }
 
+// ---- ImageSpec ------------------------------------------------------------------------------
+
+Result<ImageSpec> ImageSpec::parse(std::string_view text) {
+  ImageSpec s;
+  if (text == "none") return s;
+  auto bad = [&] {
+    return fail(Error(Errc::kInvalidArgument, fmt::format("bad image '{}'", text))
+                    .with_hint("write jpeg:WIDTHxHEIGHT or jpeg:WIDTHxHEIGHT:QUALITY, e.g. "
+                               "jpeg:400x350 or jpeg:400x350:90, or none"));
+  };
+  if (!text.starts_with("jpeg:")) return bad();
+  std::string_view rest = text.substr(5);
+  const std::size_t x = rest.find('x');
+  if (x == std::string_view::npos) return bad();
+  const std::size_t colon = rest.find(':', x);
+  auto number = [](std::string_view t, std::uint64_t& v) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+  };
+  std::uint64_t w = 0, h = 0, q = 95;
+  if (!number(rest.substr(0, x), w) ||
+      !number(rest.substr(x + 1, colon == std::string_view::npos ? colon : colon - x - 1), h) ||
+      (colon != std::string_view::npos && !number(rest.substr(colon + 1), q))) {
+    return bad();
+  }
+  if (w < 1 || h < 1 || w > kMaxImageSize || h > kMaxImageSize || q < 1 || q > 100) {
+    return fail(Error(Errc::kInvalidArgument,
+                      fmt::format("image '{}': sides of 1-{} pixels and a quality of 1-100", text,
+                                  kMaxImageSize)));
+  }
+  s.jpeg = true;
+  s.width = static_cast<std::uint32_t>(w);
+  s.height = static_cast<std::uint32_t>(h);
+  s.quality = static_cast<int>(q);
+  return s;
+}
+
+std::string ImageSpec::to_string() const {
+  return jpeg ? fmt::format("jpeg:{}x{}:{}", width, height, quality) : std::string("none");
+}
+
+std::string payload_extension(const GenConfig& c) {
+  std::string ext = c.image.jpeg ? ".jpg" : ".bin";
+  if (c.compress.codec == Compression::kZstd) ext += ".zst";
+  return ext;
+}
+
 // ---- generation -----------------------------------------------------------------------------
 
 std::string sample_key(std::uint64_t i, std::uint64_t n) {
@@ -317,6 +371,22 @@ Result<void> validate(const GenConfig& c) {
     return bad(fmt::format("compressibility {} is outside [0, 1]", c.compressibility));
   }
   if (c.num_classes < 1) return bad("num_classes must be at least 1");
+  if (c.image.jpeg) {
+    if (c.format != DatasetFormat::kFiles && c.format != DatasetFormat::kTar) {
+      return bad(fmt::format("images ({}) are written as files or tar members, not {}",
+                             c.image.to_string(), format_name(c.format)));
+    }
+    if (!jpeg_available()) {
+      return fail(Error(Errc::kUnsupported, "cannot write JPEG images: built without JPEG")
+                      .with_hint("rebuild with -DFEEDLINE_WITH_JPEG=ON (libjpeg62-turbo-dev, "
+                                 "libexif-dev)"));
+    }
+    if (c.image.width < 1 || c.image.height < 1 || c.image.width > kMaxImageSize ||
+        c.image.height > kMaxImageSize || c.image.quality < 1 || c.image.quality > 100) {
+      return bad(fmt::format("image {}: sides of 1-{} pixels and a quality of 1-100",
+                             c.image.to_string(), kMaxImageSize));
+    }
+  }
   if (c.compress.codec == Compression::kZstd) {
     if (!zstd_available()) {
       return fail(Error(Errc::kUnsupported, "cannot compress: built without zstd")
@@ -353,7 +423,7 @@ Result<void> write_objects(storage::Backend& backend, std::string_view root, con
   SampleParts parts;
   Compressor compressor;
   const bool zstd = c.compress.codec == Compression::kZstd;
-  const std::string_view bin_ext = zstd ? ".bin.zst" : ".bin";
+  const std::string bin_ext = payload_extension(c);
 
   // Produces the stored bytes of sample i into parts and accounts its decoded members.
   auto produce = [&](std::uint64_t i) -> Result<ConstBytes> {

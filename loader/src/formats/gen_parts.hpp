@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,11 +18,15 @@
 namespace feedline::loader::detail {
 
 struct SampleParts {
-  std::vector<std::byte> raw;     // the sample's payload (".bin", a record's data, array x)
-  std::vector<std::byte> stored;  // what is written: raw, or its zstd frame
-  std::string label;              // the ".cls" payload: the class, in decimal
-  std::uint64_t label_value = 0;  // the class (npz's array y)
+  std::vector<std::byte> raw;        // the sample's payload (".bin", a record's data, array x)
+  std::vector<std::byte> stored;     // what is written: raw, or its zstd frame
+  std::string label;                 // the ".cls" payload: the class, in decimal
+  std::uint64_t label_value = 0;     // the class (npz's array y)
+  std::vector<std::uint8_t> pixels;  // an image's, before it is encoded (GenConfig::image)
 };
+
+// Draws an image's pixels (HWC RGB, spec.width x spec.height) from rng (gen_image.cpp).
+void draw_image(std::mt19937_64& rng, const ImageSpec& spec, std::vector<std::uint8_t>& pixels);
 
 // Draws sample i (size, then label, then content: changing this order changes every dataset).
 void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts);

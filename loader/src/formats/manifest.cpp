@@ -73,7 +73,7 @@ std::string generated_object_name(const GenConfig& c, std::uint64_t i) {
     case DatasetFormat::kAuto:
       break;
   }
-  return sample_key(i, c.samples) + (c.compress.codec == Compression::kZstd ? ".bin.zst" : ".bin");
+  return sample_key(i, c.samples) + payload_extension(c);
 }
 
 std::uint64_t generated_samples_in(const GenConfig& c, std::uint64_t i) {
@@ -91,6 +91,7 @@ std::string format_manifest(const DatasetManifest& m) {
       format_name(c.format), c.samples, c.samples_per_shard, c.with_label ? "true" : "false",
       c.sample_size.to_string(), c.max_sample_size, c.compress.to_string(), c.compressibility,
       c.num_classes, c.seed, m.summary.objects);
+  if (c.image.jpeg) fmt::format_to(std::back_inserter(out), "image {}\n", c.image.to_string());
   if (m.complete) {
     const GenSummary& s = m.summary;
     fmt::format_to(std::back_inserter(out),
@@ -202,6 +203,12 @@ Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view o
   }
   c.num_classes = static_cast<std::uint32_t>(classes);
   FEEDLINE_TRY(number("seed", c.seed));
+  if (auto it = kv.find("image"); it != kv.end()) {  // absent: no images (manifests before them)
+    pos = it->second.second;
+    auto image = ImageSpec::parse(it->second.first);
+    if (!image) return bad(image.error().message());
+    c.image = *image;
+  }
   FEEDLINE_TRY(number("objects", m.summary.objects));
   if (m.summary.objects != generated_objects(c)) {
     return bad(fmt::format("'objects {}' disagrees with the settings, which make {}",

@@ -61,7 +61,6 @@ void SampleBuilder::add(std::uint32_t object, std::string_view name, std::uint64
   m.name.assign(name);
   m.offset = data_offset - cur_.offset;
   m.size = size;
-  m.zstd = is_zstd(name);
   m.decoded_size = decoded_size;
   ++cur_.member_count;
   cur_.length = data_offset + size - cur_.offset;

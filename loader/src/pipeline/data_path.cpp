@@ -36,7 +36,7 @@ namespace {
 
 // Why the dataset's samples cannot be read straight into their batch slot ("" when they can):
 // a sample must be one stored member, not compressed, covering the sample's whole byte range.
-std::string why_not_direct(const Dataset& d) {
+std::string why_not_direct(const Dataset& d, const DecodePlan& decode) {
   for (const Sample& s : d.samples) {
     // Its slot cannot be laid out before its size is known: read into a sample buffer.
     if (s.length == storage::kUnknownSize) {
@@ -58,8 +58,13 @@ std::string why_not_direct(const Dataset& d) {
           "with its framing into a sample buffer",
           m.name);
     }
-    if (m.zstd)
-      return fmt::format("samples are zstd-compressed (e.g. '{}'): they need decoding", m.name);
+    if (decode.decodes(s.first_member)) {
+      const DecodePlan::Chain& c = decode.chain_of(s.first_member);
+      return c.name == "zstd"
+                 ? fmt::format("samples are zstd-compressed (e.g. '{}'): they need decoding",
+                               m.name)
+                 : fmt::format("samples need decoding ({}, e.g. '{}')", c.name, m.name);
+    }
     if (m.offset != 0 || m.size != s.length) {
       return fmt::format("sample '{}' does not cover its byte range exactly", s.key);
     }
@@ -68,31 +73,34 @@ std::string why_not_direct(const Dataset& d) {
 }
 
 // True when every member's decoded size is known before reading (the index gives zstd
-// members'): decode can then write each sample into a slot laid out in advance.
-bool decoded_sizes_known(const Dataset& d) {
-  for (const Member& m : d.members) {
-    if (m.zstd && m.decoded_size == 0) return false;
-    if (m.size == storage::kUnknownSize) return false;
+// members', a decoder of fixed-size output its own): decode can then write each sample into a
+// slot laid out in advance.
+bool decoded_sizes_known(const Dataset& d, const DecodePlan& decode) {
+  for (std::size_t i = 0; i < d.members.size(); ++i) {
+    if (d.members[i].size == storage::kUnknownSize) return false;
+    if (!decode.known_size(i, d.members[i])) return false;
   }
   return !d.samples.empty();
 }
 
 // The fallback when reads cannot land in their slot: decode in place where sizes are known.
 void plan_decode(DataPathPlan& plan, const Dataset& d, GpuDirect mode) {
-  if (mode == GpuDirect::kOff || !decoded_sizes_known(d)) return;
+  if (mode == GpuDirect::kOff || !decoded_sizes_known(d, plan.decode)) return;
   plan.path = DataPath::kDecodeInPlace;
   plan.reason +=
       "; decode threads write each sample straight into its batch slot (decoded sizes known "
-      "before reading: uncompressed members, or zstd sizes from the index)";
+      "before reading: uncompressed members, zstd sizes from the index, images of a fixed size)";
 }
 
 }  // namespace
 
 Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& config,
                                     const storage::Backend& backend) {
-  const std::string why_not = why_not_direct(dataset);
-  const GpuDirect mode = config.gpu_direct;
   DataPathPlan plan;
+  plan.decode = config.decoders ? DecodePlan(dataset, *config.decoders)
+                                : DecodePlan(dataset, default_decoders());
+  const std::string why_not = why_not_direct(dataset, plan.decode);
+  const GpuDirect mode = config.gpu_direct;
   if (config.device.device >= 0) {
     auto cuda = config.device.cuda ? config.device.cuda : transports::cuda::CudaRuntime::load();
     if (!cuda->available()) {

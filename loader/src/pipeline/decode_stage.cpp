@@ -1,6 +1,7 @@
 // The decode stage: decode threads take finished reads in completion order, cut the members out
-// of each sample's bytes, decompress zstd members (into a sample buffer, or straight into the
-// batch slot on the decode-in-place path), hash them, and hand them to collate. They never wait
+// of each sample's bytes, run each through its decoders (zstd, JPEG: decoder.hpp; into a sample
+// buffer, or straight into the batch slot on the decode-in-place path), hash them, and hand them
+// to collate. They never wait
 // for memory (the reservation was made at admission; a zstd frame larger than estimated is
 // force()d and reported, and one declaring more than a sample may take is a data error).
 #include <fmt/format.h>
@@ -44,7 +45,7 @@ void DecodeStage::transform(InFlightSample& item, std::vector<TransformMember>& 
 
 void DecodeStage::run(Worker& w) {
   const LoaderConfig& config = run_.config;
-  Decompressor zstd;
+  ThreadDecoders decoders(run_.plan.decode, config.sampler.seed);
   // Samples are taken and handed on in runs (at most kRun, and collate gets what is done once
   // kFlushBytes are decoded): one queue hand-off per run instead of one per sample.
   constexpr std::size_t kRun = 8;
@@ -63,7 +64,7 @@ void DecodeStage::run(Worker& w) {
       } else if (!item.error) {
         const std::uint64_t t0 = w.lane() ? now_ns() : 0;
         const std::uint64_t extra =
-            decode_sample(run_.dataset, item, zstd, &run_.buffers, run_.sizing.decode_limit);
+            decode_sample(run_.dataset, item, decoders, &run_.buffers, run_.sizing.decode_limit);
         if (extra) {  // a zstd frame larger than the reservation's estimate
           run_.budget.force(extra);
           item.reserved += extra;

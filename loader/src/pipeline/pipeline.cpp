@@ -73,10 +73,9 @@ Result<void> Pipeline::start() {
                                  planned.device.calibrate && !reads_into_device(plan.path)));
     sink = std::move(opened);
   }
-  FEEDLINE_ASSIGN_OR_RETURN(
-      detail::PoolSizing sizing,
-      detail::size_pool(dataset_, config_, plan.path, backend_.caps().networked,
-                        sampler_.samples_per_epoch()));
+  FEEDLINE_ASSIGN_OR_RETURN(detail::PoolSizing sizing,
+                            detail::size_pool(dataset_, config_, plan, backend_.caps().networked,
+                                              sampler_.samples_per_epoch()));
   const std::size_t buffers = sizing.buffers;
   const std::uint64_t batch_cap = sizing.batch_cap, device_cap = sizing.device_cap;
   run_ = std::make_unique<detail::RunState>(backend_, dataset_, config_, plan, std::move(sizing),

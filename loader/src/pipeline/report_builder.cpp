@@ -98,6 +98,9 @@ PipelineReport build_report(const RunParts& p) {
     if (h2d) parts.push_back(fmt::format("H2D copied {} bytes", h2d));
     d.detail = fmt::format("{}", fmt::join(parts, "; "));
     d.reason = run.plan.reason;
+    for (const DecodePlan::Chain& c : run.plan.decode.chains()) {
+      if (c.members) d.decoders.push_back({c.name, c.steps.back()->describe(), c.members});
+    }
     d.notes = run.path_notes();
   }
   if (run.sink) {

@@ -31,6 +31,7 @@ class DeviceSink;
 struct MemberBytes {
   const std::byte* data = nullptr;
   std::uint64_t size = 0;
+  ImageShape shape;  // a decoded image's
 };
 
 // A sample on its way through the pipeline.

@@ -43,33 +43,39 @@ std::size_t wanted_batch_buffers(const LoaderConfig& c, bool networked) {
 
 }  // namespace
 
-std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path,
-                        std::uint64_t guess) {
+std::uint64_t footprint(const Dataset& dataset, const DecodePlan& plan, const Sample& s,
+                        DataPath path, std::uint64_t guess) {
   if (size_unknown(s)) {
     // What its read allocates first (unknown_size.hpp); a larger object is charged when its
-    // buffer grows, and what the object did not need is given back once it is read. A zstd
-    // file: its frame's decoded size, estimated from the guess.
+    // buffer grows, and what the object did not need is given back once it is read. A file to
+    // decode (zstd, an image): its decoded size, estimated from the guess.
     std::uint64_t bytes = guess;
-    for (const Member& m : dataset.members_of(s)) {
-      if (m.zstd && path != DataPath::kDecodeInPlace) bytes += guess * kZstdEstimate;
+    for (std::uint32_t i = 0; i < s.member_count; ++i) {
+      if (plan.decodes(s.first_member + i) && path != DataPath::kDecodeInPlace)
+        bytes += guess * kDecodeEstimate;
     }
     return bytes;
   }
   std::uint64_t bytes = align_up(s.length, kPageAlign);
   if (path == DataPath::kDecodeInPlace)
     return bytes;  // decoded bytes go into the batch buffer (the pool's share)
-  for (const Member& m : dataset.members_of(s)) {
-    if (m.zstd) bytes += decoded_estimate(m);
+  for (std::uint32_t i = 0; i < s.member_count; ++i) {
+    const std::size_t index = s.first_member + i;
+    if (plan.decodes(index)) bytes += decoded_estimate(plan, index, dataset.members[index]);
   }
   return bytes;
 }
 
-std::uint64_t oversized(const Dataset& dataset, const Sample& s, const LoaderConfig& config) {
+std::uint64_t oversized(const Dataset& dataset, const DecodePlan& plan, const Sample& s,
+                        const LoaderConfig& config) {
   const std::uint64_t max = config.max_sample_bytes;
   if (max == 0 || size_unknown(s)) return 0;  // unknown: checked once read (unknown_size.hpp)
   if (s.length > max) return s.length;
   std::uint64_t decoded = 0;
-  for (const Member& m : dataset.members_of(s)) decoded += m.zstd ? m.decoded_size : m.size;
+  for (std::uint32_t i = 0; i < s.member_count; ++i) {
+    const std::size_t index = s.first_member + i;
+    decoded += plan.known_size(index, dataset.members[index]).value_or(0);
+  }
   return decoded > max ? decoded : 0;
 }
 
@@ -85,8 +91,10 @@ Error larger_than_max(const Dataset& dataset, std::size_t index, std::uint64_t s
       .with_hint("raise --max-sample-size, or --on-error skip to leave such samples out");
 }
 
-Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config, DataPath path,
-                             bool networked, std::uint64_t samples_per_epoch) {
+Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
+                             const DataPathPlan& plan, bool networked,
+                             std::uint64_t samples_per_epoch) {
+  const DataPath path = plan.path;
   PoolSizing z;
   const std::uint64_t budget = config.memory_budget;
   // No batch is larger than what one epoch of this rank holds (a batch size above the dataset
@@ -117,12 +125,12 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
   std::size_t largest_index = 0;
   const std::uint64_t guess = size_guess(config);
   for (std::size_t i = 0; i < dataset.samples.size(); ++i) {
-    if (const std::uint64_t size = oversized(dataset, dataset.samples[i], config)) {
+    if (const std::uint64_t size = oversized(dataset, plan.decode, dataset.samples[i], config)) {
       if (config.on_error == OnError::kFail) return fail(larger_than_max(dataset, i, size, config));
       z.footprints.push_back(kOversized);  // skipped when its turn comes
       continue;
     }
-    const std::uint64_t f = footprint(dataset, dataset.samples[i], path, guess);
+    const std::uint64_t f = footprint(dataset, plan.decode, dataset.samples[i], path, guess);
     z.footprints.push_back(f);
     if (f > sample_cap) {
       if (config.on_error == OnError::kFail) return fail(too_large(i, f, sample_cap));
@@ -147,7 +155,7 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
     std::uint64_t widest = 0;
     std::uint64_t decoded_total = 0;
     for (const Sample& smp : dataset.samples) {
-      const std::uint64_t b = decoded_slot_bytes(dataset, smp) + kMemberAlign;
+      const std::uint64_t b = decoded_slot_bytes(dataset, plan.decode, smp) + kMemberAlign;
       widest = std::max(widest, b);
       decoded_total += b;
     }

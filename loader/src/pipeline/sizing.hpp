@@ -29,7 +29,7 @@ struct PoolSizing {
   std::uint64_t recycle = 0;        // bytes of freed sample buffers kept for reuse
   std::uint64_t pool_bytes = 0;     // batch_cap x buffers + recycle, charged to the budget
   std::uint64_t sample_limit = 0;   // a sample's footprint may be at most this
-  std::uint64_t decode_limit = 0;   // zstd frames of a sample may declare at most this
+  std::uint64_t decode_limit = 0;   // a sample's members may declare at most this, decoded
   std::uint64_t window = 0;         // samples storage may read ahead of collate
   // Per sample: bytes reserved at admission; kOversized or > sample_limit: skipped when its turn
   // comes (only with on_error = kSkip: otherwise sizing failed).
@@ -42,14 +42,15 @@ inline constexpr std::uint64_t kOversized = ~std::uint64_t{0};
 // The largest batch first: min(batch_size, samples_per_epoch). networked: the backend's
 // reads take milliseconds (a deeper window). kInvalidArgument when the budget cannot hold two
 // batches and the largest sample, or a sample is too large (with on_error = kFail).
-Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config, DataPath path,
-                             bool networked, std::uint64_t samples_per_epoch);
+Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
+                             const DataPathPlan& plan, bool networked,
+                             std::uint64_t samples_per_epoch);
 
-// The footprint of sample s on this path (its stored bytes, plus decoded zstd bytes unless
-// decode writes into the batch buffer); for a sample of unknown size, `guess` (size_guess() of
-// unknown_size.hpp) stands for its stored bytes.
-std::uint64_t footprint(const Dataset& dataset, const Sample& s, DataPath path,
-                        std::uint64_t guess);
+// The footprint of sample s on this path (its stored bytes, plus the decoded bytes of members
+// to decode unless decode writes into the batch buffer); for a sample of unknown size, `guess`
+// (size_guess() of unknown_size.hpp) stands for its stored bytes.
+std::uint64_t footprint(const Dataset& dataset, const DecodePlan& plan, const Sample& s,
+                        DataPath path, std::uint64_t guess);
 
 // The storage threads a run of config takes on this backend and path (LoaderConfig::
 // storage_threads, or the automatic choice where it is 0): pipeline.cpp.
@@ -58,7 +59,8 @@ unsigned storage_threads_for(const LoaderConfig& config, const storage::Backend&
 
 // With config.max_sample_bytes: the size by which s is too large (stored, or decoded as the
 // index says), else 0; and the error for it.
-std::uint64_t oversized(const Dataset& dataset, const Sample& s, const LoaderConfig& config);
+std::uint64_t oversized(const Dataset& dataset, const DecodePlan& plan, const Sample& s,
+                        const LoaderConfig& config);
 Error larger_than_max(const Dataset& dataset, std::size_t index, std::uint64_t size,
                       const LoaderConfig& config);
 

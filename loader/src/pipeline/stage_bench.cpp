@@ -208,8 +208,9 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   const bool in_place = plan.path == DataPath::kDecodeInPlace;
   if (in_place) {
     for (const InFlightSample& s : cache) {
-      widest_slot = std::max(widest_slot,
-                             detail::decoded_slot_bytes(dataset, dataset.samples[s.slot.sample]));
+      widest_slot = std::max(
+          widest_slot,
+          detail::decoded_slot_bytes(dataset, plan.decode, dataset.samples[s.slot.sample]));
     }
   }
 
@@ -238,7 +239,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
       std::vector<std::jthread> threads;
       for (unsigned t = 0; t < config.decode_threads; ++t) {
         threads.emplace_back([&] {
-          Decompressor zstd;
+          detail::ThreadDecoders decoders(plan.decode, config.sampler.seed);
           AlignedBuffer scratch;
           BatchBuffer* slot = in_place ? slots[next_slot++].get() : nullptr;
           for (std::size_t i = next++; i < cache.size() && !failed && !stop; i = next++) {
@@ -249,7 +250,7 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
               s.direct_offset = 0;
               s.decode_in_place = true;
             }
-            detail::decode_sample(dataset, s, zstd, nullptr, decode_limit);
+            detail::decode_sample(dataset, s, decoders, nullptr, decode_limit);
             s.direct_buffer = nullptr;
             s.decode_in_place = false;
             scratch = std::move(s.decoded);
@@ -271,8 +272,9 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   }
   // Decoded outputs for collate alone (untimed).
   {
-    Decompressor zstd;
-    for (InFlightSample& s : cache) detail::decode_sample(dataset, s, zstd, nullptr, decode_limit);
+    detail::ThreadDecoders decoders(plan.decode, config.sampler.seed);
+    for (InFlightSample& s : cache)
+      detail::decode_sample(dataset, s, decoders, nullptr, decode_limit);
   }
 
   // Collate alone on the direct path and with decode in place: the run's collate copies nothing,
@@ -296,7 +298,8 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
       bs.member_count = static_cast<std::uint32_t>(s.members.size());
       bs.offset = offset;
       for (std::size_t i = 0; i < s.members.size() && i < dm.size(); ++i) {
-        members.push_back({dm[i].name, offset + dm[i].offset, s.members[i].size});
+        members.push_back(
+            {dm[i].name, offset + dm[i].offset, s.members[i].size, s.members[i].shape});
       }
       bs.size = smp.length;
       offset += align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign);

@@ -57,10 +57,25 @@ void spin_for(std::chrono::nanoseconds d, const std::atomic<bool>& stop) {
   }
 }
 
-std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s) {
+DecoderState& ThreadDecoders::state(const Decoder& d) {
+  for (auto& [decoder, state] : states_) {
+    if (decoder == &d) return *state;
+  }
+  states_.emplace_back(&d, d.make_state());
+  return *states_.back().second;
+}
+
+std::vector<std::byte>& ThreadDecoders::scratch(std::size_t i) {
+  if (scratch_.size() <= i) scratch_.resize(i + 1);
+  return scratch_[i];
+}
+
+std::uint64_t decoded_slot_bytes(const Dataset& dataset, const DecodePlan& plan, const Sample& s) {
   std::uint64_t pos = 0;
-  for (const Member& m : dataset.members_of(s))
-    pos = align_up(pos, kMemberAlign) + (m.zstd ? m.decoded_size : m.size);
+  for (std::uint32_t i = 0; i < s.member_count; ++i) {
+    const std::size_t index = s.first_member + i;
+    pos = align_up(pos, kMemberAlign) + plan.known_size(index, dataset.members[index]).value_or(0);
+  }
   return pos;
 }
 
@@ -85,65 +100,108 @@ std::optional<Error> check_member(const Dataset& dataset, const Sample& smp, con
   return std::nullopt;
 }
 
-// The digest and decoded size of s's members.
-void digest_members(InFlightSample& s) {
-  std::uint64_t digest = 0;
-  std::uint64_t bytes = 0;
-  for (const auto& mb : s.members) {
-    digest += member_hash(ConstBytes(mb.data, mb.size));
-    bytes += mb.size;
+// Runs the steps of m's chain before its last on `stored`. `next_scratch` numbers the thread's
+// scratch buffers this sample used so far.
+Result<MemberRun> run_prefix(const DecodePlan::Chain& chain, ConstBytes stored,
+                             const DecodeContext& ctx, ThreadDecoders& t,
+                             std::size_t& next_scratch) {
+  MemberRun run;
+  run.chain = &chain;
+  run.ctx = ctx;
+  ConstBytes in = stored;
+  if (chain.digest_after == 0) run.digested = stored;
+  for (std::size_t i = 0; i + 1 < chain.steps.size(); ++i) {
+    DecoderState& st = t.state(*chain.steps[i]);
+    FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t size, st.output_size(in, ctx));
+    std::vector<std::byte>& buf = t.scratch(next_scratch++);
+    buf.resize(static_cast<std::size_t>(size));
+    FEEDLINE_ASSIGN_OR_RETURN(Decoded d, st.decode(in, MutableBytes(buf.data(), buf.size()), ctx));
+    in = ConstBytes(buf.data(), std::min<std::uint64_t>(d.bytes, buf.size()));
+    if (chain.digest_after == i + 1) run.digested = in;
+  }
+  run.last_input = in;
+  run.digest_output = chain.digest_after == chain.steps.size();
+  return run;
+}
+
+// The last step of run into out (at least its output size); the member's bytes and digest.
+Result<MemberBytes> run_last(const MemberRun& run, MutableBytes out, ThreadDecoders& t,
+                             std::uint64_t& digest) {
+  DecoderState& st = t.state(*run.chain->steps.back());
+  FEEDLINE_ASSIGN_OR_RETURN(Decoded d, st.decode(run.last_input, out, run.ctx));
+  if (d.bytes > out.size()) {
+    return fail(
+        Error(Errc::kInternal, fmt::format("decoder {} wrote {} bytes into an output of {}",
+                                           run.chain->steps.back()->name(), d.bytes, out.size())));
+  }
+  const MemberBytes mb{out.data(), d.bytes, d.shape};
+  digest += member_hash(run.digest_output ? ConstBytes(mb.data, mb.size) : run.digested);
+  return mb;
+}
+
+// decode_sample's in-place half: every member into s's batch slot, at the offsets
+// decoded_slot_bytes() lays out.
+void decode_into_slot(const Dataset& dataset, InFlightSample& s, ThreadDecoders& t,
+                      std::uint64_t max_decoded) {
+  const DecodePlan& plan = t.plan();
+  const Sample& smp = dataset.samples[s.slot.sample];
+  const std::string& object = dataset.objects[smp.object].key;
+  std::byte* slot = s.decode_target();
+  std::uint64_t pos = 0, digest = 0, bytes = 0;
+  std::size_t scratch = 0;
+  s.copied_bytes = 0;
+  for (std::uint32_t i = 0; i < smp.member_count; ++i) {
+    const std::size_t index = smp.first_member + i;
+    const Member& m = dataset.members[index];
+    pos = align_up(pos, kMemberAlign);
+    const ConstBytes stored(s.bytes() + m.offset, m.size);
+    const DecodePlan::Chain& chain = plan.chain_of(index);
+    auto fail_with = [&](Error e) {
+      s.error = std::move(e).with_object(object).with_offset(smp.offset + m.offset);
+    };
+    if (chain.steps.empty()) {
+      if (m.size) std::memcpy(slot + pos, stored.data(), m.size);
+      s.copied_bytes += m.size;
+      s.members.push_back({slot + pos, m.size, {}});
+      digest += member_hash(stored);
+      bytes += m.size;
+      pos += m.size;
+      continue;
+    }
+    const std::uint64_t planned = plan.known_size(index, m).value_or(0);
+    const DecodeContext ctx{m.name, s.slot.sample, s.slot.epoch, t.seed(), max_decoded};
+    auto run = run_prefix(chain, stored, ctx, t, scratch);
+    if (!run) return fail_with(std::move(run).error());
+    // The slot holds exactly what was planned. A member that declares another size (a stale
+    // index) is refused before anything is written; one whose header lies cannot write past the
+    // slot either (the decoder stops at its output's end and reports it).
+    auto declared = t.state(*chain.steps.back()).output_size(run->last_input, ctx);
+    if (!declared) return fail_with(std::move(declared).error());
+    if (*declared != planned) {
+      const bool indexed = chain.steps.size() == 1 && chain.steps.front()->sized_by_index();
+      return fail_with(
+          Error(Errc::kCorrupt,
+                fmt::format("member '{}' decodes to {} bytes, {} says {}", m.name, *declared,
+                            indexed ? "the shard's index" : "its decoder", planned))
+              .with_hint(indexed ? "the index is stale: delete the shard's .idx file (it is "
+                                   "rebuilt by scanning)"
+                                 : ""));
+    }
+    auto mb = run_last(*run, MutableBytes(slot + pos, planned), t, digest);
+    if (!mb) return fail_with(std::move(mb).error());
+    s.members.push_back(*mb);
+    bytes += mb->size;
+    pos += planned;
   }
   s.digest = digest;
   s.decoded_bytes = bytes;
 }
 
-// decode_sample's in-place half: every member into s's batch slot, at the offsets
-// decoded_slot_bytes() lays out.
-void decode_into_slot(const Dataset& dataset, InFlightSample& s, Decompressor& zstd) {
-  const Sample& smp = dataset.samples[s.slot.sample];
-  const std::string& object = dataset.objects[smp.object].key;
-  std::byte* slot = s.decode_target();
-  std::uint64_t pos = 0;
-  s.copied_bytes = 0;
-  for (const Member& m : dataset.members_of(smp)) {
-    pos = align_up(pos, kMemberAlign);
-    const ConstBytes stored(s.bytes() + m.offset, m.size);
-    if (!m.zstd) {
-      if (m.size) std::memcpy(slot + pos, stored.data(), m.size);
-      s.copied_bytes += m.size;
-      s.members.push_back({slot + pos, m.size});
-      pos += m.size;
-      continue;
-    }
-    // The slot holds exactly what the index says. A frame that declares another size (a stale
-    // index) is refused before anything is written; one whose header lies cannot write past the
-    // slot either (zstd stops at the destination's end and reports it).
-    auto declared = Decompressor::content_size(stored);
-    if (declared && *declared != m.decoded_size) {
-      s.error =
-          Error(Errc::kCorrupt,
-                fmt::format("member '{}' decodes to {} bytes, the shard's index says {}", m.name,
-                            *declared, m.decoded_size))
-              .with_object(object)
-              .with_offset(smp.offset + m.offset)
-              .with_hint(
-                  "the index is stale: delete the shard's .idx file (it is rebuilt by scanning)");
-      return;
-    }
-    auto n = zstd.decompress(stored, MutableBytes(slot + pos, m.decoded_size));
-    if (!n) {
-      s.error = std::move(n).error().with_object(object).with_offset(smp.offset + m.offset);
-      return;
-    }
-    s.members.push_back({slot + pos, *n});
-    pos += m.decoded_size;
-  }
-}
-
 }  // namespace
 
-std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
+std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDecoders& t,
                             BufferPool* pool, std::uint64_t max_decoded) {
+  const DecodePlan& plan = t.plan();
   const Sample& smp = dataset.samples[s.slot.sample];
   const auto members = dataset.members_of(smp);
   const std::string& object = dataset.objects[smp.object].key;
@@ -163,64 +221,87 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompres
     }
   }
   if (s.decode_in_place) {
-    decode_into_slot(dataset, s, zstd);
-    if (!s.error) digest_members(s);
+    decode_into_slot(dataset, s, t, max_decoded);
     return 0;
   }
-  std::uint64_t zstd_total = 0;
+  // The steps before each member's last, then the sizes the last ones declare: the output buffer
+  // holds them all, each on a kMemberAlign boundary.
+  std::vector<MemberRun>& runs = t.runs();
+  runs.clear();
+  std::uint64_t total = 0;
   std::uint64_t estimated = 0;
-  for (const Member& m : members) {
-    if (m.zstd) {
-      auto size = Decompressor::content_size(ConstBytes(s.bytes() + m.offset, stored_size(m, s)));
-      if (!size) {
-        s.error = std::move(size).error().with_object(object).with_offset(smp.offset + m.offset);
-        return 0;
+  std::size_t scratch = 0;
+  for (std::uint32_t i = 0; i < smp.member_count; ++i) {
+    const std::size_t index = smp.first_member + i;
+    const Member& m = members[i];
+    const DecodePlan::Chain& chain = plan.chain_of(index);
+    if (chain.steps.empty()) continue;
+    const ConstBytes stored(s.bytes() + m.offset, stored_size(m, s));  // unknown_size.hpp
+    const DecodeContext ctx{m.name, s.slot.sample, s.slot.epoch, t.seed(), max_decoded};
+    auto run = run_prefix(chain, stored, ctx, t, scratch);
+    std::optional<Error> e;
+    if (run) {
+      auto size = t.state(*chain.steps.back()).output_size(run->last_input, ctx);
+      if (size) {
+        run->declared = *size;
+        total += align_up(std::min<std::uint64_t>(*size, ~std::uint64_t{0} / 4), kMemberAlign);
+        estimated += decoded_estimate(plan, index, m);
+        if (max_decoded && total > max_decoded) {
+          e = Error(Errc::kResourceExhausted,
+                    fmt::format("sample '{}': its members declare {} decoded bytes, more than "
+                                "the {} bytes a sample may take (member '{}' declares {})",
+                                smp.key, total, max_decoded, m.name, *size))
+                  .with_hint(
+                      "a corrupt or hostile header (a zstd bomb?); --on-error skip leaves it "
+                      "out, --max-sample-size or --memory-budget raise the limit if the data is "
+                      "right");
+        }
+      } else {
+        e = std::move(size).error();
       }
-      zstd_total += align_up(std::min<std::uint64_t>(*size, ~std::uint64_t{0} / 2), kMemberAlign);
-      estimated += m.decoded_size ? m.decoded_size : stored_size(m, s) * kZstdEstimate;
-      if (max_decoded && zstd_total > max_decoded) {
-        s.error =
-            Error(
-                Errc::kResourceExhausted,
-                fmt::format(
-                    "sample '{}': member '{}' declares {} decoded bytes, more than the {} bytes a "
-                    "sample may take",
-                    smp.key, m.name, *size, max_decoded))
-                .with_object(object)
-                .with_offset(smp.offset + m.offset)
-                .with_hint(
-                    "a corrupt or hostile frame (a zstd bomb?); --on-error skip leaves it out, "
-                    "--max-sample-size or --memory-budget raise the limit if the data is right");
-        return 0;
-      }
+      if (!e) runs.push_back(std::move(*run));
+    } else {
+      e = std::move(run).error();
+    }
+    if (e) {
+      s.error = std::move(*e).with_object(object).with_offset(smp.offset + m.offset);
+      return 0;
     }
   }
-  if (zstd_total > 0 && s.decoded.size() < zstd_total) {
-    auto buf = pool ? pool->get(zstd_total) : AlignedBuffer::allocate(zstd_total);
+  if (total > 0 && s.decoded.size() < total) {
+    auto buf = pool ? pool->get(total) : AlignedBuffer::allocate(total);
     if (!buf) {
       s.error = std::move(buf).error();
       return 0;
     }
     s.decoded = std::move(*buf);
   }
-  std::uint64_t zpos = 0;
-  for (const Member& m : members) {
-    const ConstBytes stored(s.bytes() + m.offset, stored_size(m, s));  // unknown_size.hpp
-    if (!m.zstd) {
-      s.members.push_back({stored.data(), stored.size()});
+  std::uint64_t digest = 0, bytes = 0, zpos = 0;
+  std::size_t next_run = 0;
+  for (std::uint32_t i = 0; i < smp.member_count; ++i) {
+    const std::size_t index = smp.first_member + i;
+    const Member& m = members[i];
+    const ConstBytes stored(s.bytes() + m.offset, stored_size(m, s));
+    if (!plan.decodes(index)) {
+      s.members.push_back({stored.data(), stored.size(), {}});
+      digest += member_hash(stored);
+      bytes += stored.size();
       continue;
     }
-    const MutableBytes out(s.decoded.data() + zpos, s.decoded.size() - zpos);
-    auto n = zstd.decompress(stored, out);
-    if (!n) {
-      s.error = std::move(n).error().with_object(object).with_offset(smp.offset + m.offset);
+    const MemberRun& run = runs[next_run++];
+    const MutableBytes out(s.decoded.data() + zpos, run.declared);
+    auto mb = run_last(run, out, t, digest);
+    if (!mb) {
+      s.error = std::move(mb).error().with_object(object).with_offset(smp.offset + m.offset);
       return 0;
     }
-    s.members.push_back({out.data(), *n});
-    zpos += align_up(*n, kMemberAlign);
+    s.members.push_back(*mb);
+    bytes += mb->size;
+    zpos += align_up(run.declared, kMemberAlign);
   }
-  digest_members(s);
-  return zstd_total > estimated ? zstd_total - estimated : 0;
+  s.digest = digest;
+  s.decoded_bytes = bytes;
+  return total > estimated ? total - estimated : 0;
 }
 
 void describe_on_device(const Dataset& dataset, InFlightSample& s) {
@@ -244,7 +325,7 @@ void describe_on_device(const Dataset& dataset, InFlightSample& s) {
                     .with_offset(smp.offset + m.offset);
       return;
     }
-    s.members.push_back({s.bytes() + m.offset, m.size});
+    s.members.push_back({s.bytes() + m.offset, m.size, {}});
     bytes += m.size;
   }
   s.digest = 0;
@@ -278,7 +359,7 @@ BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, Bat
   for (std::size_t i = 0; i < s.members.size(); ++i) {
     used = align_up(used, kMemberAlign);
     if (s.members[i].size) std::memcpy(buffer.data() + used, s.members[i].data, s.members[i].size);
-    members.push_back({dm[i].name, used, s.members[i].size});
+    members.push_back({dm[i].name, used, s.members[i].size, s.members[i].shape});
     used += s.members[i].size;
   }
   bs.size = used - bs.offset;
@@ -302,7 +383,7 @@ BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s,
   std::uint64_t end = s.direct_offset;
   for (std::size_t i = 0; i < s.members.size(); ++i) {
     const auto at = static_cast<std::uint64_t>(s.members[i].data - s.slot_base());
-    members.push_back({dm[i].name, at, s.members[i].size});
+    members.push_back({dm[i].name, at, s.members[i].size, s.members[i].shape});
     end = std::max(end, at + s.members[i].size);
   }
   bs.size = end - bs.offset;

@@ -8,18 +8,55 @@
 #include "buffer_pool.hpp"
 #include "feedline/core/cpus.hpp"
 #include "feedline/loader/codec.hpp"
+#include "feedline/loader/decoder.hpp"
 #include "run_state.hpp"
 
 namespace feedline::loader::detail {
 
 inline constexpr std::uint64_t kMemberAlign = 64;  // members start on cache lines in a batch
-// zstd frames whose decoded size the index does not give are reserved at this many times their
-// stored size; a larger frame is admitted anyway and counted as budget overshoot.
-inline constexpr std::uint64_t kZstdEstimate = 4;
+// Members to decode whose decoded size is not known before reading (a zstd frame the index does
+// not size, an image at its own size) are reserved at this many times their stored size; a
+// larger one is admitted anyway and counted as budget overshoot.
+inline constexpr std::uint64_t kDecodeEstimate = 4;
 
-inline std::uint64_t decoded_estimate(const Member& m) {
-  return m.decoded_size ? m.decoded_size : m.size * kZstdEstimate;
+// The bytes member `index` (m) is reserved at once decoded.
+inline std::uint64_t decoded_estimate(const DecodePlan& plan, std::size_t index, const Member& m) {
+  if (auto known = plan.known_size(index, m)) return *known;
+  return m.size * kDecodeEstimate;
 }
+
+// One member on its way through its chain (decode_sample): the steps before the last have run
+// into the thread's scratch buffers, leaving the last step's input; the digest's bytes are found
+// on the way.
+struct MemberRun {
+  const DecodePlan::Chain* chain = nullptr;
+  DecodeContext ctx;
+  ConstBytes last_input;       // the last step's input
+  ConstBytes digested;         // what the digest covers, when known before the last step
+  bool digest_output = false;  // ... else: the last step's output
+  std::uint64_t declared = 0;  // the size the last step declares
+};
+
+// One decode thread's decoders: a DecoderState per decoder the plan uses (made on first use),
+// and scratch buffers for the outputs of a chain's steps before its last (a ".jpg.zst" member's
+// JPEG bytes), reused sample after sample (each as large as the largest it held: at most the
+// run's decode limit).
+class ThreadDecoders {
+ public:
+  ThreadDecoders(const DecodePlan& plan, std::uint64_t seed) : plan_(plan), seed_(seed) {}
+  const DecodePlan& plan() const noexcept { return plan_; }
+  std::uint64_t seed() const noexcept { return seed_; }
+  DecoderState& state(const Decoder& d);
+  std::vector<std::byte>& scratch(std::size_t i);
+  std::vector<MemberRun>& runs() noexcept { return runs_; }  // decode_sample's, reused
+
+ private:
+  const DecodePlan& plan_;
+  const std::uint64_t seed_;
+  std::vector<std::pair<const Decoder*, std::unique_ptr<DecoderState>>> states_;
+  std::vector<std::vector<std::byte>> scratch_;
+  std::vector<MemberRun> runs_;
+};
 
 // Object handles for the storage stage: kept open for datasets of up to 4,096 objects (tar
 // shards, a few big files), opened per read beyond that (100,000 small files would exhaust file
@@ -49,23 +86,25 @@ bool make_this_thread_nicer(int increment) noexcept;
 using feedline::usable_cores;  // core/cpus.hpp
 
 // Bytes a sample takes in a batch after decoding: its members' decoded sizes, each started on a
-// kMemberAlign boundary (what decode in place writes and collate packs). Needs every zstd
-// member's decoded_size (the index's).
-std::uint64_t decoded_slot_bytes(const Dataset& dataset, const Sample& s);
+// kMemberAlign boundary (what decode in place writes and collate packs). Needs every member's
+// decoded size known (DecodePlan::known_size).
+std::uint64_t decoded_slot_bytes(const Dataset& dataset, const DecodePlan& plan, const Sample& s);
 
 // Cuts s's members out of its raw bytes, checks what members carry (MemberCheck: a TFRecord
 // record's CRCs, on every path, the in-place one and the storage threads' inline one included),
-// decompresses zstd members into s.decoded (or, with
-// s.decode_in_place, writes every member into s's batch slot as decoded_slot_bytes lays it out:
-// a frame whose size differs from the index's is an error) and computes the digest. On failure sets
-// s.error (naming object and offset). Returns the bytes by which the decoded size exceeded the
-// reservation's estimate (0 normally). The output buffer comes from pool when given (s.decoded is
-// reused when already large enough).
+// runs each member through its decoders (the plan's chain: zstd, JPEG, ...) into s.decoded (or,
+// with s.decode_in_place, writes every member into s's batch slot as decoded_slot_bytes lays it
+// out: a member whose decoded size differs from the one planned, a stale index's, is an error)
+// and computes the digest (decoder.hpp: over each member's bytes after its exact steps). On
+// failure sets s.error (naming object and offset). Returns the bytes by which the decoded size
+// exceeded the reservation's estimate (0 normally). The output buffer comes from pool when given
+// (s.decoded is reused when already large enough).
 //
-// Declared sizes are untrusted: a sample whose zstd frames declare more than `max_decoded` bytes
-// in all (0: no limit) fails with kResourceExhausted naming the sample, the member and the
-// offset, before anything is allocated for it.
-std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, Decompressor& zstd,
+// Declared sizes are untrusted: a member whose header declares more than `max_decoded` bytes
+// (0: no limit; zstd frames, a JPEG's dimensions), or a sample whose members do in all, fails
+// with kResourceExhausted naming the sample, the member and the offset, before anything is
+// allocated for it.
+std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDecoders& decoders,
                             BufferPool* pool = nullptr, std::uint64_t max_decoded = 0);
 
 // decode_sample for a sample read into GPU memory (s.on_device): its members are its stored

@@ -147,7 +147,7 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
       a.slot_offsets[sl.slot] = off;
       const Sample& x = dataset.samples[sl.sample];
       if (sizing.footprints[sl.sample] > sizing.sample_limit) return;  // skipped below: no slot
-      off += in_place ? align_up(decoded_slot_bytes(dataset, x), kMemberAlign)
+      off += in_place ? align_up(decoded_slot_bytes(dataset, run_.plan.decode, x), kMemberAlign)
                       : align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
     };
     place(pending);
@@ -179,15 +179,15 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
   // the pool), but a sample too large for the budget is skipped all the same.
   const std::uint64_t need = direct ? 0 : sizing.footprints[pending.sample];
   if (sizing.footprints[pending.sample] > sizing.sample_limit) {  // only with on_error = skip
-    s.error =
-        sizing.footprints[pending.sample] == kOversized
-            ? larger_than_max(dataset, pending.sample, oversized(dataset, smp, config), config)
-            : Error(
-                  Errc::kResourceExhausted,
-                  fmt::format("sample '{}' needs {} bytes, more than the memory budget allows ({})",
+    s.error = sizing.footprints[pending.sample] == kOversized
+                  ? larger_than_max(dataset, pending.sample,
+                                    oversized(dataset, run_.plan.decode, smp, config), config)
+                  : Error(Errc::kResourceExhausted,
+                          fmt::format(
+                              "sample '{}' needs {} bytes, more than the memory budget allows ({})",
                               smp.key, need, sizing.sample_limit))
-                  .with_object(dataset.objects[smp.object].key)
-                  .with_offset(smp.offset);
+                        .with_object(dataset.objects[smp.object].key)
+                        .with_offset(smp.offset);
     a.pending = next_slot();
     out.kind = Admitted::kDeliver;
     return out;
@@ -224,7 +224,8 @@ void StorageStage::run(Worker& w) {
   // keeps the stage.
   const bool inline_decode = direct && !device_reads && !config.transform &&
                              config.diagnostics.decode_cost == std::chrono::nanoseconds(0);
-  Decompressor zstd;  // unused on the direct path (no zstd members), needed by decode_sample's API
+  // The direct path has no members to decode: only their digest, through decode_sample.
+  ThreadDecoders decoders(run_.plan.decode, config.sampler.seed);
   Admission& a = *admission_;
   // io_depth split between the threads (the first ones take the remainder).
   const unsigned depth =
@@ -509,7 +510,7 @@ void StorageStage::run(Worker& w) {
         bytes_read += *op.result;  // from the device: an aligned read's head and tail included
         w.count(1, got);
         if (inline_decode) {
-          decode_sample(dataset, s, zstd, &run_.buffers, sizing.decode_limit);
+          decode_sample(dataset, s, decoders, &run_.buffers, sizing.decode_limit);
           if (!s.error) ++decoded_here;
         }
       }

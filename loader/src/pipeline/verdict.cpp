@@ -3,6 +3,7 @@
 // the call and the knobs to turn next (report.hpp: Knob, by LoaderConfig's names; tools/ turns
 // them into flags). The advice text names no flag.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -140,10 +141,23 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       v.advice = fmt::format("decode is CPU-bound and {} of the {} cores are left for it",
                              cores - config.decode_threads, cores);
     } else {
+      // What makes this run's decode cheaper depends on what it decodes.
+      std::vector<std::string> cheaper;
+      for (const DecoderUse& d : r.data_path.decoders) {
+        if (d.name.find("jpeg") != std::string::npos) {
+          cheaper.push_back(
+              "JPEGs stored nearer the output's size (resized once, offline: a crop of half "
+              "the stored size or less decodes at libjpeg-turbo's 1/2 DCT scale, a quarter of "
+              "the work), or a smaller image size");
+        }
+        if (d.name.find("zstd") != std::string::npos)
+          cheaper.push_back("a lower zstd level, or data stored decompressed");
+      }
+      if (cheaper.empty()) cheaper.push_back("pre-decoded data");
       v.advice = fmt::format(
-          "decode is CPU-bound on {} threads for {} cores: make decode cheaper (a lower zstd "
-          "level, pre-decoded data) or give the job more CPU",
-          config.decode_threads, cores);
+          "decode is CPU-bound on {} threads for {} cores: make decode cheaper ({}) or give "
+          "the job more CPU",
+          config.decode_threads, cores, fmt::join(cheaper, "; "));
     }
     return v;
   };

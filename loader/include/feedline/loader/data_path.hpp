@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "feedline/core/error.hpp"
+#include "feedline/loader/decoder.hpp"
 #include "feedline/loader/report.hpp"
 
 namespace feedline::storage {
@@ -16,7 +17,6 @@ class Backend;
 
 namespace feedline::loader {
 
-struct Dataset;
 struct LoaderConfig;
 
 // kAuto takes the direct path where the dataset allows and says why not otherwise; kOn makes
@@ -29,6 +29,7 @@ Result<GpuDirect> parse_gpu_direct(std::string_view text);
 struct DataPathPlan {
   DataPath path = DataPath::kBounce;
   std::string reason;  // why this path (and why not the direct one)
+  DecodePlan decode;   // each member's decoders (LoaderConfig::decoders)
 };
 
 // `backend` is the dataset's storage (whether it can read into GPU memory). kInvalidArgument (with

@@ -78,8 +78,9 @@ struct Member {
   std::string name;
   std::uint64_t offset = 0;  // from the start of the sample's byte range
   std::uint64_t size = 0;    // stored bytes
-  bool zstd = false;         // a zstd frame (the name ends in ".zst")
-  // Decoded size when known without reading (uncompressed members, or from the index); 0 = unknown.
+  // Decoded size when known without reading (uncompressed members, or from the index: a zstd
+  // member's decompressed size); 0 = unknown. Which decoders a member takes is the decode
+  // plan's (decoder.hpp), from its extensions.
   std::uint64_t decoded_size = 0;
   MemberCheck check = MemberCheck::kNone;
 };

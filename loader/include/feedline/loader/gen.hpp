@@ -1,7 +1,8 @@
 // Synthetic datasets: what `feedline gen URL` writes.
 //
 // Five layouts (the formats open_dataset() reads, see dataset.hpp):
-//  - files:    one object per sample, "ROOT/<key>.bin" (or "<key>.bin.zst" when compressed).
+//  - files:    one object per sample, "ROOT/<key>.bin" (or "<key>.bin.zst" when compressed;
+//              ".jpg" / ".jpg.zst" for images, GenConfig::image).
 //  - tar:      WebDataset-style shards "ROOT/shard-000000.tar", ... holding samples_per_shard
 //              samples each; a sample is the member "<key>.bin[.zst]" followed (with_label) by
 //              "<key>.cls", a decimal class label. Beside each shard its index
@@ -77,6 +78,18 @@ struct CompressionSpec {
   std::string to_string() const;
 };
 
+// Samples as pictures: each sample's payload a JPEG of width x height (libjpeg-turbo's encoder,
+// baseline, 4:2:0) of image-like content drawn from the sample's generator: a gradient, shapes
+// with textures, grain (about 110 KiB at 400 x 350, quality 90, as ImageNet's average).
+struct ImageSpec {
+  bool jpeg = false;
+  std::uint32_t width = 400, height = 350;
+  int quality = 95;
+  // "none", "jpeg:WxH" or "jpeg:WxH:QUALITY".
+  static Result<ImageSpec> parse(std::string_view text);
+  std::string to_string() const;
+};
+
 struct GenConfig {
   DatasetFormat format = DatasetFormat::kFiles;
   std::uint64_t samples = 1000;
@@ -89,7 +102,13 @@ struct GenConfig {
   bool with_label = true;
   std::uint32_t num_classes = 1000;
   std::uint64_t seed = 0;
+  // JPEG payloads (files and tar; the size distribution is then unused: a JPEG is as large as
+  // its content encodes to).
+  ImageSpec image;
 };
+
+// The extension of a sample's payload: ".bin", ".jpg" (images), with ".zst" when compressed.
+std::string payload_extension(const GenConfig& config);
 
 // Checks ranges (samples >= 1, compressibility in [0,1], a zstd level zstd accepts, zstd present
 // in this build when asked for, compression only for files and tar, ISA-L for tfrecord and npz,

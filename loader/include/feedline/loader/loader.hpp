@@ -1,6 +1,6 @@
 // feedline::Loader — the data-loading pipeline a training job embeds.
 //
-//   Sampler -> storage (async reads) -> decode (threads: tar members, zstd) -> collate (batches
+//   Sampler -> storage (async reads) -> decode (threads: members, zstd, JPEG) -> collate (batches
 //   in a pool of 4 KiB-aligned, mlock'd buffers) -> [device: H2D copies] -> the caller's next()
 //
 // Usage:
@@ -36,6 +36,7 @@
 #include "feedline/core/error.hpp"
 #include "feedline/loader/data_path.hpp"
 #include "feedline/loader/dataset.hpp"
+#include "feedline/loader/decoder.hpp"
 #include "feedline/loader/diagnostics.hpp"
 #include "feedline/loader/live.hpp"
 #include "feedline/loader/report.hpp"
@@ -127,6 +128,10 @@ struct LoaderConfig {
   // when it is one of a host's accelerators, and detaches when it is destroyed. diagnose()
   // attaches its baseline run only.
   std::vector<std::shared_ptr<LiveWatch>> watchers;
+  // What the decode threads make of each member, by its extensions (decoder.hpp): null is
+  // default_decoders() (zstd); image_decoders() (image.hpp) adds JPEG; an embedding program
+  // adds its own.
+  std::shared_ptr<const DecoderRegistry> decoders;
   // Run on each sample on the decode threads (transform.hpp); null: none. Samples then take the
   // decode threads' path even where nothing else needs decoding, and must reach host memory.
   std::shared_ptr<SampleTransform> transform;
@@ -136,6 +141,7 @@ struct BatchMember {
   std::string_view name;
   std::uint64_t offset = 0;  // in Batch::data()
   std::uint64_t size = 0;
+  ImageShape shape;  // a decoded image's (HWC uint8); all 0 for other members
 };
 
 struct BatchSample {

@@ -132,8 +132,16 @@ struct MemoryReport {
 
 // Bytes delivered by the run's data path, and what the pipeline copied to deliver them
 // (collate's copy into the batch, O_DIRECT bounce copies, the H2D copy of a device sink).
+// One chain of decoders the run's members went through (decoder.hpp), e.g. "zstd+jpeg".
+struct DecoderUse {
+  std::string name;
+  std::string output;         // the last decoder's describe(): "224x224x3 RGB, center crop"
+  std::uint64_t members = 0;  // members of the dataset that take it
+};
+
 struct DataPathReport {
   DataPath path = DataPath::kBounce;
+  std::vector<DecoderUse> decoders;
   std::uint64_t bytes = 0;  // delivered
   std::uint64_t copied_bytes = 0;
   double copy_amplification = 0;   // copied / delivered (0 on the direct path)
