@@ -11,7 +11,10 @@
 #           the Python binding's tests; python3-crc32c, the independent TFRecord CRC32C of
 #           tests/cli/formats.sh). The build itself takes python3-dev, pybind11-dev,
 #           libdlpack-dev and numpy for the Python package (python/), and libisal-dev (ISA-L) for
-#           TFRecord's CRC32C and npz's CRC-32, and prometheus-cpp-dev for the metrics endpoint.
+#           TFRecord's CRC32C and npz's CRC-32, prometheus-cpp-dev for the metrics endpoint, and
+#           libjpeg62-turbo-dev (libjpeg-turbo) and libexif-dev for JPEG images. Also for the
+#           tests and bench/compare-jpeg.sh: python3-pil and python3-torchvision, the reference
+#           decoder and crops.
 #           Also for the tests: prometheus (promtool) and python3-prometheus-client to check what
 #           the endpoint serves, chromium to render the HTML report headless.
 set -euo pipefail

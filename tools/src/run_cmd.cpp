@@ -168,9 +168,17 @@ int run_checked(const RunOptions& o, RunSetup& st, JsonFile& json, const TraceFi
           ctx.au_target * 100, report.consumer.batches);
     } else {
       const bool ok = report.consumer.au >= ctx.au_target;
-      out::print("  AU {:.1f}% {} the {:.0f}% target: {}\n", report.consumer.au * 100,
-                 ok ? ">=" : "<", ctx.au_target * 100,
-                 ok ? "PASS" : "FAIL (the storage cannot feed this accelerator at this rate)");
+      // What cannot feed it: the verdict's stage (decode of JPEGs, say), storage by default.
+      const std::optional<loader::StageId> limit = report.verdict.stage;
+      const std::string who =
+          !limit || *limit == loader::StageId::kStorage ? "the storage"
+          : *limit == loader::StageId::kConsumer
+              ? "the input pipeline"
+              : fmt::format("the pipeline's {} stage", loader::stage_name(*limit));
+      out::print(
+          "  AU {:.1f}% {} the {:.0f}% target: {}\n", report.consumer.au * 100, ok ? ">=" : "<",
+          ctx.au_target * 100,
+          ok ? "PASS" : fmt::format("FAIL ({} cannot feed this accelerator at this rate)", who));
     }
   }
   return code;
