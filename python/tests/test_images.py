@@ -214,3 +214,17 @@ def test_loader_image_options_are_checked(jpeg_tar):
         feedline.Loader(jpeg_tar, image_size=32, crop="sideways")
     with pytest.raises(ValueError, match="image_size"):
         feedline.Loader(jpeg_tar, crop="center")
+
+
+def test_the_image_training_example_runs(tmp_path):
+    import subprocess
+    import sys
+    pytest.importorskip("torch")
+    ds = gen(tmp_path / "ds", "--format", "tar", "--samples", "256", "--samples-per-shard", "128",
+             "--image", "jpeg:160x120:90")
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "train_images.py")
+    out = subprocess.run([sys.executable, example, ds, "--batch-size", "32", "--image-size", "48"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "epoch 0: 8 steps" in out.stdout and "bottleneck:" in out.stdout, out.stdout
+    assert "jpeg -> 48x48x3 RGB, random-resized crop for 256 members" in out.stdout, out.stdout
