@@ -26,23 +26,29 @@ MASK64 = (1 << 64) - 1
 TARGETS = {"per core": 1.5, "end to end": 2.0, "diagnose": 0.10}
 
 
+def tar_samples(t):
+    """The samples of an open tarfile, as webdataset groups them: runs of members sharing a key
+    (the name up to its first dot), each a dict of extension -> bytes, plus "key"."""
+    cur = {}
+    for m in t:
+        if not m.isfile():
+            continue
+        key, ext = m.name.split(".", 1)
+        if cur and cur["key"] != key:
+            yield cur
+            cur = {}
+        cur["key"] = key
+        cur[ext] = t.extractfile(m).read()
+    if cur:
+        yield cur
+
+
 def jpegs_of(root):
     """(key, JPEG bytes, label bytes) of every sample in DIR's tar shards, in storage order."""
     out = []
     for shard in sorted(glob.glob(os.path.join(root, "*.tar"))):
         with tarfile.open(shard) as t:
-            cur = {}
-            for m in t:
-                if not m.isfile():
-                    continue
-                key, ext = m.name.split(".", 1)
-                if cur and cur["key"] != key:
-                    out.append((cur["key"], cur.get("jpg"), cur.get("cls")))
-                    cur = {}
-                cur["key"] = key
-                cur[ext] = t.extractfile(m).read()
-            if cur:
-                out.append((cur["key"], cur.get("jpg"), cur.get("cls")))
+            out += [(c["key"], c.get("jpg"), c.get("cls")) for c in tar_samples(t)]
     return out
 
 
@@ -98,17 +104,7 @@ def peer_loader(argv):
             mine = shards[info.id::info.num_workers] if info else shards
             for path in mine:
                 with open(path, "rb") as f, tarfile.open(fileobj=f, mode="r|") as t:
-                    cur = {}
-                    for m in t:
-                        if not m.isfile():
-                            continue
-                        key, ext = m.name.split(".", 1)
-                        if cur and cur["key"] != key:
-                            yield self.sample(cur)
-                            cur = {}
-                        cur["key"] = key
-                        cur[ext] = t.extractfile(m).read()
-                    if cur:
+                    for cur in tar_samples(t):
                         yield self.sample(cur)
 
     loader = DataLoader(Shards(), batch_size=batch, num_workers=workers)
