@@ -4,17 +4,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../random_bits.hpp"
 #include "feedline/loader/image.hpp"
 
 namespace feedline::loader {
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using detail::splitmix64;
 
 // A small generator of its own (not <random>'s distributions, which differ between standard
 // libraries): the same crop for the same (seed, sample, epoch) on every build.

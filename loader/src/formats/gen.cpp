@@ -10,6 +10,7 @@
 #include <numbers>
 #include <vector>
 
+#include "../random_bits.hpp"
 #include "crc32c.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/codec.hpp"
@@ -41,15 +42,8 @@ using detail::SampleParts;
 
 constexpr std::size_t kContentBlock = 4096;  // compressibility is spread evenly at this grain
 
-std::uint64_t splitmix64(std::uint64_t x) noexcept {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// In [0, 1), 53 random bits.
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+using detail::splitmix64;
+using detail::uniform01;
 
 // Standard normal by Box-Muller (one value per call; the second is dropped to keep draws simple).
 double standard_normal(std::mt19937_64& rng) {

@@ -8,13 +8,15 @@
 #include <cmath>
 #include <numbers>
 
+#include "../random_bits.hpp"
 #include "gen_parts.hpp"
 
 namespace feedline::loader::detail {
 namespace {
 
-double unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-double between(std::mt19937_64& rng, double lo, double hi) { return lo + (hi - lo) * unit(rng); }
+double between(std::mt19937_64& rng, double lo, double hi) {
+  return lo + (hi - lo) * uniform01(rng);
+}
 
 struct Rgb {
   float r, g, b;
