@@ -215,9 +215,18 @@ else
   expect_usage "bench accelerators --accelerator-type b200" "b200" "a100, h100" \
     -- bench accelerators "$small" --config "$resnet" --accelerator-type b200
 fi
-# Every workload file parses and applies; its sizes are overridden to fit a small dataset.
+# Every workload file parses and applies; its sizes are overridden to fit a small dataset. A build
+# without JPEG decoding refuses an image workload's keys (image-size, crop) up front, saying how
+# to rebuild, rather than running without its crops.
+jpeg=0
+if "$bin" --version | grep -q "jpeg: yes"; then jpeg=1; fi
 for wl in "$workloads"/*.toml; do
   name=$(basename -- "$wl" .toml)
+  if ((!jpeg)) && grep -Eq '^(image-size|crop)[[:space:]]*=' "$wl"; then
+    expect_usage "--config $name.toml in a build without JPEG decoding" "FEEDLINE_WITH_JPEG=ON" \
+      -- run "$small" --config "$wl" --format tar --batch-size 2 --compute-time 1ms --epochs 1 --memory-budget 64MiB
+    continue
+  fi
   keys=$("$py" - "$wl" <<'EOF'
 import sys
 try:
