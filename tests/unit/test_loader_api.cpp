@@ -10,7 +10,9 @@
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/storage/registry.hpp"
-#include "pipeline/stage.hpp"  // internal: the stage runner every stage is built on
+#include "pipeline/batch_pool.hpp"     // internal: the batch buffers handed back
+#include "pipeline/memory_budget.hpp"  // internal: what admission waits on
+#include "pipeline/stage.hpp"          // internal: the stage runner every stage is built on
 #include "test_support.hpp"
 
 using namespace feedline;
@@ -275,4 +277,49 @@ TEST_CASE("a loader iterated on another thread than its open()'s counts the cons
   CHECK(consumer->cpu_seconds >= 0);
   // Counted on the threads that did the work: never more than the process's whole CPU time.
   CHECK(consumer->cpu_seconds <= process_cpu_times().total() + 0.01);
+}
+
+TEST_CASE("admission waits on memory until something comes free, a batch buffer handed back too",
+          "[loader][memory]") {
+  using Clock = std::chrono::steady_clock;
+  detail::MemoryBudget budget(1 << 20);
+  // Freed between taking freed() and the wait (a storage thread trying to admit meanwhile): not
+  // slept through.
+  std::uint64_t seen = budget.freed();
+  REQUIRE(budget.try_acquire(4096));
+  budget.release(4096);
+  auto t0 = Clock::now();
+  budget.wait_release(seen, 30s);
+  CHECK(Clock::now() - t0 < 10s);
+
+  // A storage thread waiting for a free buffer to lay out its next batch in wakes when the
+  // caller drops a batch, on whichever thread that happens (a Python loop's), not at its timeout.
+  auto pool = std::make_shared<detail::BatchPool>(2, false, nullptr);
+  pool->add(detail::BatchBuffer::allocate(4096, false).value());
+  int calls = 0;
+  pool->on_give_back([&] {
+    ++calls;
+    budget.notify_freed();
+  });
+  auto taken = pool->free().pop();
+  REQUIRE(taken);
+  seen = budget.freed();
+  std::thread caller([&] {
+    std::this_thread::sleep_for(20ms);
+    pool->give_back(*taken, false);
+  });
+  t0 = Clock::now();
+  budget.wait_release(seen, 30s);
+  CHECK(Clock::now() - t0 < 10s);
+  caller.join();
+  CHECK(calls == 1);
+
+  // Once the run's state is gone (a Batch outliving its Loader), a buffer handed back reaches
+  // nothing of it.
+  pool->on_give_back(nullptr);
+  taken = pool->free().pop();
+  REQUIRE(taken);
+  pool->give_back(*taken, false);
+  CHECK(calls == 1);
+  CHECK(pool->free().size() == 1);
 }

@@ -33,14 +33,29 @@ class MemoryBudget {
     {
       std::lock_guard lock(mu_);
       used_ -= std::min(n, used_);
+      ++freed_;
     }
     cv_.notify_all();
   }
-  // Waits until some bytes are released (or timeout).
-  void wait_release(std::chrono::nanoseconds timeout) {
+  // Something else the pipeline's admission waits for came free (a batch buffer handed back to
+  // its pool): wakes wait_release() as a release does.
+  void notify_freed() {
+    {
+      std::lock_guard lock(mu_);
+      ++freed_;
+    }
+    cv_.notify_all();
+  }
+  // How many releases (and notify_freed()) so far: taken before trying to admit, then given to
+  // wait_release(), so that one landing in between is not slept through.
+  std::uint64_t freed() const {
+    std::lock_guard lock(mu_);
+    return freed_;
+  }
+  // Waits until something is released after `seen` was taken from freed() (or timeout).
+  void wait_release(std::uint64_t seen, std::chrono::nanoseconds timeout) {
     std::unique_lock lock(mu_);
-    const std::uint64_t seen = used_;
-    cv_.wait_for(lock, timeout, [&] { return used_ < seen; });
+    cv_.wait_for(lock, timeout, [&] { return freed_ != seen; });
   }
   std::uint64_t limit() const noexcept { return limit_; }
   std::uint64_t used() const {
@@ -63,6 +78,7 @@ class MemoryBudget {
   std::uint64_t used_ = 0;
   std::uint64_t peak_ = 0;
   std::uint64_t overshoot_ = 0;
+  std::uint64_t freed_ = 0;
 };
 
 }  // namespace feedline::loader::detail

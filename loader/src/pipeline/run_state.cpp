@@ -28,7 +28,13 @@ RunState::RunState(storage::Backend& backend_, const Dataset& dataset_, const Lo
               config.diagnostics.accounting, config.decode_threads, 1),
       batches("batches", std::max(1u, config.prefetch_batches), config.diagnostics.accounting),
       device_batches("device", std::max(1u, config.prefetch_batches),
-                     config.diagnostics.accounting) {}
+                     config.diagnostics.accounting) {
+  // A buffer handed back is what a storage thread waiting to lay out the next batch waits for.
+  pool->on_give_back([this] { budget.notify_freed(); });
+}
+
+// The pool lives on in batches the caller still holds: they must not reach this run's budget.
+RunState::~RunState() { pool->on_give_back(nullptr); }
 
 void RunState::stop() {
   stop_.store(true);

@@ -76,6 +76,9 @@ class RunState {
   RunState(storage::Backend& backend, const Dataset& dataset, const LoaderConfig& config,
            const DataPathPlan& plan, PoolSizing sizing, std::shared_ptr<DeviceSink> sink,
            std::shared_ptr<const transports::cufile::CufileRuntime> cufile);
+  ~RunState();
+  RunState(const RunState&) = delete;
+  RunState& operator=(const RunState&) = delete;
 
   storage::Backend& backend;
   const Dataset& dataset;

@@ -356,6 +356,7 @@ void StorageStage::run(Worker& w) {
     bool limited = false;
     bool stop = false;
     LimitTimer::Limit why = LimitTimer::kNone;
+    const std::uint64_t freed = run_.budget.freed();  // before admitting: see the wait below
     while (!free_slots.empty() &&
            a.bytes_in_flight.load(std::memory_order_relaxed) < config.io_max_bytes) {
       Admitted got = admit(w);
@@ -451,7 +452,8 @@ void StorageStage::run(Worker& w) {
       if (ended) break;  // everything read
       // Nothing in flight and nothing admissible: waiting on memory, on collate's window, or on
       // the other threads' reads in flight (io_max_bytes).
-      w.blocked([&] { run_.budget.wait_release(std::chrono::milliseconds(limited ? 2 : 1)); });
+      w.blocked(
+          [&] { run_.budget.wait_release(freed, std::chrono::milliseconds(limited ? 2 : 1)); });
       continue;
     }
     done.done.clear();
