@@ -90,8 +90,8 @@ class BatchPool {
     if (on_give_back_) on_give_back_();
   }
   // Called after each buffer comes back (the storage stage, waiting for one to lay out the next
-  // batch in, wakes at once instead of at its poll's timeout: a Python loop hands a batch back
-  // only when it drops it, and a 1 ms sleep was a fifth of a batch's time at 64 KiB files).
+  // batch in, wakes at once instead of at its wait's 1-2 ms timeout, two batches' time at 64 KiB
+  // files: a Python loop hands a batch back only when it drops it).
   // Cleared (nullptr) before what it reaches goes: a Batch may outlive its Loader.
   void on_give_back(std::function<void()> f) noexcept {
     std::lock_guard lock(hook_mu_);
