@@ -31,6 +31,21 @@ for f in bin/feedline include/feedline/core/error.hpp include/feedline/loader/lo
          "$libdir"/cmake/feedline/feedline{Config,ConfigVersion,Targets}.cmake "$libdir"/pkgconfig/feedline.pc; do
   [[ -f $scratch/staged/$f ]] || fail "not installed: $f"
 done
+# The CLI's RUNPATH, built and installed, holds absolute directories only: an empty element (CMake
+# pads a build-tree RUNPATH with a trailing ':') or a relative one makes the dynamic loader search
+# the current directory, so a library planted in a dataset's folder would load into feedline.
+if command -v readelf >/dev/null; then
+  for bin in "$build/tools/feedline" "$scratch/staged/bin/feedline"; do
+    rp=$(readelf -d "$bin" | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]/\2/p')
+    IFS=: read -r -a parts <<<"$rp:x"  # the x keeps a trailing empty element
+    unset 'parts[${#parts[@]}-1]'
+    for p in ${rp:+"${parts[@]}"}; do
+      [[ $p == /* ]] || fail "$bin: RUNPATH '$rp' has an element that is not an absolute path ('$p')"
+    done
+  done
+else
+  echo "skip: the RUNPATH check (no readelf)"
+fi
 # Nothing installed may point back into the source or build tree (or the staging prefix).
 root=$(cd "$src/../../.." && pwd)
 if grep -rlF -e "$build" -e "$root" -e "$scratch/staged" \
