@@ -1,15 +1,19 @@
 // The local backend's listing: what a directory tree of a dataset lists as (keys, sizes, order),
 // what it leaves out (links to directories, dangling links, unreadable directories) and what it
 // flags (FIFOs), a prefix that is not a directory, and a directory large enough that its stats
-// are spread over threads.
+// are spread over threads; listed files opened (open_known) and read back from several threads.
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "feedline/storage/registry.hpp"
 #include "test_support.hpp"
@@ -132,4 +136,66 @@ TEST_CASE(
     REQUIRE(l->at(static_cast<std::size_t>(i)).size == static_cast<std::uint64_t>(i % 97));
   }
   fs::remove_all(root);
+}
+
+TEST_CASE("file listing: every listed file opens and reads its own bytes, from several threads") {
+  // Files open relative to their directory's descriptor: the same names in four directories, so
+  // a file opened from the wrong one reads another's bytes; keys taken in turns from two threads
+  // (whatever directory each opened from last), then with a directory gone since the listing.
+  const fs::path root = fresh("open-known");
+  const std::vector<fs::path> dirs{root, root / "a", root / "a" / "deep", root / "b"};
+  std::map<std::string, std::vector<std::byte>> bytes;  // key -> what was written there
+  for (std::size_t d = 0; d < dirs.size(); ++d) {
+    fs::create_directories(dirs[d]);
+    for (std::size_t i = 0; i < 10; ++i) {
+      const fs::path p = dirs[d] / fmt::format("{:03}.bin", i);
+      bytes[p.string()] = testing::pattern_bytes(100 + 7 * i + d, 10 * d + i);
+      testing::write_file(p, bytes[p.string()]);
+    }
+  }
+  auto b = file_backend();
+  auto l = b->list(root.string());
+  REQUIRE(l);
+  REQUIRE(l->size() == bytes.size());
+  auto read_all = [&](const storage::ObjectInfo& info) -> std::vector<std::byte> {
+    auto h = b->open_known(info);
+    REQUIRE(h);
+    storage::QueueOptions qo;
+    qo.depth = 1;
+    auto q = b->make_queue(qo);
+    REQUIRE(q);
+    std::vector<std::byte> out(info.size);
+    storage::ReadOp op;
+    op.object = h->get();
+    op.length = info.size;
+    op.dst = MutableBytes(out.data(), out.size());
+    std::vector<storage::ReadOp*> done;
+    (*q)->submit(op);
+    while ((*q)->in_flight() > 0) (*q)->poll(1, std::chrono::milliseconds(50), done);
+    REQUIRE(op.result);
+    CHECK(*op.result == info.size);
+    return out;
+  };
+  std::vector<std::vector<std::byte>> got(l->size());
+  auto read_every = [&](std::size_t first) {
+    for (std::size_t i = first; i < l->size(); i += 2) got[i] = read_all(l->at(i));
+  };
+  std::thread other([&] { read_every(1); });
+  read_every(0);
+  other.join();
+  for (std::size_t i = 0; i < l->size(); ++i) {
+    INFO(l->at(i).key);
+    CHECK(got[i] == bytes.at(l->at(i).key));
+  }
+  // A directory removed since it was listed: its files fail to open, named; the others open.
+  fs::remove_all(root / "b");
+  for (const storage::ObjectInfo& info : *l) {
+    auto h = b->open_known(info);
+    if (info.key.starts_with((root / "b").string() + "/")) {
+      REQUIRE_FALSE(h);
+      CHECK(h.error().object() == info.key);
+    } else {
+      CHECK(h);
+    }
+  }
 }

@@ -20,7 +20,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "feedline/core/clock.hpp"
@@ -398,6 +401,67 @@ Result<void> list_tree(const std::string& root, std::string_view stem,
   return {};
 }
 
+// Descriptors of the directories a dataset's files are in, so that opening a file by its path
+// walks one component (openat from its directory) instead of all of them: on 20,000 files of
+// 64 KiB seven components deep, the walk (__d_lookup_rcu, strncpy_from_user) was ~8% of the
+// storage threads' CPU. Opened on first use, kept until the backend goes; each thread remembers
+// the last directory it asked for, so the lock is taken only when a thread's directory changes.
+class DirFds {
+ public:
+  // `dir`'s descriptor, or -1 where it cannot be opened (the caller opens by the whole path).
+  int get(std::string_view dir) {
+    thread_local Last last;
+    if (last.owner == id_ && last.dir == dir) return last.fd;
+    int fd = -1;
+    {
+      std::lock_guard lock(mu_);
+      auto it = fds_.find(dir);
+      if (it != fds_.end()) {
+        fd = it->second.get();
+      } else if (fds_.size() < kMaxDirs) {
+        UniqueFd d(::open(std::string(dir).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        fd = d.get();  // -1 is kept too: not asked again
+        fds_.emplace(std::string(dir), std::move(d));
+      }
+    }
+    last.owner = id_;
+    last.dir.assign(dir);
+    last.fd = fd;
+    return fd;
+  }
+
+ private:
+  struct Last {
+    std::uint64_t owner = 0;  // the DirFds (id_) the entry came from: ids are never reused
+    std::string dir;
+    int fd = -1;
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  static constexpr std::size_t kMaxDirs = 4096;  // past that, files open by their whole path
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> ids{0};
+    return ++ids;
+  }
+
+  const std::uint64_t id_ = next_id();
+  std::mutex mu_;
+  std::unordered_map<std::string, UniqueFd, Hash, std::equal_to<>> fds_;
+};
+
+// Opens `path` relative to its directory's descriptor where there is one (DirFds).
+int open_in_dir(DirFds& dirs, const std::string& path, int flags) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ::open(path.c_str(), flags);
+  const int dfd =
+      dirs.get(slash == 0 ? std::string_view("/") : std::string_view(path).substr(0, slash));
+  return dfd >= 0 ? ::openat(dfd, path.c_str() + slash + 1, flags) : ::open(path.c_str(), flags);
+}
+
 class FileBackend final : public Backend {
  public:
   explicit FileBackend(FileConfig config) : config_(config) {}
@@ -492,7 +556,7 @@ class FileBackend final : public Backend {
   Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) override {
     int flags = O_RDONLY | O_CLOEXEC;
     if (config_.direct) flags |= O_DIRECT;
-    UniqueFd fd(::open(info.key.c_str(), flags));
+    UniqueFd fd(open_in_dir(dirs_, info.key, flags));
     if (!fd) return open(info.key);  // the full open() explains the failure
     return std::make_unique<FileHandle>(info.key, info.size, std::move(fd), config_.direct);
   }
@@ -546,6 +610,7 @@ class FileBackend final : public Backend {
 
  private:
   FileConfig config_;
+  DirFds dirs_;
 };
 
 }  // namespace
