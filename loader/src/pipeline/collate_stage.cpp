@@ -6,18 +6,56 @@
 // The releases go out together, before collate waits (for samples, or for room for a batch):
 // a storage thread held by the window wakes on each release, and one per sample was a futex
 // wake and a context switch per 4 KiB file (28k of them for 100k samples).
-#include <map>
+#include <bit>
 #include <utility>
 
 #include "stage_work.hpp"
 #include "stages.hpp"
 
 namespace feedline::loader::detail {
+namespace {
+
+// The samples that arrived ahead of the one collate needs next, by seq: a ring of slots as wide
+// as storage's window (it admits no sample `window` or more past collate's cursor), so nothing
+// is allocated per sample (a std::map was a node per sample). A sample further ahead than the
+// ring is wide, which the window rules out, widens it.
+class Reorder {
+ public:
+  explicit Reorder(std::size_t window) : slots_(std::bit_ceil(std::max<std::size_t>(window, 8))) {}
+  void put(InFlightSample&& s, std::uint64_t next_seq) {
+    if (s.slot.seq - next_seq >= slots_.size()) widen(s.slot.seq - next_seq + 1);
+    slots_[s.slot.seq & (slots_.size() - 1)].emplace(std::move(s));
+  }
+  // The sample `seq` if it has arrived (the caller takes it out with take()).
+  InFlightSample* find(std::uint64_t seq) {
+    auto& slot = slots_[seq & (slots_.size() - 1)];
+    return slot && slot->slot.seq == seq ? &*slot : nullptr;
+  }
+  InFlightSample take(std::uint64_t seq) {
+    auto& slot = slots_[seq & (slots_.size() - 1)];
+    InFlightSample s = std::move(*slot);
+    slot.reset();
+    return s;
+  }
+
+ private:
+  void widen(std::uint64_t span) {
+    std::vector<std::optional<InFlightSample>> wider(std::bit_ceil(static_cast<std::size_t>(span)));
+    for (auto& slot : slots_) {
+      if (slot) wider[slot->slot.seq & (wider.size() - 1)] = std::move(slot);
+    }
+    slots_ = std::move(wider);
+  }
+
+  std::vector<std::optional<InFlightSample>> slots_;
+};
+
+}  // namespace
 
 void CollateStage::run(Worker& w) {
   const Dataset& dataset = run_.dataset;
   const bool device_only = reads_into_device(run_.plan.path);
-  std::map<std::uint64_t, InFlightSample> reorder;
+  Reorder reorder(run_.sizing.window);
   std::vector<InFlightSample> arrived;
   std::uint64_t next_seq = 0;
   BatchBuffer* buffer = nullptr;
@@ -30,23 +68,17 @@ void CollateStage::run(Worker& w) {
   };
   bool open = true;
   while (open) {
-    auto it = reorder.find(next_seq);
-    while (it == reorder.end()) {
+    while (!reorder.find(next_seq)) {
       release();
       arrived.clear();
       if (!w.pop_some(run_.decoded, arrived, 64)) {
         open = false;
         break;
       }
-      for (InFlightSample& item : arrived) {
-        const std::uint64_t seq = item.slot.seq;
-        reorder.emplace(seq, std::move(item));
-      }
-      it = reorder.find(next_seq);
+      for (InFlightSample& item : arrived) reorder.put(std::move(item), next_seq);
     }
     if (!open) break;
-    InFlightSample s = std::move(it->second);
-    reorder.erase(it);
+    InFlightSample s = reorder.take(next_seq);
     if (s.slot.slot == 0 || !batch) {
       if (s.direct_buffer) {
         buffer = s.direct_buffer;  // the storage stage took it from the pool for this batch

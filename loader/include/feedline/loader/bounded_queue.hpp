@@ -12,7 +12,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -22,6 +21,44 @@
 #include "feedline/loader/accounting.hpp"
 
 namespace feedline::loader {
+
+namespace detail {
+// A BoundedQueue's items, first in first out: a ring of slots that doubles as the queue deepens
+// (never past its capacity: the queue blocks first) and then allocates nothing. std::deque
+// allocated a block per item for items as large as a sample in flight (libstdc++'s blocks are
+// 512 bytes), so every push and pop of the reads and decoded queues was a malloc and a free.
+template <typename T>
+class Ring {
+ public:
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  T& front() noexcept { return *slots_[head_]; }
+  void push_back(T&& item) {
+    if (size_ == slots_.size()) grow();
+    slots_[(head_ + size_) & (slots_.size() - 1)].emplace(std::move(item));
+    ++size_;
+  }
+  void pop_front() noexcept {
+    slots_[head_].reset();
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    --size_;
+  }
+
+ private:
+  void grow() {
+    std::vector<std::optional<T>> bigger(slots_.empty() ? 8 : 2 * slots_.size());  // powers of 2
+    for (std::size_t i = 0; i < size_; ++i) {
+      bigger[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    }
+    slots_ = std::move(bigger);
+    head_ = 0;
+  }
+
+  std::vector<std::optional<T>> slots_;
+  std::size_t head_ = 0;
+  std::size_t size_ = 0;
+};
+}  // namespace detail
 
 template <typename T>
 class BoundedQueue {
@@ -278,7 +315,7 @@ class BoundedQueue {
   mutable std::mutex mu_;
   std::condition_variable not_full_;
   std::condition_variable not_empty_;
-  std::deque<T> items_;
+  detail::Ring<T> items_;
   std::atomic<std::size_t> depth_{0};
   std::atomic<double> depth_integral_{0};
   bool closed_ = false;
