@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -444,6 +445,31 @@ TEST_CASE("dataset: a generated dataset's manifest proves it complete",
     CHECK(ds->notes.empty());
     CHECK(ds->manifest == manifest);
     CHECK_FALSE(ds->manifest_digest);
+  }
+  SECTION("a manifest claiming far more than is there: an error at once, not a count of them") {
+    std::string text(4096, '\0');
+    {
+      std::FILE* f = std::fopen(manifest.c_str(), "rb");
+      REQUIRE(f);
+      text.resize(std::fread(text.data(), 1, text.size(), f));
+      std::fclose(f);
+    }
+    // Consistent in itself (objects as the samples make), a day's enumeration were it done.
+    for (auto [from, to] : {std::pair{"\nsamples 25\n", "\nsamples 1000000000000000\n"},
+                            std::pair{"\nobjects 3\n", "\nobjects 100000000000000\n"}}) {
+      const auto at = text.find(from);
+      REQUIRE(at != std::string::npos);
+      text.replace(at, std::strlen(from), to);
+    }
+    write_text(*st.backend, manifest, text);
+    auto r = open_dataset(*st.backend, st.root, o);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    const std::string what = r.error().what();
+    INFO(what);
+    CHECK(what.find("3 found there") != std::string::npos);
+    CHECK(what.find("at least 99999999999997 missing") != std::string::npos);
+    CHECK(what.find("shard-00000000000000.tar first") != std::string::npos);  // names widen
   }
   SECTION("a corrupt manifest: an error naming it") {
     write_text(*st.backend, manifest, "feedline-dataset 1\nstate complete\n");
