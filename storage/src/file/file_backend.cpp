@@ -380,6 +380,10 @@ Result<void> list_tree(const std::string& root, std::string_view stem,
       entries.push_back({std::string(name), e->d_type});
     }
     resolve_all(dfd, entries);
+    // In name order (short names: a cheap sort), so that a flat directory's paths come out
+    // sorted already and list() need not sort 100,000 long paths again.
+    std::sort(entries.begin(), entries.end(),
+              [](const Listed& a, const Listed& b) { return a.name < b.name; });
     for (Listed& e : entries) {
       if (e.kind == Listed::Kind::kGone || (e.kind == Listed::Kind::kDir && !stem.empty()))
         continue;
@@ -506,7 +510,8 @@ class FileBackend final : public Backend {
         for (ObjectInfo& o : out) o.key.erase(0, 2);  // "./name" -> "name", as it was asked
       }
     }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+    auto by_key = [](const auto& a, const auto& b) { return a.key < b.key; };
+    if (!std::is_sorted(out.begin(), out.end(), by_key)) std::sort(out.begin(), out.end(), by_key);
     return out;
   }
 
