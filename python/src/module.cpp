@@ -3,11 +3,12 @@
 // Python layer spells as flags into a LoaderConfig, feedline::loader::Loader runs the pipeline,
 // and the report is the document `feedline run --json` writes.
 //
-// Threads: the pipeline's consumer is one C++ thread of this module (Fetcher), so the Python
-// thread that iterates waits for a batch with the GIL released and wakes every 100 ms to let
-// Python run its signal handlers (Ctrl-C interrupts within a second). The time between handing
-// a batch to Python and Python asking for the next is the training step's compute time
-// (Loader::record_compute), which gives the report its AU and consumer-wait figures.
+// Threads: the Python thread that iterates is the pipeline's consumer: it waits for a batch with
+// the GIL released (Loader::next_for) and wakes every 100 ms to let Python run its signal
+// handlers (Ctrl-C interrupts within a second). No thread of its own: a hand-over to one and back
+// cost two wake-ups per batch. The time between handing a batch to Python and Python asking for
+// the next is the training step's compute time (Loader::record_compute), which gives the report
+// its AU and consumer-wait figures.
 //
 // Lifetimes: a batch's numpy views keep their Batch object alive, which keeps its buffer's pool
 // and the dataset it names (keys, member names) alive, also after the Loader is closed.
@@ -349,84 +350,6 @@ py::capsule dlpack_capsule(py::object batch, const std::uint8_t* data, DLDevice 
   });
 }
 
-// The pipeline's consumer thread: next() and record_compute() run here, one request at a time,
-// so the Python thread can wait with a timeout (and handle signals) without the loader's
-// one-consumer-thread rule being broken.
-class Fetcher {
- public:
-  explicit Fetcher(ld::Loader& loader) : loader_(loader), thread_([this] { loop(); }) {}
-  ~Fetcher() {
-    {
-      std::lock_guard lock(mu_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
-  // Asks for the next batch, telling the loader how long the caller computed on the last one.
-  void request(std::chrono::nanoseconds compute) {
-    std::lock_guard lock(mu_);
-    compute_ = compute;
-    result_.reset();
-    pending_ = true;
-    cv_.notify_all();
-  }
-  // Waits up to `timeout` for the answer to request(); nullopt when it has not come yet.
-  std::optional<fl::Result<ld::Batch>> wait_for(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return result_.has_value(); })) return std::nullopt;
-    auto r = std::move(result_);
-    result_.reset();
-    return r;
-  }
-  // Runs f on the consumer thread when no request is in flight (report()).
-  template <typename F>
-  void on_consumer_thread(F&& f) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !pending_; });
-    task_ = std::forward<F>(f);
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return !task_; });
-  }
-
- private:
-  void loop() {
-    std::unique_lock lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [&] { return quit_ || pending_ || task_; });
-      if (quit_) return;
-      if (task_) {
-        auto t = std::move(task_);
-        lock.unlock();
-        t();
-        lock.lock();
-        task_ = nullptr;
-        cv_.notify_all();
-        continue;
-      }
-      const auto compute = compute_;
-      lock.unlock();
-      if (compute.count() > 0) loader_.record_compute(compute);
-      auto r = loader_.next();
-      lock.lock();
-      result_ = std::move(r);
-      pending_ = false;
-      cv_.notify_all();
-    }
-  }
-
-  ld::Loader& loader_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool quit_ = false;
-  bool pending_ = false;
-  std::chrono::nanoseconds compute_{0};
-  std::optional<fl::Result<ld::Batch>> result_;
-  std::function<void()> task_;
-  std::thread thread_;  // last: starts once the rest is set up
-};
-
 class PyLoader {
  public:
   // metrics_port=: where the endpoint serves (None without one).
@@ -506,37 +429,34 @@ class PyLoader {
     sampler_.emplace(std::move(*sampler));
     opened_ = std::move(opened);
     loader_ = std::move(loader);
-    fetcher_ = std::make_unique<Fetcher>(*loader_);
   }
 
   ~PyLoader() { close(); }
 
-  // The next batch, or None after the last one. Waits with the GIL released.
+  // The next batch, or None after the last one. Waits on this thread with the GIL released,
+  // waking every 100 ms for Python's signal handlers (Ctrl-C interrupts within a second).
   std::optional<PyBatch> next() {
     if (!loader_) raise_value("the loader is closed");
     if (finished_) return std::nullopt;
     const std::uint64_t now = fl::now_ns();
-    const auto compute =
-        handed_ns_ ? std::chrono::nanoseconds(now - handed_ns_) : std::chrono::nanoseconds(0);
-    fetcher_->request(compute);
     std::optional<fl::Result<ld::Batch>> r;
-    for (;;) {
-      {
-        py::gil_scoped_release nogil;
-        r = fetcher_->wait_for(std::chrono::milliseconds(100));
-      }
-      if (r) break;
+    {
+      py::gil_scoped_release nogil;
+      std::lock_guard consumer(consumer_mu_);
+      // The time since the last batch was handed over: the training step's compute.
+      if (handed_ns_) loader_->record_compute(std::chrono::nanoseconds(now - handed_ns_));
+      r = loader_->next_for(std::chrono::milliseconds(100));
+    }
+    while (!r) {
       if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop the run, let the exception through
         loader_->stop();
         interrupted_ = true;
-        {
-          py::gil_scoped_release nogil;
-          while (!(r = fetcher_->wait_for(std::chrono::milliseconds(100)))) {
-          }
-        }
         finished_ = true;
         throw py::error_already_set();
       }
+      py::gil_scoped_release nogil;
+      std::lock_guard consumer(consumer_mu_);
+      r = loader_->next_for(std::chrono::milliseconds(100));
     }
     handed_ns_ = fl::now_ns();
     if (!*r) {
@@ -565,7 +485,8 @@ class PyLoader {
       ld::PipelineReport rep;
       {
         py::gil_scoped_release nogil;
-        fetcher_->on_consumer_thread([&] { rep = loader_->snapshot(); });
+        std::lock_guard consumer(consumer_mu_);
+        rep = loader_->snapshot();
       }
       if (!rep.snapshot) return report_json(true);  // it ended meanwhile
       nlohmann::json doc =
@@ -577,7 +498,8 @@ class PyLoader {
       ld::PipelineReport rep;
       {
         py::gil_scoped_release nogil;
-        fetcher_->on_consumer_thread([&] { rep = loader_->report(); });
+        std::lock_guard consumer(consumer_mu_);
+        rep = loader_->report();
       }
       std::optional<fl::Error> mismatch;
       nlohmann::json doc =
@@ -613,7 +535,6 @@ class PyLoader {
     loader_->stop();
     {
       py::gil_scoped_release nogil;
-      fetcher_.reset();  // joins the consumer thread
       loader_.reset();
     }
   }
@@ -718,7 +639,10 @@ class PyLoader {
   std::stop_source stop_;
   std::shared_ptr<Opened> opened_;
   std::unique_ptr<ld::Loader> loader_;
-  std::unique_ptr<Fetcher> fetcher_;
+  // The loader's consumer side (next(), its report) is one caller at a time: Python threads may
+  // take turns, and each waits for it with the GIL released (never holding the GIL while it
+  // waits for this lock, or a thread inside next() could not give it back).
+  std::mutex consumer_mu_;
   std::optional<ld::Sampler> sampler_;
   std::shared_ptr<PyTransform> transform_;
   std::uint64_t delivered_ = 0;

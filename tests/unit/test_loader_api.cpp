@@ -1,6 +1,6 @@
 // The loader's public API and the pipeline's seams: a Batch that outlives its Loader, next()'s
 // end and errors, the sampler settings open() fills in, a budget that holds only two batches,
-// and the stage runner's accounting that every stage gets.
+// and the stage runner's accounting that every stage gets; next_for()'s timed waits.
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
@@ -322,4 +322,34 @@ TEST_CASE("admission waits on memory until something comes free, a batch buffer 
   pool->give_back(*taken, false);
   CHECK(calls == 1);
   CHECK(pool->free().size() == 1);
+}
+
+TEST_CASE("next_for(): nullopt while no batch comes in time; the calls' waits are one wait",
+          "[loader][api]") {
+  MemFiles f(16, 1000);
+  LoaderConfig c = small(4, 1);
+  c.diagnostics.collate_cost = 60ms;  // each batch takes at least 60 ms of collate's CPU
+  auto loader = Loader::open(*f.backend, f.dataset, c).value();
+  std::uint64_t batches = 0, timeouts = 0;
+  for (;;) {
+    auto r = loader->next_for(5ms);
+    if (!r) {
+      ++timeouts;
+      continue;
+    }
+    REQUIRE(r->has_value());
+    if ((*r)->end()) break;
+    CHECK((*r)->samples().size() == 4);
+    ++batches;
+  }
+  CHECK(batches == 4);
+  CHECK(timeouts >= 4);                // at least one per batch: none is ready 5 ms after the last
+  auto again = loader->next_for(5ms);  // after the end: the end again, at once
+  REQUIRE(again.has_value());
+  REQUIRE(again->has_value());
+  CHECK((*again)->end());
+  const PipelineReport rep = loader->report();
+  CHECK(rep.consumer.batches == 4);
+  CHECK(rep.consumer.wait_ns.count() == 4);  // one wait per batch, however many calls it took
+  CHECK(rep.consumer.wait_seconds >= 0.9 * 4 * 0.060);
 }

@@ -13,6 +13,11 @@ void Consumer::start(std::uint64_t start_ns) {
 }
 
 Result<Batch> Consumer::next() {
+  auto r = next_for(std::chrono::nanoseconds::max());
+  return std::move(*r);  // no timeout: always an answer
+}
+
+std::optional<Result<Batch>> Consumer::next_for(std::chrono::nanoseconds timeout) {
   worker_.follow_thread();  // a loader may be iterated on another thread than its open()'s
   if (finished_) {
     if (auto e = run_.error()) return fail(std::move(*e));
@@ -31,9 +36,16 @@ Result<Batch> Consumer::next() {
             .with_hint("drop the batches you are done with (copy what you keep), or raise "
                        "prefetch_batches for a larger pool"));
   }
-  const std::uint64_t t0 = now_ns();
-  auto b = worker_.pop(run_.copies ? run_.device_batches : run_.batches);
+  auto& queue = run_.copies ? run_.device_batches : run_.batches;
+  const std::uint64_t t0 = waiting_since_ns_ ? waiting_since_ns_ : now_ns();
+  auto b = timeout == std::chrono::nanoseconds::max() ? worker_.pop(queue)
+                                                      : worker_.pop_for(queue, timeout);
   const std::uint64_t t1 = now_ns();
+  if (!b && !queue.closed()) {  // not yet: the wait goes on at the next call
+    waiting_since_ns_ = t0;
+    return std::nullopt;
+  }
+  waiting_since_ns_ = 0;
   if (!b) {
     finish(t1);
     if (auto e = run_.error()) return fail(std::move(*e));

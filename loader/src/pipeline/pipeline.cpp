@@ -323,6 +323,9 @@ Result<std::unique_ptr<Loader>> Loader::open(storage::Backend& backend, const Da
 }
 
 Result<Batch> Loader::next() { return pipeline_->next(); }
+std::optional<Result<Batch>> Loader::next_for(std::chrono::nanoseconds timeout) {
+  return pipeline_->next_for(timeout);
+}
 void Loader::record_compute(std::chrono::nanoseconds spent) { pipeline_->record_compute(spent); }
 void Loader::stop() { pipeline_->stop_by_user(); }
 PipelineReport Loader::report() { return pipeline_->report(); }

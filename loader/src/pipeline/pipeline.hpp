@@ -58,6 +58,9 @@ class Pipeline {
 
   Result<void> start();
   Result<Batch> next() { return consumer_->next(); }
+  std::optional<Result<Batch>> next_for(std::chrono::nanoseconds timeout) {
+    return consumer_->next_for(timeout);
+  }
   void record_compute(std::chrono::nanoseconds spent) { consumer_->record_compute(spent); }
   void stop_by_user() {
     if (run_) run_->stop_by_user();

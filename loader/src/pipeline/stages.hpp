@@ -107,6 +107,9 @@ class Consumer {
       : run_(run), worker_(worker), batches_per_epoch_(batches_per_epoch) {}
   void start(std::uint64_t start_ns);
   Result<Batch> next();
+  // next() waiting at most `timeout`: nullopt when no batch came (the next call's wait continues
+  // the same wait for this batch, as one).
+  std::optional<Result<Batch>> next_for(std::chrono::nanoseconds timeout);
   void record_compute(std::chrono::nanoseconds spent);
   // Ends the run at `end` (the consumer's clock and the queues are measured up to it); true the
   // first time.
@@ -138,6 +141,7 @@ class Consumer {
   Histogram wait_ns_;
   std::uint64_t wait_total_ns_ = 0;
   std::uint64_t first_wait_ns_ = 0;
+  std::uint64_t waiting_since_ns_ = 0;  // a next_for() that timed out began the wait (0: none)
   std::uint64_t first_batch_ns_ = 0;
   std::uint64_t compute_total_ns_ = 0;
   std::uint64_t compute_after_first_ns_ = 0;

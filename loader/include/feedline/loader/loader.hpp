@@ -227,6 +227,10 @@ class Loader {
   // error ends the run (with on_error = kFail), names the object and offset, and every later
   // call returns it again.
   Result<Batch> next();
+  // next(), waiting at most `timeout`: nullopt when no batch came in that time. Call it again to
+  // go on waiting (the report counts the calls' waits for one batch as one wait). For a caller
+  // that must wake up now and then while it waits, such as Python for its signal handlers.
+  std::optional<Result<Batch>> next_for(std::chrono::nanoseconds timeout);
   // Records that the caller computed on the last batch for this long (for AU); the emulated
   // accelerator calls it, a real training loop may.
   void record_compute(std::chrono::nanoseconds spent);
