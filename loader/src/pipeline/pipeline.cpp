@@ -11,20 +11,23 @@ namespace feedline::loader {
 namespace {
 
 // How many storage threads a run gets (LoaderConfig::storage_threads). Set: that many, at most
-// one per read in flight. Auto: one where a read costs the host little CPU (O_DIRECT and cuFile
-// DMA; network reads of shards, whose samples coalesce into large GETs on one queue); where it is
-// the host's own work, one per usable core, at most 4: page-cache copies of local files and
-// mem:// (20,000 files of 64 KiB on 2 cores, open + read + close + XXH3 per file, went 42k -> 78k
-// files/s with a second thread and ring), and HTTP objects of one sample each, whose requests
-// cost CPU each (4,000 x 64 KiB from nginx at depth 16 on 2 cores: 11-14k -> 17-20k objects/s
-// with two threads of depth 8, where one thread at depth 32 stayed at 11-14k).
+// one per read in flight. Auto: one where a read costs the host little CPU (O_DIRECT reads of
+// shards and cuFile DMA; network reads of shards, whose samples coalesce into large GETs on one
+// queue); where it is the host's own work, one per usable core, at most 4: page-cache copies of
+// local files and mem:// (20,000 files of 64 KiB on 2 cores, open + read + close + XXH3 per file,
+// went 42k -> 78k files/s with a second thread and ring), O_DIRECT reads of files of one sample
+// each, whose opens and closes are the host's (100,000 files of 4 KiB, caches dropped, on a disk
+// that served 137k reads/s to fio: one thread 144-150k files/s, busy 97%, two 256-270k), and HTTP
+// objects of one sample each, whose requests cost CPU each (4,000 x 64 KiB from nginx at depth 16
+// on 2 cores: 11-14k -> 17-20k objects/s with two threads of depth 8, where one thread at depth 32
+// stayed at 11-14k).
 unsigned storage_threads_auto(const LoaderConfig& config, const storage::Backend& backend,
                               const Dataset& dataset, DataPath path) {
   if (config.storage_threads > 0) return std::min(config.storage_threads, config.io_depth);
   const storage::BackendCaps caps = backend.caps();
   const bool per_sample_objects = dataset.objects.size() >= dataset.samples.size();
-  const bool host_work =
-      caps.networked ? caps.cpu_per_request && per_sample_objects : caps.alignment <= 1;
+  const bool host_work = caps.networked ? caps.cpu_per_request && per_sample_objects
+                                        : caps.alignment <= 1 || per_sample_objects;
   if (!host_work || reads_into_device(path)) return 1;
   const unsigned cores = config.cores > 0 ? config.cores : detail::usable_cores();
   return std::clamp(cores, 1u, std::min(4u, config.io_depth));
