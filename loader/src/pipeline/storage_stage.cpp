@@ -217,13 +217,18 @@ void StorageStage::run(Worker& w) {
   const bool direct = reads_into_slot(path);
   const bool device_reads = reads_into_device(path);
   const bool first_thread = w.index() == 0;
-  // Samples read into their batch slot on the host need no decoding, only their digest: taken
-  // here as each read lands, while its bytes are fresh, and handed straight to collate. A trip
-  // through the decode threads cost a hand-off and a cold read of the bytes on another core
-  // (64 KiB files: XXH3 took ~10 us there, ~7 us here). A planted decode cost, or a transform,
-  // keeps the stage.
-  const bool inline_decode = direct && !device_reads && !config.transform &&
-                             config.diagnostics.decode_cost == std::chrono::nanoseconds(0);
+  // Samples that need no decoding, only their digest: taken here as each read lands, while its
+  // bytes are fresh, and handed straight to collate. A trip through the decode threads cost a
+  // hand-off and a cold read of the bytes on another core (64 KiB files: XXH3 took ~10 us there,
+  // ~7 us here). Those read into their batch slot on the host, and objects of one sample each
+  // that nothing decodes read into a sample buffer (HTTP objects of unknown size: their slot
+  // cannot be laid out before they are read). A planted decode cost, or a transform, keeps the
+  // stage.
+  const bool per_sample_objects = dataset.objects.size() >= dataset.samples.size();
+  const bool inline_decode =
+      !device_reads && !config.transform &&
+      config.diagnostics.decode_cost == std::chrono::nanoseconds(0) &&
+      (direct || (path == DataPath::kBounce && per_sample_objects && !run_.plan.decode.any()));
   // The direct path has no members to decode: only their digest, through decode_sample.
   ThreadDecoders decoders(run_.plan.decode, config.sampler.seed);
   Admission& a = *admission_;
@@ -233,7 +238,9 @@ void StorageStage::run(Worker& w) {
   storage::QueueOptions qo;
   qo.depth = depth;
   qo.single_thread = true;
-  qo.caller_mostly_polls = direct;  // reads land in batch slots: no buffers to allocate here
+  // Reads land in batch slots (no buffers to allocate here), or the thread has nothing to do but
+  // take their digests: an HTTP queue's event loop then runs in this thread's poll().
+  qo.caller_mostly_polls = direct || inline_decode;
   qo.coalesce = true;  // nearby reads (tar members in storage order) may share a request
   if (config.loaders_sharing_backend > 1) qo.shared_by = config.loaders_sharing_backend * threads_;
   if (device_reads) {
