@@ -438,25 +438,21 @@ class PyLoader {
   std::optional<PyBatch> next() {
     if (!loader_) raise_value("the loader is closed");
     if (finished_) return std::nullopt;
-    const std::uint64_t now = fl::now_ns();
+    // The time since the last batch was handed over: the training step's compute.
+    const auto compute = std::chrono::nanoseconds(handed_ns_ ? fl::now_ns() - handed_ns_ : 0);
     std::optional<fl::Result<ld::Batch>> r;
-    {
-      py::gil_scoped_release nogil;
-      std::lock_guard consumer(consumer_mu_);
-      // The time since the last batch was handed over: the training step's compute.
-      if (handed_ns_) loader_->record_compute(std::chrono::nanoseconds(now - handed_ns_));
-      r = loader_->next_for(std::chrono::milliseconds(100));
-    }
-    while (!r) {
-      if (PyErr_CheckSignals() != 0) {  // Ctrl-C: stop the run, let the exception through
-        loader_->stop();
+    for (bool first = true; !r; first = false) {
+      if (!first && PyErr_CheckSignals() != 0) {  // Ctrl-C: stop the run, let it through
+        with_loader([](ld::Loader& l) { l.stop(); });
         interrupted_ = true;
         finished_ = true;
         throw py::error_already_set();
       }
-      py::gil_scoped_release nogil;
-      std::lock_guard consumer(consumer_mu_);
-      r = loader_->next_for(std::chrono::milliseconds(100));
+      const bool open = with_loader([&](ld::Loader& l) {
+        if (first && compute.count() > 0) l.record_compute(compute);
+        r = l.next_for(std::chrono::milliseconds(100));
+      });
+      if (!open) raise_value("the loader is closed");
     }
     handed_ns_ = fl::now_ns();
     if (!*r) {
@@ -481,32 +477,19 @@ class PyLoader {
   std::string report_json(bool final) {
     if (report_) return *report_;
     if (!loader_) raise_value("the loader is closed");
-    if (!finished_ && !final) {
-      ld::PipelineReport rep;
-      {
-        py::gil_scoped_release nogil;
-        std::lock_guard consumer(consumer_mu_);
-        rep = loader_->snapshot();
-      }
-      if (!rep.snapshot) return report_json(true);  // it ended meanwhile
-      nlohmann::json doc =
-          fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, nullptr);
-      doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
-      return doc.dump();
+    ld::PipelineReport rep;
+    const bool snapshot = !finished_ && !final;
+    if (!with_loader([&](ld::Loader& l) { rep = snapshot ? l.snapshot() : l.report(); })) {
+      if (report_) return *report_;  // closed meanwhile, by close(): its final report
+      raise_value("the loader is closed");
     }
-    {
-      ld::PipelineReport rep;
-      {
-        py::gil_scoped_release nogil;
-        std::lock_guard consumer(consumer_mu_);
-        rep = loader_->report();
-      }
-      std::optional<fl::Error> mismatch;
-      nlohmann::json doc =
-          fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, &mismatch);
-      doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
-      report_ = doc.dump();
-    }
+    if (snapshot && !rep.snapshot) return report_json(true);  // it ended meanwhile
+    std::optional<fl::Error> mismatch;
+    nlohmann::json doc = fl::tools::run_document(rep, opened_->setup, opened_->data.dataset,
+                                                 snapshot ? nullptr : &mismatch);
+    doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
+    if (snapshot) return doc.dump();
+    report_ = doc.dump();
     return *report_;
   }
 
@@ -520,7 +503,7 @@ class PyLoader {
   }
 
   void stop() {
-    if (loader_) loader_->stop();
+    with_loader([](ld::Loader& l) { l.stop(); });
   }
 
   // Stops the run and frees the pipeline; its report stays (report() works after close()).
@@ -532,16 +515,26 @@ class PyLoader {
       } catch (const py::error_already_set&) {
       }
     }
-    loader_->stop();
-    {
-      py::gil_scoped_release nogil;
-      loader_.reset();
-    }
+    py::gil_scoped_release nogil;  // the pipeline's threads may want it while they end
+    std::lock_guard consumer(consumer_mu_);
+    if (loader_) loader_->stop();
+    loader_.reset();
   }
 
   bool interrupted() const { return interrupted_; }
 
  private:
+  // Runs f(loader) with the GIL released, under the lock that keeps the loader alive and its
+  // consumer side one caller's at a time; false (f not run) once close() freed it.
+  template <typename F>
+  bool with_loader(F&& f) {
+    py::gil_scoped_release nogil;
+    std::lock_guard consumer(consumer_mu_);
+    if (!loader_) return false;
+    f(*loader_);
+    return true;
+  }
+
   // Runs f on a thread of its own while this one waits with the GIL released, waking every
   // 100 ms for Python's signal handlers. Ctrl-C asks f to stop (stop_: the open's waits end)
   // and raises KeyboardInterrupt once f ended, or after 2 s without it (f then finishes on its
@@ -639,9 +632,10 @@ class PyLoader {
   std::stop_source stop_;
   std::shared_ptr<Opened> opened_;
   std::unique_ptr<ld::Loader> loader_;
-  // The loader's consumer side (next(), its report) is one caller at a time: Python threads may
-  // take turns, and each waits for it with the GIL released (never holding the GIL while it
-  // waits for this lock, or a thread inside next() could not give it back).
+  // The loader is used by one caller at a time, under this lock: Python threads may take turns
+  // (one iterating, one logging report(), one closing it), and each waits for it with the GIL
+  // released (never holding the GIL while it waits for this lock, or a thread inside next()
+  // could not give it back).
   std::mutex consumer_mu_;
   std::optional<ld::Sampler> sampler_;
   std::shared_ptr<PyTransform> transform_;

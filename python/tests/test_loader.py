@@ -241,6 +241,38 @@ def test_report_after_close_midway(files_ds):
     assert list(l) == []
 
 
+def test_threads_iterate_report_and_close_one_loader_safely(files_ds):
+    # One thread iterates (waiting 50 ms a read), another takes reports as it goes and then
+    # closes the loader under it: the iterating thread ends (closed, or the end of the run),
+    # nothing crashes, and the final report is the same for both.
+    import threading
+    l = feedline.Loader(files_ds, batch_size=8, io_depth=2, throttle_latency="50ms")
+    seen, errors = [], []
+
+    def iterate():
+        try:
+            for b in l:
+                seen.append(len(b))
+        except ValueError as e:  # closed while it waited
+            errors.append(str(e))
+
+    t = threading.Thread(target=iterate)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        r = l.report()  # a snapshot from this thread while the other waits in next()
+        assert r["snapshot"] is True
+        time.sleep(0.02)
+    assert seen, "no batch within 10 s"
+    l.close()
+    t.join(timeout=10)
+    assert not t.is_alive()
+    assert all("closed" in e for e in errors)
+    final = l.report()
+    assert final["snapshot"] is False and final["batches"] >= len(seen)
+    assert l.report() == final
+
+
 def test_holding_every_batch_buffer_raises_instead_of_hanging(files_ds):
     # list(loader) keeps every batch: once they hold the whole pool (prefetch 2 + 2 buffers),
     # nothing can make the next one. The loop is told so, and goes on once batches are dropped.
