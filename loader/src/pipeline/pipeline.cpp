@@ -25,7 +25,7 @@ unsigned storage_threads_auto(const LoaderConfig& config, const storage::Backend
                               const Dataset& dataset, DataPath path) {
   if (config.storage_threads > 0) return std::min(config.storage_threads, config.io_depth);
   const storage::BackendCaps caps = backend.caps();
-  const bool per_sample_objects = dataset.objects.size() >= dataset.samples.size();
+  const bool per_sample_objects = detail::one_sample_per_object(dataset);
   const bool host_work = caps.networked ? caps.cpu_per_request && per_sample_objects
                                         : caps.alignment <= 1 || per_sample_objects;
   if (!host_work || reads_into_device(path)) return 1;

@@ -85,6 +85,12 @@ bool make_this_thread_nicer(int increment) noexcept;
 
 using feedline::usable_cores;  // core/cpus.hpp
 
+// True when each sample is an object of its own (files, HTTP objects), not one of many in a shard:
+// then every sample costs its own open or request, the host's work.
+inline bool one_sample_per_object(const Dataset& dataset) noexcept {
+  return dataset.objects.size() >= dataset.samples.size();
+}
+
 // Bytes a sample takes in a batch after decoding: its members' decoded sizes, each started on a
 // kMemberAlign boundary (what decode in place writes and collate packs). Needs every member's
 // decoded size known (DecodePlan::known_size).

@@ -224,11 +224,11 @@ void StorageStage::run(Worker& w) {
   // that nothing decodes read into a sample buffer (HTTP objects of unknown size: their slot
   // cannot be laid out before they are read). A planted decode cost, or a transform, keeps the
   // stage.
-  const bool per_sample_objects = dataset.objects.size() >= dataset.samples.size();
   const bool inline_decode =
       !device_reads && !config.transform &&
       config.diagnostics.decode_cost == std::chrono::nanoseconds(0) &&
-      (direct || (path == DataPath::kBounce && per_sample_objects && !run_.plan.decode.any()));
+      (direct ||
+       (path == DataPath::kBounce && one_sample_per_object(dataset) && !run_.plan.decode.any()));
   // The direct path has no members to decode: only their digest, through decode_sample.
   ThreadDecoders decoders(run_.plan.decode, config.sampler.seed);
   Admission& a = *admission_;
