@@ -28,20 +28,50 @@ Result<void> CurlReactor::open(unsigned max_connections, bool driven, TransferSi
   if (!driven) {
     thread_ = std::thread([this] {
       name_this_thread("fl-http");
-      io_.run();
+      run_loop();
     });
   }
   return {};
 }
 
+void CurlReactor::run_loop() {
+  while (!io_.stopped()) {
+    if (fire_timer()) continue;
+    if (deadline_ == Clock::time_point::max()) {
+      io_.run_one();
+    } else {
+      io_.run_one_until(deadline_);
+    }
+  }
+}
+
+bool CurlReactor::fire_timer() {
+  if (deadline_ == Clock::time_point::max() || Clock::now() < deadline_ || !multi_) return false;
+  deadline_ = Clock::time_point::max();  // curl sets the next one (on_timer) if it wants one
+  socket_action(CURL_SOCKET_TIMEOUT, 0);
+  return true;
+}
+
 std::size_t CurlReactor::run_for(std::chrono::nanoseconds timeout) {
-  std::size_t n = timeout.count() > 0 ? io_.run_one_for(timeout) : io_.poll_one();
-  if (n > 0) n += io_.poll();  // and whatever else is ready, in one go
+  std::size_t n = fire_timer() ? 1 : 0;
+  if (n == 0) {
+    // Wait no longer than curl's timeout.
+    if (deadline_ != Clock::time_point::max()) {
+      timeout = std::min<std::chrono::nanoseconds>(
+          timeout, std::max<std::chrono::nanoseconds>(deadline_ - Clock::now(), {}));
+    }
+    n = timeout.count() > 0 ? io_.run_one_for(timeout) : io_.poll_one();
+    n += fire_timer() ? 1 : 0;
+  }
+  if (n > 0) {
+    n += io_.poll();  // and whatever else is ready, in one go
+    n += fire_timer() ? 1 : 0;
+  }
   return n;
 }
 
 void CurlReactor::close() {
-  timer_.cancel();
+  deadline_ = Clock::time_point::max();
   multi_.reset();  // closes cached connections through on_close_socket
   for (auto& [fd, sock] : socks_) {
     boost::system::error_code ec;
@@ -153,24 +183,12 @@ void CurlReactor::on_ready(const std::shared_ptr<Sock>& s, curl_socket_t fd, boo
   if ((s->want & flag) && s->socket.is_open() && !(in ? s->reading : s->writing)) wait(s, fd, in);
 }
 
+// The loop calls curl back once the deadline passes (0: "now", after the handler that is running:
+// never from inside this callback, which curl forbids); -1 takes it away.
 int CurlReactor::on_timer(CURLM*, long timeout_ms, void* ud) {
   auto* self = static_cast<CurlReactor*>(ud);
-  if (timeout_ms < 0) {
-    self->timer_.cancel();
-    return 0;
-  }
-  if (timeout_ms == 0) {
-    // "Now": run it from the loop (not from inside this callback, which curl forbids).
-    self->timer_.cancel();
-    asio::post(self->io_, [self] {
-      if (self->multi_) self->socket_action(CURL_SOCKET_TIMEOUT, 0);
-    });
-    return 0;
-  }
-  self->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
-  self->timer_.async_wait([self](const boost::system::error_code& ec) {
-    if (!ec && self->multi_) self->socket_action(CURL_SOCKET_TIMEOUT, 0);
-  });
+  self->deadline_ = timeout_ms < 0 ? Clock::time_point::max()
+                                   : Clock::now() + std::chrono::milliseconds(timeout_ms);
   return 0;
 }
 

@@ -4,7 +4,10 @@
 // One thread runs the io_context: the reactor's own (threaded), or the owner's inside run_for()
 // (driven). curl tells us which sockets to watch (CURLMOPT_SOCKETFUNCTION) and when to call back
 // for timeouts (CURLMOPT_TIMERFUNCTION); Asio waits on the sockets (async_wait, no reading: curl
-// reads) and calls curl_multi_socket_action. Sockets are created and closed by us
+// reads) and calls curl_multi_socket_action. curl's timeout is a deadline the loop itself keeps
+// (it bounds the loop's wait), not an Asio timer: Boost 1.74's epoll reactor reprograms its
+// timerfd, a syscall, each time a timer is set, and curl moves its timeout about twice per
+// transfer. Sockets are created and closed by us
 // (CURLOPT_OPENSOCKETFUNCTION / CLOSESOCKETFUNCTION, through socket_hooks()) as
 // asio::ip::tcp::socket objects, so a pending wait can never outlive its descriptor. Every curl
 // call happens on the loop thread; other threads only post().
@@ -21,7 +24,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -55,7 +57,7 @@ using MultiHandle = std::unique_ptr<CURLM, MultiCleanup>;
 
 class CurlReactor {
  public:
-  CurlReactor() : timer_(io_), work_(io_.get_executor()) {}
+  CurlReactor() : work_(io_.get_executor()) {}
   CurlReactor(const CurlReactor&) = delete;
   CurlReactor& operator=(const CurlReactor&) = delete;
   // join() must have run (the owner's destructor calls it before its own members go).
@@ -106,8 +108,14 @@ class CurlReactor {
     bool writing = false;
   };
 
+  using Clock = std::chrono::steady_clock;
+
   void socket_action(curl_socket_t fd, int events);
   void check_done();
+  // curl's timeout, if it is due: tells curl and returns true.
+  bool fire_timer();
+  // The threaded loop: handlers and curl's timeouts until close() stops it.
+  void run_loop();
   void wait(const std::shared_ptr<Sock>& s, curl_socket_t fd, bool in);
   void on_ready(const std::shared_ptr<Sock>& s, curl_socket_t fd, bool in,
                 const boost::system::error_code& ec);
@@ -118,7 +126,7 @@ class CurlReactor {
   static int on_timer(CURLM* multi, long timeout_ms, void* ud);
 
   boost::asio::io_context io_;
-  boost::asio::steady_timer timer_;
+  Clock::time_point deadline_ = Clock::time_point::max();  // curl's timeout; loop thread only
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   MultiHandle multi_;
   TransferSink* sink_ = nullptr;
