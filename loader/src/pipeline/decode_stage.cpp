@@ -90,13 +90,14 @@ void DecodeStage::run(Worker& w) {
       }
       out.push_back(std::move(item));
       if (pending_bytes >= kFlushBytes) {
-        if (!w.push_all(run_.decoded, out)) running = false;
+        if (!w.push_all(run_.decoded, out, collate_awaits(run_))) running = false;
         pending_bytes = 0;
         if (!running) break;
       }
     }
     in.clear();
-    if (running && !out.empty() && !w.push_all(run_.decoded, out)) running = false;
+    if (running && !out.empty() && !w.push_all(run_.decoded, out, collate_awaits(run_)))
+      running = false;
     out.clear();
   }
   // The last decoder out closes the queue behind it.

@@ -63,6 +63,10 @@ class Worker {
   bool push_all(BoundedQueue<T>& q, std::vector<T>& items) {
     return q.push_all(items, &clock_);
   }
+  template <typename T, typename Awaited>
+  bool push_all(BoundedQueue<T>& q, std::vector<T>& items, Awaited&& awaited) {
+    return q.push_all(items, &clock_, std::forward<Awaited>(awaited));
+  }
   template <typename F>
   decltype(auto) blocked(F&& f) {
     return in_state(WorkState::kBlocked, std::forward<F>(f));

@@ -85,6 +85,14 @@ bool make_this_thread_nicer(int increment) noexcept;
 
 using feedline::usable_cores;  // core/cpus.hpp
 
+// For pushes to the decoded queue: whether collate, if it waits, can go on with s. It takes
+// samples in seq order and publishes the one it needs (collate_cursor) before it waits.
+inline auto collate_awaits(const RunState& run) {
+  return [&run](const InFlightSample& s) {
+    return s.slot.seq == run.collate_cursor.load(std::memory_order_acquire);
+  };
+}
+
 // True when each sample is an object of its own (files, HTTP objects), not one of many in a shard:
 // then every sample costs its own open or request, the host's work.
 inline bool one_sample_per_object(const Dataset& dataset) noexcept {

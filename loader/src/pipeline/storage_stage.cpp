@@ -547,7 +547,9 @@ void StorageStage::run(Worker& w) {
       lane->counter("bytes in memory", polled, static_cast<double>(run_.budget.used()), true);
     }
     // One hand-off for everything this poll completed (not one wake-up per sample).
-    if (!finished.empty() && !w.push_all(inline_decode ? run_.decoded : run_.reads, finished))
+    if (!finished.empty() &&
+        !(inline_decode ? w.push_all(run_.decoded, finished, collate_awaits(run_))
+                        : w.push_all(run_.reads, finished)))
       break;
     finished.clear();
   }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "feedline/core/clock.hpp"
@@ -95,7 +96,17 @@ class BoundedQueue {
   // switch: on small files that was a fifth of the CPU). On return `items` holds what was not
   // pushed: nothing, or (false) what was left when the queue closed.
   bool push_all(std::vector<T>& items, WorkerClock* clock = nullptr) {
+    return push_all(items, clock, [](const T&) { return true; });
+  }
+  // The same, but a consumer that waits is woken only for an item it awaits (`awaited(item)`,
+  // asked under the queue's lock, so what the consumer published before it began to wait is
+  // seen), or when the queue is full. For a consumer that can only go on with one item: collate
+  // waits for the next sample in order, and a wake-up for others (a futex wake and a context
+  // switch) found nothing to do; they stay queued for its next look.
+  template <typename Awaited>
+  bool push_all(std::vector<T>& items, WorkerClock* clock, Awaited&& awaited) {
     std::size_t done = 0;
+    bool wanted = false;
     std::unique_lock lock(mu_);
     while (done < items.size()) {
       if (items_.size() >= capacity_ && !closed_) {
@@ -106,6 +117,7 @@ class BoundedQueue {
       if (closed_) break;
       account();
       while (done < items.size() && items_.size() < capacity_) {
+        if (!wanted && waiting_consumers_ > 0) wanted = awaited(std::as_const(items[done]));
         items_.push_back(std::move(items[done++]));
         ++pushed_;
       }
@@ -113,7 +125,11 @@ class BoundedQueue {
       depth_changed(clock);
     }
     const bool ok = done == items.size();
-    wake_consumers(lock);
+    if (wanted || closed_ || items_.size() >= capacity_) {
+      wake_consumers(lock);
+    } else {
+      lock.unlock();
+    }
     items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(done));
     return ok;
   }
