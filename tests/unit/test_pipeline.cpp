@@ -349,6 +349,45 @@ TEST_CASE("bounded queue accounts producer-blocked and consumer-starved time", "
   CHECK(r.mean_occupancy > 0.5);
 }
 
+TEST_CASE(
+    "bounded queue: push_all with an awaited item wakes an in-order consumer when it can go on",
+    "[loader][queue]") {
+  // A consumer that takes items in order (as collate does) publishes the one it needs before it
+  // waits; producers wake it only for that item or a full queue. Items come in reverse runs, so
+  // most pushes hold nothing it awaits, and the queue (8) is smaller than a run (32): a run whose
+  // first item comes last fills it. Every item must arrive, in order, and nothing may hang.
+  BoundedQueue<int> q("q", 8);
+  q.start();
+  std::atomic<int> cursor{0};
+  const auto awaited = [&](const int& v) { return v == cursor.load(std::memory_order_acquire); };
+  constexpr int kItems = 320;
+  std::jthread producer([&] {
+    for (int run = 0; run < kItems; run += 32) {
+      for (int i = run + 31; i >= run; i -= 4) {  // 4 at a time, the run's last first
+        std::vector<int> items{i, i - 1, i - 2, i - 3};
+        CHECK(q.push_all(items, nullptr, awaited));
+      }
+    }
+    q.close();
+  });
+  std::set<int> arrived;
+  std::vector<int> taken;
+  std::vector<int> got;
+  while (true) {
+    while (!arrived.empty() && *arrived.begin() == cursor.load()) {
+      taken.push_back(*arrived.begin());
+      arrived.erase(arrived.begin());
+      cursor.fetch_add(1, std::memory_order_release);
+    }
+    got.clear();
+    if (!q.pop_some(got, 64)) break;
+    arrived.insert(got.begin(), got.end());
+  }
+  producer.join();
+  REQUIRE(static_cast<int>(taken.size()) == kItems);
+  for (int i = 0; i < kItems; ++i) CHECK(taken[static_cast<std::size_t>(i)] == i);
+}
+
 TEST_CASE("bounded queue hands runs of items over in order, fairly, and stops at close",
           "[loader][queue]") {
   // push_all of more than the capacity blocks until consumers make room; pop_some takes no more
