@@ -61,13 +61,9 @@ std::size_t CurlReactor::run_for(std::chrono::nanoseconds timeout) {
           timeout, std::max<std::chrono::nanoseconds>(deadline_ - Clock::now(), {}));
     }
     n = timeout.count() > 0 ? io_.run_one_for(timeout) : io_.poll_one();
-    n += fire_timer() ? 1 : 0;
   }
-  if (n > 0) {
-    n += io_.poll();  // and whatever else is ready, in one go
-    n += fire_timer() ? 1 : 0;
-  }
-  return n;
+  if (n > 0) n += io_.poll();  // and whatever else is ready, in one go
+  return n + (fire_timer() ? 1 : 0);
 }
 
 void CurlReactor::close() {
