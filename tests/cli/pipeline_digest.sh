@@ -290,6 +290,25 @@ for variant in tar-zstd files-zstd files-none tar-none; do
   fi
 done
 
+# --- many small files: past 4,096 objects each file opens with its read -------------------------------
+# (io_uring: an OPENAT linked to the READ in the ring; the POSIX engine: open(2) per read.)
+ds=$scratch/gen-many
+checks=$((checks + 1))
+if must_run "gen many" gen "$ds" --format files --samples 5000 --sample-size uniform:1KiB:3KiB --seed 5; then
+  py_digest "$ds"
+  for shape in "" "--direct" "--engine posix" "--storage-threads 2 --io-depth 3"; do
+    checks=$((checks + 1))
+    read -ra extra <<<"$shape"
+    json=$scratch/run-many.json
+    rm -f -- "$json"
+    if must_run "run 5,000 files ${shape:-(defaults)}" run "$ds" --batch-size 64 --json "$json" "${extra[@]}"; then
+      check_run "run 5,000 files ${shape:-(defaults)}: exactly once, report complete" "$json" \
+        samples=5000 digest="$want_digest" epochs=1 complete=1
+    fi
+  done
+fi
+rm -rf -- "$ds"
+
 # --- a stale index: the shard was replaced after its index was written ------------------------------
 # The reader must notice (the index records the shard's size), scan the shard instead, and say so.
 stale=$scratch/stale-index

@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "feedline/transports/file_engine.hpp"
@@ -140,11 +142,97 @@ void bad_descriptor(EngineKind kind) {
   CHECK(r.error == EBADF);
 }
 
+std::size_t open_descriptors() {
+  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                                std::filesystem::directory_iterator()));
+}
+
+// Reads that name their file: io_uring opens each in the ring (a direct descriptor, linked to the
+// read) and the bytes are the file's, through more files than the ring has slots, with a read
+// longer than its file (short at EOF: the continuation reads the same slot), O_DIRECT too; a
+// missing file fails with the open's errno, a directory with the read's (O_DIRECT: the open's);
+// no process descriptor is left open.
+void opens_in_ring(bool single_thread) {
+  const auto dir = testing::scratch_dir("engines-open");
+  constexpr std::size_t kFiles = 300;
+  std::vector<std::vector<std::byte>> contents;
+  for (std::size_t i = 0; i < kFiles; ++i) {
+    contents.push_back(testing::pattern_bytes(i % 7 == 0 ? 70000 + i : 4096 - i % 5, i));
+    testing::write_file(dir / fmt::format("{:04}.bin", i), contents.back());
+  }
+  std::filesystem::create_directory(dir / "a-directory");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(dfd >= 0);
+  for (bool direct : {false, true}) {
+    DYNAMIC_SECTION((direct ? "O_DIRECT" : "buffered")) {
+      EngineOptions eo;
+      eo.depth = 8;
+      eo.single_thread = single_thread;
+      auto engine = make_uring_engine(eo);
+      if (!engine) return testing::skip_test(engine.error().what());
+      if (!(*engine)->opens_files()) {
+        CHECK_FALSE(has_feature((*engine)->info(), "open-in-ring"));
+        return testing::skip_test("this kernel's io_uring cannot open into direct descriptors");
+      }
+      CHECK(has_feature((*engine)->info(), "open-in-ring"));
+      const std::size_t fds_before = open_descriptors();
+      std::vector<std::string> names;
+      for (std::size_t i = 0; i < kFiles; ++i) names.push_back(fmt::format("{:04}.bin", i));
+      names.push_back("missing.bin");
+      names.push_back("a-directory");
+      const std::size_t stride = 128 << 10;  // every read asks for more than its file holds
+      auto arena = AlignedBuffer::allocate(names.size() * stride).value();
+      std::vector<FileRead> reads(names.size());
+      std::vector<FileRead*> finished;
+      std::size_t next = 0;
+      std::vector<FileRead*> out(16);
+      for (int tries = 0; finished.size() < reads.size() && tries < 2000; ++tries) {
+        std::vector<FileRead*> batch;  // at most depth in flight, as FileQueue keeps it
+        while (next < reads.size() && (*engine)->in_flight() + batch.size() < eo.depth) {
+          FileRead& r = reads[next];
+          r.fd = dfd;
+          r.open_name = names[next].c_str();
+          r.open_flags = O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0);
+          r.length = static_cast<std::uint32_t>(stride);
+          r.dst = arena.data() + next * stride;
+          batch.push_back(&r);
+          ++next;
+        }
+        if (!batch.empty()) (*engine)->submit(batch);
+        const std::size_t got = (*engine)->reap(out, 1, std::chrono::seconds(1));
+        finished.insert(finished.end(), out.begin(), out.begin() + static_cast<long>(got));
+      }
+      REQUIRE(finished.size() == reads.size());
+      CHECK((*engine)->in_flight() == 0);
+      for (std::size_t i = 0; i < kFiles; ++i) {
+        INFO("file " << names[i]);
+        CHECK(reads[i].error == 0);
+        CHECK_FALSE(reads[i].open_failed);
+        REQUIRE(reads[i].done == contents[i].size());
+        CHECK(std::memcmp(arena.data() + i * stride, contents[i].data(), contents[i].size()) == 0);
+      }
+      CHECK(reads[kFiles].open_failed);
+      CHECK(reads[kFiles].error == ENOENT);
+      // A directory opens (not with O_DIRECT: EINVAL); reading it fails.
+      CHECK(reads[kFiles + 1].open_failed == direct);
+      CHECK(reads[kFiles + 1].error == (direct ? EINVAL : EISDIR));
+      CHECK(open_descriptors() == fds_before);
+    }
+  }
+  ::close(dfd);
+  std::filesystem::remove_all(dir);
+}
+
 // One test case per setup and engine, so that CTest shows a refused setup alone as skipped.
 const bool kRegistered = [] {
   for (const Setup& s : kSetups) {
     testing::register_test(std::string("engines read whole ranges, short at EOF: ") + s.name,
                            "[transports]", [&s] { reads_under(s); });
+  }
+  for (bool single_thread : {false, true}) {
+    testing::register_test(std::string("io_uring opens files in the ring with their reads: ") +
+                               (single_thread ? "uring single-issuer" : "uring"),
+                           "[transports]", [single_thread] { opens_in_ring(single_thread); });
   }
   for (EngineKind kind : {EngineKind::kPosix, EngineKind::kUring}) {
     testing::register_test(

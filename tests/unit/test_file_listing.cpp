@@ -199,3 +199,132 @@ TEST_CASE("file listing: every listed file opens and reads its own bytes, from s
     }
   }
 }
+
+TEST_CASE("file listing: files left for the queue to open read their own bytes, or fail named") {
+  // Backend::open_deferred(): a queue whose opens_objects() is true (io_uring: an OPENAT linked
+  // to the READ in the ring) opens each file with its read, relative to its directory; more files
+  // than the queue is deep, in several directories with the same names. A file gone since the
+  // listing fails its read as open() would say it; a queue that cannot open refuses such a handle.
+  const fs::path root = fresh("open-deferred");
+  const std::vector<fs::path> dirs{root, root / "a", root / "b"};
+  std::map<std::string, std::vector<std::byte>> bytes;
+  for (std::size_t d = 0; d < dirs.size(); ++d) {
+    fs::create_directories(dirs[d]);
+    for (std::size_t i = 0; i < 20; ++i) {
+      const fs::path p = dirs[d] / fmt::format("{:03}.bin", i);
+      bytes[p.string()] = testing::pattern_bytes(3000 + 11 * i + d, 7 * d + i);
+      testing::write_file(p, bytes[p.string()]);
+    }
+  }
+  for (bool direct : {false, true}) {
+    DYNAMIC_SECTION((direct ? "O_DIRECT" : "buffered")) {
+      storage::Registry registry;
+      storage::register_builtin_backends(registry);
+      storage::BackendConfig config;
+      config.file.direct = direct;
+      auto b = std::move(registry.open(root.string(), config)->backend);
+      auto l = b->list(root.string());
+      REQUIRE(l);
+      REQUIRE(l->size() == bytes.size());
+      storage::QueueOptions qo;
+      qo.depth = 4;
+      auto q = b->make_queue(qo);
+      REQUIRE(q);
+      if (!(*q)->opens_objects()) {
+        return testing::skip_test("this queue does not open files (" + (*q)->info().engine + ')');
+      }
+      // Reads every listed file through the queue, 4 in flight; the results by key.
+      auto read_listed = [&]() {
+        std::map<std::string, Result<std::vector<std::byte>>> got;
+        struct Slot {
+          std::unique_ptr<storage::ObjectHandle> h;
+          AlignedBuffer buf;
+          storage::ReadOp op;
+        };
+        std::vector<Slot> slots(l->size());
+        std::vector<storage::ReadOp*> done;
+        std::size_t next = 0;
+        while (next < l->size() || (*q)->in_flight() > 0) {
+          while (next < l->size() && (*q)->in_flight() < 4) {
+            Slot& s = slots[next];
+            const storage::ObjectInfo& info = l->at(next++);
+            auto h = b->open_deferred(info);
+            REQUIRE(h);  // nothing is opened yet: it cannot fail for a missing file
+            s.h = std::move(*h);
+            s.buf = AlignedBuffer::allocate(align_up(info.size, 4096)).value();
+            s.op.object = s.h.get();
+            s.op.length = info.size;
+            s.op.dst = MutableBytes(s.buf.data(), s.buf.size());
+            s.op.user = &s;
+            (*q)->submit(s.op);
+          }
+          done.clear();
+          (*q)->poll(1, std::chrono::milliseconds(50), done);
+          for (storage::ReadOp* op : done) {
+            auto* s = static_cast<Slot*>(op->user);
+            if (op->result) {
+              CHECK(*op->result == s->h->size());
+              got.emplace(s->h->key(), std::vector<std::byte>(s->buf.data(),
+                                                              s->buf.data() + *op->result));
+            } else {
+              got.emplace(s->h->key(), fail(op->result.error()));
+            }
+          }
+        }
+        return got;
+      };
+      auto got = read_listed();
+      REQUIRE(got.size() == bytes.size());
+      for (const auto& [key, want] : bytes) {
+        INFO(key);
+        REQUIRE(got.at(key));
+        CHECK(*got.at(key) == want);
+      }
+      fs::remove_all(root / "b");
+      got = read_listed();
+      for (const auto& [key, want] : bytes) {
+        INFO(key);
+        if (key.starts_with((root / "b").string() + "/")) {
+          REQUIRE_FALSE(got.at(key));
+          const Error& e = got.at(key).error();
+          CHECK(e.object() == key);
+          CHECK_THAT(e.message(), Catch::Contains("opening for read"));
+          CHECK_THAT(e.what(), Catch::Contains("check the path"));
+        } else {
+          REQUIRE(got.at(key));
+          CHECK(*got.at(key) == want);
+        }
+      }
+      // Restore b for the next section.
+      fs::create_directories(root / "b");
+      for (const auto& [key, want] : bytes) {
+        if (key.starts_with((root / "b").string() + "/")) testing::write_file(key, want);
+      }
+    }
+  }
+  // The POSIX engine's queue opens nothing: such a handle fails its read, named, not a crash.
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  storage::BackendConfig config;
+  config.file.engine = transports::EngineKind::kPosix;
+  auto b = std::move(registry.open(root.string(), config)->backend);
+  storage::QueueOptions qo;
+  qo.depth = 1;
+  auto q = b->make_queue(qo);
+  REQUIRE(q);
+  CHECK_FALSE((*q)->opens_objects());
+  const std::string key = (root / "a" / "001.bin").string();
+  const storage::ObjectInfo info{key, bytes.at(key).size()};
+  auto h = b->open_deferred(info);
+  REQUIRE(h);
+  std::vector<std::byte> out(info.size);
+  storage::ReadOp op;
+  op.object = h->get();
+  op.length = info.size;
+  op.dst = MutableBytes(out.data(), out.size());
+  std::vector<storage::ReadOp*> done;
+  (*q)->submit(op);
+  while ((*q)->in_flight() > 0) (*q)->poll(1, std::chrono::milliseconds(50), done);
+  REQUIRE_FALSE(op.result);
+  CHECK(op.result.error().object() == info.key);
+}

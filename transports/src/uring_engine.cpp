@@ -13,6 +13,14 @@
 //     same system call as the next wait.
 //  4. user_data is the FileRead*; 0 marks our own cancel SQEs, LIBURING_UDATA_TIMEOUT liburing's
 //     timeout SQEs on kernels without EXT_ARG. Both are skipped.
+//  5. A read that names a file to open (FileRead::open_name) goes out as an OPENAT into a direct
+//     descriptor (a slot of the ring's file table, no process descriptor) linked to a READ of
+//     that slot, in one submission; its user_data is the FileRead* with the low bit set. The slot
+//     is not closed: the next open into it replaces the file (and the ring's exit closes the
+//     last ones), so a small file's open, read and close cost no system call of their own. On
+//     100,000 warm 4 KiB files, one thread, depth 32, medians of 8: 5.0 us of CPU per file with
+//     openat(2) + READ + close(2), 4.1 with the linked OPENAT (an extra CLOSE op: 4.5). The read
+//     is handed back once both completions are in, whatever their order.
 #include "feedline/transports/file_engine.hpp"
 
 #ifdef FEEDLINE_HAVE_URING
@@ -20,6 +28,7 @@
 #include <fmt/format.h>
 #include <liburing.h>
 
+#include <fcntl.h>
 #include <sys/uio.h>
 #include <algorithm>
 #include <bit>
@@ -31,7 +40,8 @@
 namespace feedline::transports {
 namespace {
 
-constexpr unsigned kFileSlots = 1024;
+constexpr unsigned kFileSlots = 1024;  // register_file()'s; the direct opens' slots follow
+constexpr std::uint64_t kOpenTag = 1;   // user_data's low bit: the completion of an open
 
 class UringEngine final : public FileEngine {
  public:
@@ -41,7 +51,9 @@ class UringEngine final : public FileEngine {
   }
 
   Result<void> init(const EngineOptions& options) {
-    const unsigned entries = std::bit_ceil(std::clamp(options.depth, 1u, 4096u));
+    depth_ = options.depth;
+    // Two entries per read: an open in the queue takes an SQE of its own.
+    const unsigned entries = std::bit_ceil(std::clamp(options.depth * 2, 2u, 8192u));
     struct Attempt {
       unsigned flags;
       const char* features;
@@ -70,6 +82,7 @@ class UringEngine final : public FileEngine {
       if (rc == 0) {
         initialised_ = true;
         flags_ = a.flags;
+        kernel_features_ = params.features;
         if (*a.features) features_.emplace_back(a.features);
         if (options.sqpoll && !(a.flags & IORING_SETUP_SQPOLL)) {
           notes_.emplace_back("sqpoll refused by the kernel; using interrupt-driven submission");
@@ -88,7 +101,19 @@ class UringEngine final : public FileEngine {
     io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
     const bool has_read = probe && io_uring_opcode_supported(probe, IORING_OP_READ);
     has_read_fixed_ = probe && io_uring_opcode_supported(probe, IORING_OP_READ_FIXED);
+    const bool has_openat = probe && io_uring_opcode_supported(probe, IORING_OP_OPENAT);
     if (probe) io_uring_free_probe(probe);
+    // Direct descriptors came in Linux 5.15; CQE_SKIP (5.17) stands for "new enough" since no
+    // probe names them. Not under SQPOLL, whose kernel thread takes SQEs as they are written.
+    if (has_openat && (kernel_features_ & IORING_FEAT_CQE_SKIP) &&
+        !(flags_ & IORING_SETUP_SQPOLL)) {
+      if (auto t = file_table(); t) {
+        free_open_slots_.reserve(entries);
+        for (unsigned i = entries; i-- > 0;) free_open_slots_.push_back(kFileSlots + i);
+        open_slots_ = entries;
+        features_.emplace_back("open-in-ring");
+      }
+    }
     if (!has_read) {
       return fail(Errc::kUnsupported,
                   "this kernel's io_uring lacks IORING_OP_READ (needs Linux 5.6 or newer)");
@@ -122,15 +147,8 @@ class UringEngine final : public FileEngine {
   }
 
   Result<int> register_file(int fd) override {
-    if (files_used_ == 0 && !files_table_) {
-      const int rc = io_uring_register_files_sparse(&ring_, kFileSlots);
-      if (rc < 0) {
-        notes_.push_back(fmt::format("registered files refused: {}", std::strerror(-rc)));
-        return fail(Error::from_errno(-rc, "registering an io_uring file table"));
-      }
-      files_table_ = true;
-      features_.emplace_back("registered-files");
-    }
+    FEEDLINE_TRY(file_table());
+    if (files_used_ == 0) features_.emplace_back("registered-files");
     if (files_used_ >= kFileSlots) {
       return fail(Errc::kResourceExhausted,
                   fmt::format("io_uring file table is full ({} files)", kFileSlots));
@@ -146,6 +164,10 @@ class UringEngine final : public FileEngine {
       r->error = 0;
       r->issued_ns = 0;
       r->resubmits = 0;
+      r->open_failed = false;
+      r->open_slot = -1;
+      r->open_pending = 0;
+      r->read_reaped = false;
       queue_sqe(r);
     }
     in_flight_ += reads.size();
@@ -189,6 +211,7 @@ class UringEngine final : public FileEngine {
   }
 
   std::size_t in_flight() const noexcept override { return in_flight_; }
+  bool opens_files() const noexcept override { return open_slots_ > 0; }
 
   EngineInfo info() const override { return {"uring", features_, notes_}; }
 
@@ -206,6 +229,20 @@ class UringEngine final : public FileEngine {
     return sqe;
   }
 
+  // The ring's file table, registered on first use: register_file()'s slots, then the slots
+  // direct opens land in.
+  Result<void> file_table() {
+    if (files_table_) return {};
+    const unsigned slots = kFileSlots + std::bit_ceil(std::clamp(depth_ * 2, 2u, 8192u));
+    const int rc = io_uring_register_files_sparse(&ring_, slots);
+    if (rc < 0) {
+      notes_.push_back(fmt::format("registered files refused: {}", std::strerror(-rc)));
+      return fail(Error::from_errno(-rc, "registering an io_uring file table"));
+    }
+    files_table_ = true;
+    return {};
+  }
+
   int buffer_index(const std::byte* p, std::size_t len) const noexcept {
     for (std::size_t i = 0; i < regions_.size(); ++i) {
       const auto& r = regions_[i];
@@ -214,25 +251,50 @@ class UringEngine final : public FileEngine {
     return -1;
   }
 
-  // Writes the SQE for the unread remainder of r.
+  // Writes the SQE for the unread remainder of r (after the open, on r's first issue, where r
+  // names a file to open).
   void queue_sqe(FileRead* r) noexcept {
+    const bool open_first = r->open_name != nullptr && r->open_slot < 0;
+    if (open_first) {
+      // The open and its read go to the kernel in one submission: a link cut by a flush between
+      // them would let the read run before its file is there.
+      if (io_uring_sq_space_left(&ring_) < 2) flush();
+      if (free_open_slots_.empty() || io_uring_sq_space_left(&ring_) < 2) {
+        r->error = EBUSY;  // more reads in flight than the ring was made for
+        ready_.push_back(r);
+        return;
+      }
+    }
     io_uring_sqe* sqe = get_sqe();
     if (!sqe) {  // cannot happen with a healthy ring; fail the read rather than lose it
       r->error = EBUSY;
       ready_.push_back(r);
       return;
     }
+    if (open_first) {
+      const unsigned slot = free_open_slots_.back();
+      free_open_slots_.pop_back();
+      // A direct descriptor is no process descriptor: the kernel refuses O_CLOEXEC for it.
+      io_uring_prep_openat_direct(sqe, r->fd, r->open_name, r->open_flags & ~O_CLOEXEC, 0, slot);
+      sqe->flags |= IOSQE_IO_LINK;
+      io_uring_sqe_set_data64(sqe, reinterpret_cast<std::uintptr_t>(r) | kOpenTag);
+      ++unsubmitted_;
+      r->open_slot = static_cast<std::int32_t>(slot);
+      r->open_pending = 1;
+      sqe = get_sqe();  // there is room: checked above
+    }
     std::byte* dst = r->dst + r->done;
     const unsigned len = r->length - r->done;
     const std::uint64_t off = r->offset + r->done;
-    const int fd = r->fixed_file >= 0 ? r->fixed_file : r->fd;
+    const bool fixed = r->open_slot >= 0 || r->fixed_file >= 0;
+    const int fd = r->open_slot >= 0 ? r->open_slot : r->fixed_file >= 0 ? r->fixed_file : r->fd;
     const int buf = buffer_index(dst, len);
     if (buf >= 0) {
       io_uring_prep_read_fixed(sqe, fd, dst, len, off, buf);
     } else {
       io_uring_prep_read(sqe, fd, dst, len, off);
     }
-    if (r->fixed_file >= 0) sqe->flags |= IOSQE_FIXED_FILE;
+    if (fixed) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data(sqe, r);
     ++unsubmitted_;
     batch_.push_back(r);
@@ -267,8 +329,22 @@ class UringEngine final : public FileEngine {
       ++seen;
       const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
       if (ud == 0 || ud == LIBURING_UDATA_TIMEOUT) continue;
-      auto* r = reinterpret_cast<FileRead*>(static_cast<std::uintptr_t>(ud));
       const int res = cqe->res;
+      if (ud & kOpenTag) {
+        auto* r = reinterpret_cast<FileRead*>(static_cast<std::uintptr_t>(ud & ~kOpenTag));
+        r->open_pending = 0;
+        if (res < 0) {  // its read completes cancelled; the open's errno is the read's error
+          r->open_failed = true;
+          r->error = -res;
+        }
+        if (r->read_reaped) out[got++] = hand_back(r);
+        continue;
+      }
+      auto* r = reinterpret_cast<FileRead*>(static_cast<std::uintptr_t>(ud));
+      if (r->open_failed) {  // the open's completion came first: this is the cancelled read
+        out[got++] = hand_back(r);
+        continue;
+      }
       if (res == -EAGAIN || res == -EINTR) {
         ++r->resubmits;
         queue_sqe(r);
@@ -277,7 +353,7 @@ class UringEngine final : public FileEngine {
       if (res < 0) {
         // A continuation refused with EINVAL after progress is O_DIRECT at end of file: the
         // remainder starts mid-block. The read is complete (short), not failed.
-        if (!(res == -EINVAL && r->done > 0)) r->error = -res;
+        if (!(res == -EINVAL && r->done > 0) && !r->open_failed) r->error = -res;
       } else if (res > 0) {
         r->done += static_cast<std::uint32_t>(res);
         if (r->done < r->length) {  // short read: ask for the rest; 0 next time means EOF
@@ -286,18 +362,33 @@ class UringEngine final : public FileEngine {
           continue;
         }
       }
-      out[got++] = r;
+      if (r->open_pending) {  // handed back with its open's completion
+        r->read_reaped = true;
+        continue;
+      }
+      out[got++] = hand_back(r);
     }
     if (seen) io_uring_cq_advance(&ring_, seen);
     return got;
   }
 
+  // A finished read, its direct descriptor's slot free again (the file in it stays open until
+  // the next open into the slot replaces it).
+  FileRead* hand_back(FileRead* r) noexcept {
+    if (r->open_slot >= 0) free_open_slots_.push_back(static_cast<unsigned>(r->open_slot));
+    return r;
+  }
+
   io_uring ring_{};
   bool initialised_ = false;
   unsigned flags_ = 0;
+  unsigned kernel_features_ = 0;
+  unsigned depth_ = 0;
   bool has_read_fixed_ = false;
   bool files_table_ = false;
   unsigned files_used_ = 0;
+  unsigned open_slots_ = 0;                 // > 0 where reads may name a file to open
+  std::vector<unsigned> free_open_slots_;  // direct-descriptor slots not in use
   unsigned unsubmitted_ = 0;
   std::size_t in_flight_ = 0;
   std::vector<MutableBytes> regions_;

@@ -52,6 +52,7 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
   qo.caller_mostly_polls = keep == nullptr;  // reused buffers: the thread only reads
   qo.coalesce = true;  // nearby reads may share a request (as the run's own storage stage)
   FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
+  handles.use_queue(*queue);
   std::vector<Slot*> free_slots;
   for (auto& s : slots) {
     if (!keep) {

@@ -29,6 +29,10 @@ HandleCache::HandleCache(storage::Backend& backend, const Dataset& dataset)
 Result<const storage::ObjectHandle*> HandleCache::get(
     std::uint32_t i, std::unique_ptr<storage::ObjectHandle>& hold) {
   if (!cached_.empty() && cached_[i]) return cached_[i].get();
+  if (cached_.empty() && deferred_) {
+    FEEDLINE_ASSIGN_OR_RETURN(hold, backend_.open_deferred(dataset_.objects[i]));
+    return hold.get();
+  }
   FEEDLINE_ASSIGN_OR_RETURN(auto h, backend_.open_known(dataset_.objects[i]));
   if (cached_.empty()) {
     hold = std::move(h);

@@ -64,6 +64,11 @@ class ThreadDecoders {
 class HandleCache {
  public:
   HandleCache(storage::Backend& backend, const Dataset& dataset);
+  // Per-read handles leave the open to `queue` where it opens objects with their reads
+  // (IoQueue::opens_objects(): io_uring links the open to the read).
+  void use_queue(const storage::IoQueue& queue) noexcept { deferred_ = queue.opens_objects(); }
+  // Each read's object is opened by the queue, with the read.
+  bool opens_in_queue() const noexcept { return deferred_ && cached_.empty(); }
   // The handle for object i; `hold` keeps a per-read handle alive until the read is done.
   Result<const storage::ObjectHandle*> get(std::uint32_t i,
                                            std::unique_ptr<storage::ObjectHandle>& hold);
@@ -72,6 +77,7 @@ class HandleCache {
   storage::Backend& backend_;
   const Dataset& dataset_;
   std::vector<std::unique_ptr<storage::ObjectHandle>> cached_;
+  bool deferred_ = false;
 };
 
 // Busy CPU work for d of the calling thread's CPU time (the decode/collate cost knobs): burns CPU

@@ -282,6 +282,7 @@ void StorageStage::run(Worker& w) {
   }
   std::unique_ptr<storage::IoQueue> queue = std::move(*queue_r);
   HandleCache handles(run_.backend, dataset);
+  handles.use_queue(*queue);
   std::vector<ReadSlot> slots(depth);
   std::vector<ReadSlot*> free_slots;
   for (auto& s : slots) free_slots.push_back(&s);
@@ -331,6 +332,11 @@ void StorageStage::run(Worker& w) {
     run_.note_path(
         "nothing to decode: the storage threads take each sample's digest as its read lands and "
         "hand it straight to collate");
+  }
+  if (first_thread && handles.opens_in_queue()) {
+    run_.note_path(
+        "each file opens in the io_uring ring with its read (an OPENAT into a direct descriptor, "
+        "linked to the READ): no open or close system call per file");
   }
   if (first_thread && threads_ > 1) {
     run_.note_path(fmt::format("{} storage threads, each with its own I/O queue of depth {}",

@@ -87,6 +87,10 @@ class CountingBackend final : public ForwardingBackend {
     counts_->add("open_known");
     return ForwardingBackend::open_known(info);
   }
+  Result<std::unique_ptr<ObjectHandle>> open_deferred(const ObjectInfo& info) override {
+    counts_->add("open_deferred");
+    return ForwardingBackend::open_deferred(info);
+  }
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {
     counts_->add("create");
     return ForwardingBackend::create(key);

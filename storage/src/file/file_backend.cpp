@@ -43,13 +43,36 @@ class FileHandle final : public ObjectHandle {
  public:
   FileHandle(std::string key, std::uint64_t size, UniqueFd fd, bool direct)
       : ObjectHandle(std::move(key), size), fd_(std::move(fd)), direct_(direct) {}
+  // Not open yet (Backend::open_deferred): the queue opens key()'s part from name_at on,
+  // relative to the directory descriptor dir_fd (AT_FDCWD: the whole key).
+  FileHandle(std::string key, std::uint64_t size, int dir_fd, std::size_t name_at, bool direct)
+      : ObjectHandle(std::move(key), size), dir_fd_(dir_fd), name_at_(name_at), direct_(direct) {}
   int fd() const noexcept { return fd_.get(); }
   bool direct() const noexcept { return direct_; }
+  bool deferred() const noexcept { return !fd_ && name_at_ != kOpen; }
+  int dir_fd() const noexcept { return dir_fd_; }
+  const char* open_name() const noexcept { return key().c_str() + name_at_; }
 
  private:
+  static constexpr std::size_t kOpen = static_cast<std::size_t>(-1);
   UniqueFd fd_;
+  int dir_fd_ = AT_FDCWD;
+  std::size_t name_at_ = kOpen;
   bool direct_;
 };
+
+// The error of a failed open for read of path (errno err), with what to do about it.
+Error open_error(int err, const std::string& path, bool direct) {
+  Error e = Error::from_errno(err, "opening for read").with_object(path);
+  if (err == EINVAL && direct) {
+    e.with_hint("this filesystem does not support O_DIRECT; drop --direct");
+  } else if (err == EACCES || err == EPERM) {
+    e.with_hint("check the file's permissions");
+  } else if (err == ENOENT || err == ENOTDIR) {
+    e.with_hint("check the path");
+  }
+  return e;
+}
 
 // A FIFO, socket or character device named where a file is expected.
 Error not_regular(const std::string& path, mode_t mode) {
@@ -108,10 +131,14 @@ class FileQueue final : public IoQueue {
   Result<void> register_object(const ObjectHandle& object) override {
     const auto* h = dynamic_cast<const FileHandle*>(&object);
     if (!h) return fail(Errc::kInvalidArgument, "not a file:// object");
+    if (h->deferred()) return fail(Errc::kInvalidArgument, "the file is not open yet");
     FEEDLINE_ASSIGN_OR_RETURN(int index, engine_->register_file(h->fd()));
     fixed_.push_back({h, index});
     return {};
   }
+
+  // io_uring opens each deferred file in the ring, linked to its read (uring_engine.cpp).
+  bool opens_objects() const noexcept override { return engine_->opens_files() && !device_; }
 
   QueueInfo info() const override {
     auto i = engine_->info();
@@ -168,6 +195,19 @@ class FileQueue final : public IoQueue {
     r = transports::FileRead{};
     r.user = s;
     r.fd = h->fd();
+    if (h->deferred()) {
+      if (!opens_objects()) {  // Backend::open_deferred() handles are for queues that open
+        slots_.release(s);
+        complete_at_next_poll(op, fail(Error(Errc::kInvalidArgument,
+                                             "a file not open yet, on a queue that cannot open it")
+                                           .with_object(op.object->display_name())
+                                           .with_offset(op.offset)));
+        return nullptr;
+      }
+      r.fd = h->dir_fd();
+      r.open_name = h->open_name();
+      r.open_flags = O_RDONLY | O_CLOEXEC | (h->direct() ? O_DIRECT : 0);
+    }
     for (const auto& [handle, index] : fixed_) {
       if (handle == h) r.fixed_file = index;
     }
@@ -207,7 +247,9 @@ class FileQueue final : public IoQueue {
   void finish(Slot& s) noexcept {
     ReadOp& op = *s.op;
     const transports::FileRead& r = s.read;
-    if (r.error != 0) {
+    if (r.open_failed) {
+      op.result = fail(open_error(r.error, op.object->key(), direct_));
+    } else if (r.error != 0) {
       op.result = fail(read_error(r.error, op, r.engine_error));
     } else {
       std::uint64_t got = r.done;
@@ -413,18 +455,7 @@ class FileBackend final : public Backend {
     int flags = O_RDONLY | O_CLOEXEC;
     if (config_.direct) flags |= O_DIRECT;
     UniqueFd fd(::open(path.c_str(), flags));
-    if (!fd) {
-      const int err = errno;
-      Error e = Error::from_errno(err, "opening for read").with_object(path);
-      if (err == EINVAL && config_.direct) {
-        e.with_hint("this filesystem does not support O_DIRECT; drop --direct");
-      } else if (err == EACCES || err == EPERM) {
-        e.with_hint("check the file's permissions");
-      } else if (err == ENOENT) {
-        e.with_hint("check the path");
-      }
-      return fail(std::move(e));
-    }
+    if (!fd) return fail(open_error(errno, path, config_.direct));
     std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
     if (S_ISBLK(st.st_mode) && ::ioctl(fd.get(), BLKGETSIZE64, &size) != 0) {
       return fail(Error::from_errno(errno, "reading the block device size").with_object(path));
@@ -441,6 +472,24 @@ class FileBackend final : public Backend {
     UniqueFd fd(open_in_dir(dirs_, info.key, flags));
     if (!fd) return open(info.key);  // the full open() explains the failure
     return std::make_unique<FileHandle>(info.key, info.size, std::move(fd), config_.direct);
+  }
+
+  // Nothing opened here: a queue whose opens_objects() is true opens the file with its read
+  // (io_uring: an OPENAT linked to the READ). Relative to its directory's descriptor (DirFds).
+  Result<std::unique_ptr<ObjectHandle>> open_deferred(const ObjectInfo& info) override {
+    const auto slash = info.key.rfind('/');
+    int dfd = AT_FDCWD;
+    std::size_t name_at = 0;
+    if (slash != std::string::npos) {
+      dfd = dirs_.get(slash == 0 ? std::string_view("/")
+                                 : std::string_view(info.key).substr(0, slash));
+      if (dfd >= 0) {
+        name_at = slash + 1;
+      } else {
+        dfd = AT_FDCWD;
+      }
+    }
+    return std::make_unique<FileHandle>(info.key, info.size, dfd, name_at, config_.direct);
   }
 
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {

@@ -238,6 +238,8 @@ class IoQueue {
   std::uint64_t max_request() const noexcept { return max_request_; }
   // Takes ReadOp::length_unknown ops (reads of objects of unknown size).
   virtual bool takes_unknown_lengths() const noexcept { return false; }
+  // Takes handles of Backend::open_deferred(): the queue opens each object with its read.
+  virtual bool opens_objects() const noexcept { return false; }
 
  protected:
   static constexpr std::uint64_t kDefaultMaxRequest = 1ull << 30;
@@ -323,6 +325,13 @@ class Backend {
   // skip the round trip open() would make; the default calls open(info.key).
   virtual Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) {
     return open(info.key);
+  }
+  // A handle whose open is left to the queue, for reads through a queue whose opens_objects() is
+  // true and nothing else; an object that cannot be opened fails its read. Small local files: the
+  // open goes into io_uring with the read (no system call of its own). The default, and every
+  // backend whose queues do not open objects, is open_known().
+  virtual Result<std::unique_ptr<ObjectHandle>> open_deferred(const ObjectInfo& info) {
+    return open_known(info);
   }
   virtual Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) = 0;
   // A queue for one thread. options.memory = kDevice where caps().device_reads is false:

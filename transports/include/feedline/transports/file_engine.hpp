@@ -34,6 +34,12 @@ struct FileRead {
   std::byte* dst = nullptr;     // length bytes; 4 KiB-aligned for O_DIRECT
   void* user = nullptr;         // opaque to the engine
   void* engine_data = nullptr;  // the engine's own (the cuFile engine: the registered handle)
+  // Open in the queue (engines whose opens_files() is true): the engine opens open_name relative
+  // to the directory descriptor `fd` (or AT_FDCWD) with open_flags, reads, and closes it; io_uring
+  // links an OPENAT into a direct descriptor to the read, so the open, read and close of a small
+  // file cost no system call of their own. open_name must stay valid until reap() hands r back.
+  const char* open_name = nullptr;
+  int open_flags = 0;
 
   // Filled by the engine.
   std::uint32_t done = 0;       // bytes read (< length only at end of file or on error)
@@ -42,6 +48,11 @@ struct FileRead {
                                 // CUfileOpError, 5000 and up)
   std::uint64_t issued_ns = 0;  // when the kernel (or a worker) accepted it: fio's slat end
   std::uint32_t resubmits = 0;  // short-read continuations and EAGAIN retries
+  bool open_failed = false;     // open_name: the open failed (error is its errno)
+  // The engine's bookkeeping of an open in the queue.
+  std::int32_t open_slot = -1;     // io_uring: the direct descriptor it was opened into
+  std::uint8_t open_pending = 0;   // io_uring: the open's completion is still to come
+  bool read_reaped = false;        // io_uring: the read's completion came first
 };
 
 enum class EngineKind { kAuto, kUring, kPosix };
@@ -77,6 +88,8 @@ class FileEngine {
   // Registers a file descriptor; returns the index to put in FileRead::fixed_file.
   virtual Result<int> register_file(int fd) = 0;
 
+  // Takes reads that name a file to open (FileRead::open_name) instead of a descriptor.
+  virtual bool opens_files() const noexcept { return false; }
   // Issues the reads (one system call per batch where the engine can). Never blocks on I/O.
   virtual void submit(std::span<FileRead* const> reads) noexcept = 0;
   // Waits until at least min_complete reads finished or timeout passed, then moves up to
