@@ -247,7 +247,7 @@ class FileQueue final : public IoQueue {
   void finish(Slot& s) noexcept {
     ReadOp& op = *s.op;
     const transports::FileRead& r = s.read;
-    if (r.open_failed) {
+    if (r.open_failed && r.error != ECANCELED) {  // cancel() stops an open too: "cancelled"
       op.result = fail(open_error(r.error, op.object->key(), direct_));
     } else if (r.error != 0) {
       op.result = fail(read_error(r.error, op, r.engine_error));
