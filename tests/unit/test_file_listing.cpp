@@ -31,6 +31,24 @@ std::unique_ptr<storage::Backend> file_backend() {
   return std::move(r->backend);
 }
 
+// Reads `h` (of `size` bytes) whole through a queue of depth 1 of b; the op's result.
+Result<std::uint64_t> read_whole(storage::Backend& b, const storage::ObjectHandle& h,
+                                 std::uint64_t size, std::vector<std::byte>& out) {
+  storage::QueueOptions qo;
+  qo.depth = 1;
+  auto q = b.make_queue(qo);
+  REQUIRE(q);
+  out.assign(size, std::byte{0});
+  storage::ReadOp op;
+  op.object = &h;
+  op.length = size;
+  op.dst = MutableBytes(out.data(), out.size());
+  std::vector<storage::ReadOp*> done;
+  (*q)->submit(op);
+  while ((*q)->in_flight() > 0) (*q)->poll(1, std::chrono::milliseconds(50), done);
+  return op.result;
+}
+
 fs::path fresh(const std::string& name) {
   const fs::path dir = testing::scratch_dir("listing") / name;
   fs::remove_all(dir);
@@ -160,20 +178,10 @@ TEST_CASE("file listing: every listed file opens and reads its own bytes, from s
   auto read_all = [&](const storage::ObjectInfo& info) -> std::vector<std::byte> {
     auto h = b->open_known(info);
     REQUIRE(h);
-    storage::QueueOptions qo;
-    qo.depth = 1;
-    auto q = b->make_queue(qo);
-    REQUIRE(q);
-    std::vector<std::byte> out(info.size);
-    storage::ReadOp op;
-    op.object = h->get();
-    op.length = info.size;
-    op.dst = MutableBytes(out.data(), out.size());
-    std::vector<storage::ReadOp*> done;
-    (*q)->submit(op);
-    while ((*q)->in_flight() > 0) (*q)->poll(1, std::chrono::milliseconds(50), done);
-    REQUIRE(op.result);
-    CHECK(*op.result == info.size);
+    std::vector<std::byte> out;
+    auto r = read_whole(*b, **h, info.size, out);
+    REQUIRE(r);
+    CHECK(*r == info.size);
     return out;
   };
   std::vector<std::vector<std::byte>> got(l->size());
@@ -308,23 +316,15 @@ TEST_CASE("file listing: files left for the queue to open read their own bytes, 
   storage::BackendConfig config;
   config.file.engine = transports::EngineKind::kPosix;
   auto b = std::move(registry.open(root.string(), config)->backend);
-  storage::QueueOptions qo;
-  qo.depth = 1;
-  auto q = b->make_queue(qo);
+  auto q = b->make_queue(storage::QueueOptions{});
   REQUIRE(q);
   CHECK_FALSE((*q)->opens_objects());
   const std::string key = (root / "a" / "001.bin").string();
   const storage::ObjectInfo info{key, bytes.at(key).size()};
   auto h = b->open_deferred(info);
   REQUIRE(h);
-  std::vector<std::byte> out(info.size);
-  storage::ReadOp op;
-  op.object = h->get();
-  op.length = info.size;
-  op.dst = MutableBytes(out.data(), out.size());
-  std::vector<storage::ReadOp*> done;
-  (*q)->submit(op);
-  while ((*q)->in_flight() > 0) (*q)->poll(1, std::chrono::milliseconds(50), done);
-  REQUIRE_FALSE(op.result);
-  CHECK(op.result.error().object() == info.key);
+  std::vector<std::byte> out;
+  auto r = read_whole(*b, **h, info.size, out);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().object() == info.key);
 }

@@ -51,9 +51,10 @@ class UringEngine final : public FileEngine {
   }
 
   Result<void> init(const EngineOptions& options) {
-    depth_ = options.depth;
     // Two entries per read: an open in the queue takes an SQE of its own.
-    const unsigned entries = std::bit_ceil(std::clamp(options.depth * 2, 2u, 8192u));
+    entries_ = std::bit_ceil(std::clamp(options.depth * 2, 2u, 8192u));
+    const unsigned entries = entries_;
+    unsigned kernel_features = 0;
     struct Attempt {
       unsigned flags;
       const char* features;
@@ -82,7 +83,7 @@ class UringEngine final : public FileEngine {
       if (rc == 0) {
         initialised_ = true;
         flags_ = a.flags;
-        kernel_features_ = params.features;
+        kernel_features = params.features;
         if (*a.features) features_.emplace_back(a.features);
         if (options.sqpoll && !(a.flags & IORING_SETUP_SQPOLL)) {
           notes_.emplace_back("sqpoll refused by the kernel; using interrupt-driven submission");
@@ -105,7 +106,7 @@ class UringEngine final : public FileEngine {
     if (probe) io_uring_free_probe(probe);
     // Direct descriptors came in Linux 5.15; CQE_SKIP (5.17) stands for "new enough" since no
     // probe names them. Not under SQPOLL, whose kernel thread takes SQEs as they are written.
-    if (has_openat && (kernel_features_ & IORING_FEAT_CQE_SKIP) &&
+    if (has_openat && (kernel_features & IORING_FEAT_CQE_SKIP) &&
         !(flags_ & IORING_SETUP_SQPOLL)) {
       if (auto t = file_table(); t) {
         free_open_slots_.reserve(entries);
@@ -233,8 +234,7 @@ class UringEngine final : public FileEngine {
   // direct opens land in.
   Result<void> file_table() {
     if (files_table_) return {};
-    const unsigned slots = kFileSlots + std::bit_ceil(std::clamp(depth_ * 2, 2u, 8192u));
-    const int rc = io_uring_register_files_sparse(&ring_, slots);
+    const int rc = io_uring_register_files_sparse(&ring_, kFileSlots + entries_);
     if (rc < 0) {
       notes_.push_back(fmt::format("registered files refused: {}", std::strerror(-rc)));
       return fail(Error::from_errno(-rc, "registering an io_uring file table"));
@@ -353,7 +353,7 @@ class UringEngine final : public FileEngine {
       if (res < 0) {
         // A continuation refused with EINVAL after progress is O_DIRECT at end of file: the
         // remainder starts mid-block. The read is complete (short), not failed.
-        if (!(res == -EINVAL && r->done > 0) && !r->open_failed) r->error = -res;
+        if (!(res == -EINVAL && r->done > 0)) r->error = -res;
       } else if (res > 0) {
         r->done += static_cast<std::uint32_t>(res);
         if (r->done < r->length) {  // short read: ask for the rest; 0 next time means EOF
@@ -382,8 +382,7 @@ class UringEngine final : public FileEngine {
   io_uring ring_{};
   bool initialised_ = false;
   unsigned flags_ = 0;
-  unsigned kernel_features_ = 0;
-  unsigned depth_ = 0;
+  unsigned entries_ = 0;  // the ring's SQEs, and the direct-descriptor slots for opens
   bool has_read_fixed_ = false;
   bool files_table_ = false;
   unsigned files_used_ = 0;

@@ -376,13 +376,24 @@ class DirFds {
   std::unordered_map<std::string, UniqueFd, Hash, std::equal_to<>> fds_;
 };
 
-// Opens `path` relative to its directory's descriptor where there is one (DirFds).
-int open_in_dir(DirFds& dirs, const std::string& path, int flags) {
+// Where `path` opens from: its directory's descriptor (DirFds) and the name after the last
+// slash, or AT_FDCWD and the whole path where there is no slash or no descriptor.
+struct InDir {
+  int dir_fd = AT_FDCWD;
+  std::size_t name_at = 0;  // the name's offset in path
+};
+InDir in_dir(DirFds& dirs, const std::string& path) {
   const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ::open(path.c_str(), flags);
+  if (slash == std::string::npos) return {};
   const int dfd =
       dirs.get(slash == 0 ? std::string_view("/") : std::string_view(path).substr(0, slash));
-  return dfd >= 0 ? ::openat(dfd, path.c_str() + slash + 1, flags) : ::open(path.c_str(), flags);
+  return dfd >= 0 ? InDir{dfd, slash + 1} : InDir{};
+}
+
+// Opens `path` relative to its directory's descriptor where there is one.
+int open_in_dir(DirFds& dirs, const std::string& path, int flags) {
+  const InDir d = in_dir(dirs, path);
+  return ::openat(d.dir_fd, path.c_str() + d.name_at, flags);
 }
 
 class FileBackend final : public Backend {
@@ -477,19 +488,8 @@ class FileBackend final : public Backend {
   // Nothing opened here: a queue whose opens_objects() is true opens the file with its read
   // (io_uring: an OPENAT linked to the READ). Relative to its directory's descriptor (DirFds).
   Result<std::unique_ptr<ObjectHandle>> open_deferred(const ObjectInfo& info) override {
-    const auto slash = info.key.rfind('/');
-    int dfd = AT_FDCWD;
-    std::size_t name_at = 0;
-    if (slash != std::string::npos) {
-      dfd = dirs_.get(slash == 0 ? std::string_view("/")
-                                 : std::string_view(info.key).substr(0, slash));
-      if (dfd >= 0) {
-        name_at = slash + 1;
-      } else {
-        dfd = AT_FDCWD;
-      }
-    }
-    return std::make_unique<FileHandle>(info.key, info.size, dfd, name_at, config_.direct);
+    const InDir d = in_dir(dirs_, info.key);
+    return std::make_unique<FileHandle>(info.key, info.size, d.dir_fd, d.name_at, config_.direct);
   }
 
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {
