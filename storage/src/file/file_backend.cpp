@@ -131,7 +131,11 @@ class FileQueue final : public IoQueue {
   Result<void> register_object(const ObjectHandle& object) override {
     const auto* h = dynamic_cast<const FileHandle*>(&object);
     if (!h) return fail(Errc::kInvalidArgument, "not a file:// object");
-    if (h->deferred()) return fail(Errc::kInvalidArgument, "the file is not open yet");
+    if (h->deferred()) {
+      return fail(Error(Errc::kInvalidArgument, "the file is not open yet")
+                      .with_object(h->key())
+                      .with_hint("register a handle of open_known(), not open_deferred()"));
+    }
     FEEDLINE_ASSIGN_OR_RETURN(int index, engine_->register_file(h->fd()));
     fixed_.push_back({h, index});
     return {};
@@ -201,7 +205,10 @@ class FileQueue final : public IoQueue {
         complete_at_next_poll(op, fail(Error(Errc::kInvalidArgument,
                                              "a file not open yet, on a queue that cannot open it")
                                            .with_object(op.object->display_name())
-                                           .with_offset(op.offset)));
+                                           .with_offset(op.offset)
+                                           .with_hint("read a handle of open_known() here: "
+                                                      "open_deferred() is for queues whose "
+                                                      "opens_objects() is true")));
         return nullptr;
       }
       r.fd = h->dir_fd();
