@@ -2,9 +2,9 @@
 // setup). A setup the kernel or build refuses is reported as skipped (testing::skip_test), not
 // failed and not passed; a setup that registers buffers or files must say it uses them.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
@@ -143,8 +143,8 @@ void bad_descriptor(EngineKind kind) {
 }
 
 std::size_t open_descriptors() {
-  return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
-                                                std::filesystem::directory_iterator()));
+  return static_cast<std::size_t>(std::distance(
+      std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator()));
 }
 
 // Reads that name their file: io_uring opens each in the ring (a direct descriptor, linked to the

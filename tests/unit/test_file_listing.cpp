@@ -272,8 +272,8 @@ TEST_CASE("file listing: files left for the queue to open read their own bytes, 
             auto* s = static_cast<Slot*>(op->user);
             if (op->result) {
               CHECK(*op->result == s->h->size());
-              got.emplace(s->h->key(), std::vector<std::byte>(s->buf.data(),
-                                                              s->buf.data() + *op->result));
+              got.emplace(s->h->key(),
+                          std::vector<std::byte>(s->buf.data(), s->buf.data() + *op->result));
             } else {
               got.emplace(s->h->key(), fail(op->result.error()));
             }

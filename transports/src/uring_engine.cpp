@@ -41,7 +41,7 @@ namespace feedline::transports {
 namespace {
 
 constexpr unsigned kFileSlots = 1024;  // register_file()'s; the direct opens' slots follow
-constexpr std::uint64_t kOpenTag = 1;   // user_data's low bit: the completion of an open
+constexpr std::uint64_t kOpenTag = 1;  // user_data's low bit: the completion of an open
 
 class UringEngine final : public FileEngine {
  public:
@@ -106,8 +106,7 @@ class UringEngine final : public FileEngine {
     if (probe) io_uring_free_probe(probe);
     // Direct descriptors came in Linux 5.15; CQE_SKIP (5.17) stands for "new enough" since no
     // probe names them. Not under SQPOLL, whose kernel thread takes SQEs as they are written.
-    if (has_openat && (kernel_features & IORING_FEAT_CQE_SKIP) &&
-        !(flags_ & IORING_SETUP_SQPOLL)) {
+    if (has_openat && (kernel_features & IORING_FEAT_CQE_SKIP) && !(flags_ & IORING_SETUP_SQPOLL)) {
       if (auto t = file_table(); t) {
         free_open_slots_.reserve(entries);
         for (unsigned i = entries; i-- > 0;) free_open_slots_.push_back(kFileSlots + i);
@@ -386,7 +385,7 @@ class UringEngine final : public FileEngine {
   bool has_read_fixed_ = false;
   bool files_table_ = false;
   unsigned files_used_ = 0;
-  unsigned open_slots_ = 0;                 // > 0 where reads may name a file to open
+  unsigned open_slots_ = 0;                // > 0 where reads may name a file to open
   std::vector<unsigned> free_open_slots_;  // direct-descriptor slots not in use
   unsigned unsubmitted_ = 0;
   std::size_t in_flight_ = 0;

@@ -50,9 +50,9 @@ struct FileRead {
   std::uint32_t resubmits = 0;  // short-read continuations and EAGAIN retries
   bool open_failed = false;     // open_name: the open failed (error is its errno)
   // The engine's bookkeeping of an open in the queue.
-  std::int32_t open_slot = -1;     // io_uring: the direct descriptor it was opened into
-  std::uint8_t open_pending = 0;   // io_uring: the open's completion is still to come
-  bool read_reaped = false;        // io_uring: the read's completion came first
+  std::int32_t open_slot = -1;    // io_uring: the direct descriptor it was opened into
+  std::uint8_t open_pending = 0;  // io_uring: the open's completion is still to come
+  bool read_reaped = false;       // io_uring: the read's completion came first
 };
 
 enum class EngineKind { kAuto, kUring, kPosix };
