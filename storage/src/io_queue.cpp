@@ -45,17 +45,18 @@ std::optional<Error> check(const ReadOp& op, std::uint64_t max_request, bool unk
     return Error(Errc::kInvalidArgument, "the read names no object (ReadOp::object is null)")
         .with_offset(op.offset);
   }
-  if (op.length_unknown &&
-      (!unknown_lengths || op.grow == nullptr || op.offset != 0 || op.length == 0)) {
+  if (op.length_unknown && (!unknown_lengths || op.grow == nullptr || op.offset != 0 ||
+                            op.length == 0 || op.dst.empty())) {
     return Error(unknown_lengths ? Errc::kInvalidArgument : Errc::kUnsupported,
                  unknown_lengths
-                     ? "a read of unknown length must start at offset 0, guess at least a byte and "
-                       "say where a larger object goes (ReadOp::grow)"
+                     ? "a read of unknown length must start at offset 0, guess at least a byte, "
+                       "have room for one and say where a larger object goes (ReadOp::grow)"
                      : "this storage cannot read an object of unknown size")
         .with_object(op.object->display_name())
         .with_offset(op.offset);
   }
-  if (op.dst.size() < op.length) {
+  // A read of unknown length may land in less than its guess: op.grow makes room for more.
+  if (op.dst.size() < op.length && !op.length_unknown) {
     return Error(Errc::kInvalidArgument,
                  fmt::format("the destination holds {} bytes, the read wants {}", op.dst.size(),
                              op.length))

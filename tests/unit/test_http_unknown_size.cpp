@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -15,10 +16,12 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "feedline/loader/dataset.hpp"
+#include "feedline/loader/loader.hpp"
 #include "feedline/storage/registry.hpp"
 #include "http_test_server.hpp"
 #include "test_support.hpp"
@@ -123,30 +126,34 @@ Opened open_url(const std::string& url) {
   return Opened{std::move(r->backend), r->key};
 }
 
-// One read of unknown length of `key`, the guess's buffer followed by canary bytes that must stay.
+// One read of unknown length of `key`: the guess, and its destination (`room` bytes: the guess,
+// or fewer, as a batch slot) followed by canary bytes that must stay.
 struct UnknownRead {
   AlignedBuffer buf;
   ReadOp op;
   TestGrow grow;
   std::unique_ptr<ObjectHandle> handle;
   std::uint64_t guess = kGuess;
+  std::uint64_t room = kGuess;
 
-  UnknownRead(Backend& backend, const std::string& key, std::uint64_t g = kGuess) : guess(g) {
+  UnknownRead(Backend& backend, const std::string& key, std::uint64_t g = kGuess,
+              std::uint64_t r = 0)
+      : guess(g), room(r ? r : g) {
     auto h = backend.open_known(ObjectInfo{key, kUnknownSize});
     REQUIRE(h);
     handle = std::move(*h);
     CHECK(handle->size() == kUnknownSize);
-    buf = AlignedBuffer::allocate(guess + 4096).value();
+    buf = AlignedBuffer::allocate(room + 4096).value();
     std::memset(buf.data(), 0x5a, buf.size());
     op.object = handle.get();
     op.offset = 0;
     op.length = guess;
-    op.dst = buf.span().first(guess);
+    op.dst = buf.span().first(room);
     op.length_unknown = true;
     op.grow = &grow;
   }
   bool canary_intact() const {
-    for (std::size_t i = guess; i < buf.size(); ++i)
+    for (std::size_t i = room; i < buf.size(); ++i)
       if (buf.data()[i] != std::byte{0x5a}) return false;
     return true;
   }
@@ -225,6 +232,94 @@ TEST_CASE("http reads of unknown size: one GET capped at the guess, a second onl
       CHECK(rq[1].header("range") == fmt::format("bytes={}-{}", kGuess, 5 * kGuess + 122));
       CHECK(s.heads() == 0);
     }
+  }
+}
+
+TEST_CASE(
+    "http reads of unknown size into less room than the guess (a batch slot): an object larger "
+    "than the room moves to a larger buffer in the same GET",
+    "[http][storage][unknown-size]") {
+  constexpr std::uint64_t kRoom = 4096;
+  NoListServer s;
+  s.objects["/d/fits.bin"] = object_bytes(3000);
+  s.objects["/d/mid.bin"] = object_bytes(10000);  // more than the room, less than the guess
+  s.objects["/d/big.bin"] = object_bytes(5 * kGuess + 1);
+  auto o = open_url(s.base() + "/d/");
+  SECTION("loop in poll(): the room grows as the headers give the size") {
+    UnknownRead fits(*o.backend, "/d/fits.bin", kGuess, kRoom),
+        mid(*o.backend, "/d/mid.bin", kGuess, kRoom), big(*o.backend, "/d/big.bin", kGuess, kRoom);
+    run_reads(*o.backend, {&fits, &mid, &big}, true);
+    REQUIRE(fits.op.result);
+    CHECK(fits.got() == s.objects["/d/fits.bin"]);
+    CHECK(fits.grow.calls == 0);
+    CHECK(fits.op.dst.data() == fits.buf.data());  // it stayed in its room
+    REQUIRE(mid.op.result);
+    CHECK(mid.got() == s.objects["/d/mid.bin"]);
+    CHECK(mid.grow.calls == 1);
+    CHECK(mid.grow.asked == 10000);    // the size from Content-Range
+    CHECK(mid.grow.filled_seen == 0);  // before the body's first byte
+    CHECK(mid.op.dst.data() == mid.grow.big.data());
+    REQUIRE(big.op.result);
+    CHECK(big.got() == s.objects["/d/big.bin"]);
+    CHECK(big.grow.calls == 1);  // once, for the whole object
+    CHECK(big.grow.asked == 5 * kGuess + 1);
+    for (auto* r : {&fits, &mid, &big}) CHECK(r->canary_intact());
+    // The guess is still what the first GET asks for: one GET for all but the object larger than
+    // the guess, whose second asks for the rest only.
+    for (const char* p : {"/d/fits.bin", "/d/mid.bin"}) {
+      const auto rq = s.requests_for(p);
+      REQUIRE(rq.size() == 1);
+      CHECK(rq[0].header("range") == fmt::format("bytes=0-{}", kGuess - 1));
+    }
+    const auto rq = s.requests_for("/d/big.bin");
+    REQUIRE(rq.size() == 2);
+    CHECK(rq[1].header("range") == fmt::format("bytes={}-{}", kGuess, 5 * kGuess));
+  }
+  SECTION("loop thread: the first GET asks for the room, a larger object's second for the rest") {
+    UnknownRead fits(*o.backend, "/d/fits.bin", kGuess, kRoom),
+        mid(*o.backend, "/d/mid.bin", kGuess, kRoom);
+    run_reads(*o.backend, {&fits, &mid}, false);
+    REQUIRE(fits.op.result);
+    CHECK(fits.got() == s.objects["/d/fits.bin"]);
+    REQUIRE(mid.op.result);
+    CHECK(mid.got() == s.objects["/d/mid.bin"]);
+    CHECK(mid.grow.calls == 1);
+    CHECK(mid.grow.filled_seen == kRoom);
+    CHECK(fits.canary_intact());
+    CHECK(mid.canary_intact());
+    const auto rq = s.requests_for("/d/mid.bin");
+    REQUIRE(rq.size() == 2);
+    CHECK(rq[0].header("range") == fmt::format("bytes=0-{}", kRoom - 1));
+    CHECK(rq[1].header("range") == fmt::format("bytes={}-{}", kRoom, 9999));
+  }
+  SECTION("a 200 to the range (Range ignored), and one without a size") {
+    s.ignore_range = true;
+    UnknownRead mid(*o.backend, "/d/mid.bin", kGuess, kRoom);
+    run_reads(*o.backend, {&mid}, true);
+    REQUIRE(mid.op.result);
+    CHECK(mid.got() == s.objects["/d/mid.bin"]);
+    CHECK(mid.grow.asked == 10000);  // from Content-Length
+    CHECK(s.requests_for("/d/mid.bin").size() == 1);
+    s.ignore_range = false;
+    s.no_size = true;
+    UnknownRead streamed(*o.backend, "/d/mid.bin", kGuess, kRoom);
+    run_reads(*o.backend, {&streamed}, true);
+    REQUIRE(streamed.op.result);
+    CHECK(streamed.got() == s.objects["/d/mid.bin"]);
+    CHECK(streamed.grow.asked == kGuess);  // no size given: room for the guess
+    CHECK(streamed.grow.filled_seen <= kRoom);
+    CHECK(mid.canary_intact());
+    CHECK(streamed.canary_intact());
+  }
+  SECTION("growth refused: the op fails with its error, nothing written past the room") {
+    UnknownRead mid(*o.backend, "/d/mid.bin", kGuess, kRoom);
+    mid.grow.refuse = Error(Errc::kResourceExhausted, "more than the memory budget allows");
+    run_reads(*o.backend, {&mid}, true);
+    REQUIRE_FALSE(mid.op.result);
+    CHECK(mid.op.result.error().code() == Errc::kResourceExhausted);
+    CHECK(mid.op.result.error().object() == s.base() + "/d/mid.bin");
+    CHECK(s.requests_for("/d/mid.bin").size() == 1);
+    CHECK(mid.canary_intact());
   }
 }
 
@@ -393,4 +488,82 @@ TEST_CASE("http reads of unknown size against nginx: smaller, exactly the guess,
       CHECK(r.canary_intact());
     }
   }
+}
+
+TEST_CASE(
+    "a loader over objects of unknown size: each lands in its batch slot, one larger than the "
+    "slots is copied in after them, every sample's bytes where its batch says",
+    "[http][unknown-size][loader]") {
+  NoListServer s;
+  // Mostly small objects; every tenth larger than any slot (64 KiB to start, then twice the
+  // mean at most), a few empty.
+  constexpr int kObjects = 60;
+  for (int i = 0; i < kObjects; ++i) {
+    const std::size_t n = i % 10 == 3 ? 100000 + i : i % 17 == 5 ? 0 : 3000 + 37 * i;
+    std::string bytes = object_bytes(n);
+    for (char& ch : bytes) ch = static_cast<char>(ch ^ (i + 1));  // no two alike
+    s.objects[fmt::format("/d/{:03}.bin", i)] = std::move(bytes);
+  }
+  auto o = open_url(s.base() + fmt::format("/d/{{000..{:03}}}.bin", kObjects - 1));
+  loader::DatasetOptions opts;
+  opts.format = loader::DatasetFormat::kFiles;
+  auto ds = loader::open_dataset(*o.backend, o.key, opts);
+  REQUIRE(ds);
+  for (const loader::GpuDirect mode : {loader::GpuDirect::kAuto, loader::GpuDirect::kOff}) {
+    INFO((mode == loader::GpuDirect::kAuto ? "host-direct" : "bounce"));
+    loader::LoaderConfig c;
+    c.sampler.batch_size = 8;
+    c.sampler.epochs = 2;
+    c.memory_budget = 256 << 20;
+    c.io_depth = 8;
+    c.gpu_direct = mode;
+    auto ld = loader::Loader::open(*o.backend, *ds, c);
+    REQUIRE(ld);
+    std::size_t samples = 0;
+    for (;;) {
+      auto b = (*ld)->next();
+      REQUIRE(b);
+      if (b->end()) break;
+      const ConstBytes data = b->data();
+      std::uint64_t slots_end_or_last = 0;
+      for (const auto& smp : b->samples()) {
+        const std::string& want = s.objects.at(fmt::format("/d/{}.bin", smp.key));
+        REQUIRE(smp.offset + smp.size <= data.size());
+        CHECK(smp.size == want.size());
+        CHECK(std::memcmp(data.data() + smp.offset, want.data(), want.size()) == 0);
+        const auto members = b->members_of(smp);
+        REQUIRE(members.size() == 1);
+        CHECK(members[0].offset == smp.offset);
+        CHECK(members[0].size == want.size());
+        slots_end_or_last = std::max(slots_end_or_last, smp.offset + smp.size);
+        ++samples;
+      }
+      CHECK(data.size() == slots_end_or_last);
+    }
+    CHECK(samples == 2 * kObjects);
+    const loader::PipelineReport r = (*ld)->report();
+    CHECK(r.delivered.skipped == 0);
+    if (mode == loader::GpuDirect::kAuto) {
+      CHECK(r.data_path.path == loader::DataPath::kHostDirect);
+      // The larger objects (6 per epoch) outgrew their slots, and a few small ones read before
+      // the slot size had seen one as large; the rest stayed in place.
+      std::size_t outgrew = 0, read = 0;
+      for (const std::string& n : r.data_path.notes) {
+        std::smatch m;
+        if (std::regex_search(n, m, std::regex(R"((\d+) of (\d+) outgrew theirs)"))) {
+          outgrew = std::stoul(m[1]);
+          read = std::stoul(m[2]);
+        }
+      }
+      INFO(fmt::format("{}", fmt::join(r.data_path.notes, "\n")));
+      CHECK(read == 2 * kObjects);
+      CHECK(outgrew >= 12);
+      CHECK(outgrew <= 40);
+      CHECK(r.data_path.copied_bytes > 0);
+    } else {
+      CHECK(r.data_path.path == loader::DataPath::kBounce);
+      CHECK(r.data_path.copied_bytes == r.data_path.bytes);
+    }
+  }
+  CHECK(s.heads() == 0);
 }

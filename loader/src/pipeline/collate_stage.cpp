@@ -6,6 +6,7 @@
 // The releases go out together, before collate waits (for samples, or for room for a batch):
 // a storage thread held by the window wakes on each release, and one per sample was a futex
 // wake and a context switch per 4 KiB file (28k of them for 100k samples).
+#include <algorithm>
 #include <bit>
 #include <utility>
 
@@ -63,6 +64,41 @@ void CollateStage::run(Worker& w) {
   std::uint64_t used = 0;
   std::uint64_t unreleased = 0;  // reservations of samples taken in, not yet given back
   std::uint64_t batch_t0 = 0;    // when the batch being laid out began (for the trace)
+  // A direct batch's samples that outgrew their slot (objects of unknown size: unknown_size.hpp),
+  // each with its place in samples(): copied in after the batch's slots at its last sample, when
+  // every read into the buffer has landed (growing it may move it).
+  struct Spill {
+    InFlightSample s;
+    std::size_t index;
+  };
+  std::vector<Spill> spills;
+  std::uint64_t slots_end = 0;
+  auto copy_spills = [&]() -> bool {
+    std::uint64_t end = slots_end;
+    std::vector<BatchMember> copied;
+    for (Spill& sp : spills) {
+      auto grown = ensure_room(*buffer, end, sp.s, run_.sink.get(), &copied_bytes);
+      if (!grown) {
+        run_.fail(std::move(grown).error());
+        return false;
+      }
+      run_.pool_grown_bytes += *grown;
+      copied.clear();
+      BatchSample bs = copy_into_batch(dataset, sp.s, *buffer, end, copied);
+      BatchSample& held = BatchAccess::samples(*batch)[sp.index];
+      bs.first_member = held.first_member;
+      std::copy(copied.begin(), copied.end(),
+                BatchAccess::members(*batch).begin() + held.first_member);
+      held = bs;
+      copied_bytes += sp.s.decoded_bytes;
+      bounce_delivered += sp.s.decoded_bytes;
+      run_.buffers.put(std::move(sp.s.raw));
+      run_.buffers.put(std::move(sp.s.decoded));
+      unreleased += std::exchange(sp.s.reserved, 0);
+    }
+    spills.clear();
+    return true;
+  };
   auto release = [&] {
     if (unreleased > 0) run_.budget.release(std::exchange(unreleased, 0));
   };
@@ -91,9 +127,22 @@ void CollateStage::run(Worker& w) {
       batch.emplace(BatchAccess::make(run_.pool, buffer, s.slot.epoch, s.slot.batch, device_only));
       batch_t0 = w.lane() ? now_ns() : 0;
       used = 0;
+      slots_end = s.direct_buffer ? s.slots_end : 0;
     }
     if (s.error) {
       run_.skip(*s.error);
+    } else if (s.spilled) {
+      // Its place in the batch's order now; its bytes and members at the batch's end.
+      std::vector<BatchMember>& members = BatchAccess::members(*batch);
+      BatchSample held;
+      held.first_member = static_cast<std::uint32_t>(members.size());
+      members.resize(members.size() + s.members.size());
+      BatchAccess::samples(*batch).push_back(held);
+      BatchAccess::add(*batch, s.digest, s.decoded_bytes);
+      if (run_.config.transform) BatchAccess::results(*batch).push_back(std::move(s.result));
+      w.count(1, s.decoded_bytes);
+      spills.push_back({std::move(s), BatchAccess::samples(*batch).size() - 1});
+      s.reserved = 0;  // given back once copied in
     } else if (s.direct_buffer) {
       BatchSample bs =
           place_in_batch(dataset, s, BatchAccess::members(*batch));  // already in place
@@ -125,6 +174,9 @@ void CollateStage::run(Worker& w) {
     const bool last = s.slot.slot + 1 == s.slot.batch_len;
     ++next_seq;
     run_.collate_cursor.store(next_seq, std::memory_order_release);
+    if (last && !spills.empty()) {
+      if (!copy_spills()) break;
+    }
     if (last) {
       spin_for(run_.config.diagnostics.collate_cost, run_.stop_flag());
       Batch out = std::move(*batch);
@@ -137,6 +189,7 @@ void CollateStage::run(Worker& w) {
       if (!w.push(run_.batches, out)) break;
     }
   }
+  for (Spill& sp : spills) unreleased += sp.s.reserved;  // a batch the run left unfinished
   release();
   run_.batches.close();
 }

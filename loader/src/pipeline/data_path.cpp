@@ -36,16 +36,9 @@ namespace {
 
 // Why the dataset's samples cannot be read straight into their batch slot ("" when they can):
 // a sample must be one stored member, not compressed, covering the sample's whole byte range.
+// Samples of unknown size may: their slots take a learned size (unknown_size.hpp).
 std::string why_not_direct(const Dataset& d, const DecodePlan& decode) {
   for (const Sample& s : d.samples) {
-    // Its slot cannot be laid out before its size is known: read into a sample buffer.
-    if (s.length == storage::kUnknownSize) {
-      return fmt::format(
-          "the size of sample '{}' is not known before it is read (the server has no listing "
-          "of its objects): each is read with one GET of up to --max-sample-size (1 MiB when "
-          "unset) into a sample buffer, a second GET for the rest of a larger one",
-          s.key);
-    }
     const auto members = d.members_of(s);
     if (members.size() != 1) {
       return fmt::format("samples have several members (e.g. '{}' has {}): collate must pack them",
@@ -65,11 +58,18 @@ std::string why_not_direct(const Dataset& d, const DecodePlan& decode) {
                                m.name)
                  : fmt::format("samples need decoding ({}, e.g. '{}')", c.name, m.name);
     }
-    if (m.offset != 0 || m.size != s.length) {
+    if (s.length != storage::kUnknownSize && (m.offset != 0 || m.size != s.length)) {
       return fmt::format("sample '{}' does not cover its byte range exactly", s.key);
     }
   }
   return {};
+}
+
+const Sample* first_of_unknown_size(const Dataset& d) {
+  for (const Sample& s : d.samples) {
+    if (s.length == storage::kUnknownSize) return &s;
+  }
+  return nullptr;
 }
 
 // True when every member's decoded size is known before reading (the index gives zstd
@@ -119,6 +119,11 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
     std::string gpu_why;
     if (!why_not.empty()) {
       gpu_why = why_not;
+    } else if (const Sample* u = first_of_unknown_size(dataset)) {
+      gpu_why = fmt::format(
+          "the size of sample '{}' is not known before it is read (the server has no listing of "
+          "its objects): its slot in GPU memory cannot be laid out",
+          u->key);
     } else if (!backend.caps().device_reads) {
       gpu_why = fmt::format("{}:// storage cannot read into GPU memory (cuFile reads local files)",
                             backend.scheme());

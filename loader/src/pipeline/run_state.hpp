@@ -58,7 +58,14 @@ struct InFlightSample {
   // direct_offset of direct_buffer (laid out from the index's decoded sizes).
   bool decode_in_place = false;
   std::uint64_t copied_bytes = 0;  // decode in place: stored members decode copied into the slot
-  TransformResult result;          // the user's transform's, for the batch
+  // Direct path, a sample of unknown size: the bytes of its slot (the size learned for such
+  // objects when its batch was laid out), and where the batch's slots end.
+  std::uint64_t slot_room = 0;
+  std::uint64_t slots_end = 0;
+  // ... its object outgrew the slot: it was read into raw, and collate copies it in after the
+  // batch's slots.
+  bool spilled = false;
+  TransformResult result;  // the user's transform's, for the batch
   // Where the batch's slots start (host or device memory); only meaningful with direct_buffer.
   const std::byte* slot_base() const noexcept {
     return on_device ? static_cast<const std::byte*>(direct_buffer->device())
@@ -67,7 +74,8 @@ struct InFlightSample {
   std::byte* decode_target() const noexcept { return direct_buffer->data() + direct_offset; }
   // The sample's stored bytes as read.
   const std::byte* bytes() const noexcept {
-    return direct_buffer && !decode_in_place ? slot_base() + direct_offset : raw.data() + raw_head;
+    return direct_buffer && !decode_in_place && !spilled ? slot_base() + direct_offset
+                                                         : raw.data() + raw_head;
   }
 };
 

@@ -168,7 +168,11 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
     // Direct path: every sample has a 4 KiB-aligned slot (O_DIRECT reads land in place). Size the
     // buffers for the worst batch when the budget allows, so they never grow (and stay registered
     // with the I/O queue); otherwise for the average, grown per batch where needed.
-    const std::uint64_t worst = batch * align_up(dataset.max_sample_bytes, kPageAlign);
+    // (A sample of unknown size counts as its first slot: slots then take the size learned from
+    // the objects read, and buffers grow for them.)
+    const std::uint64_t widest = std::max(
+        dataset.max_sample_bytes, has_unknown_sizes(dataset) ? kUnknownSizeBatchEstimate : 0);
+    const std::uint64_t worst = batch * align_up(widest, kPageAlign);
     const std::uint64_t typical = align_up(batch * (avg + kPageAlign), kPageAlign);
     batch_cap = worst * buffers + z.recycle < budget / 2 ? std::max(worst, kPageAlign) : typical;
   }

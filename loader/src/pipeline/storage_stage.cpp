@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "device_sink.hpp"
+#include "feedline/core/units.hpp"
 #include "feedline/storage/device_reads.hpp"
 #include "stage_work.hpp"
 #include "stages.hpp"
@@ -68,7 +69,14 @@ struct StorageStage::Admission {
   BatchBuffer* batch_buf = nullptr;
   std::uint64_t laid_out_batch = ~std::uint64_t{0};
   std::vector<std::uint64_t> slot_offsets;
+  std::uint64_t unknown_room = 0;  // the slot of each sample of unknown size in that batch
+  std::uint64_t slots_end = 0;     // where that batch's slots end
   bool noted_growth = false;
+  // Samples of unknown size: the slot size learned from those read (every thread's reads), and
+  // how many outgrew their slot.
+  bool unknown_sizes = false;
+  std::optional<SlotSizer> slot_sizer;
+  std::atomic<std::uint64_t> spilled{0};
   bool failed = false;  // the run failed while admitting: every thread stops
   // Over every thread's queue.
   std::atomic<std::uint64_t> bytes_in_flight{0};
@@ -90,6 +98,8 @@ StorageStage::StorageStage(RunState& run, Sampler& sampler, unsigned threads)
       threads_(std::max(threads, 1u)),
       admission_(std::make_unique<Admission>()) {
   admission_->pending = sampler_.next();
+  admission_->unknown_sizes = has_unknown_sizes(run_.dataset);
+  admission_->slot_sizer.emplace(size_guess(run_.config));
 }
 
 StorageStage::~StorageStage() = default;
@@ -142,13 +152,15 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
       a.ahead.push_back(*more);
     }
     a.slot_offsets.assign(pending.batch_len, 0);
+    a.unknown_room = a.slot_sizer->slot();
     std::uint64_t off = 0;
     auto place = [&](const SampleSlot& sl) {
       a.slot_offsets[sl.slot] = off;
       const Sample& x = dataset.samples[sl.sample];
       if (sizing.footprints[sl.sample] > sizing.sample_limit) return;  // skipped below: no slot
       off += in_place ? align_up(decoded_slot_bytes(dataset, run_.plan.decode, x), kMemberAlign)
-                      : align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
+             : size_unknown(x) ? a.unknown_room
+                               : align_up(std::max<std::uint64_t>(x.length, 1), kPageAlign);
     };
     place(pending);
     for (const auto& sl : a.ahead) place(sl);
@@ -164,13 +176,18 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
       if (!a.noted_growth) {
         a.noted_growth = true;
         run_.note_path(
-            fmt::format("a batch buffer grew past its start-up size{}: raise --memory-budget "
-                        "to size every buffer for the largest batch",
-                        direct ? " (no longer a registered buffer)" : ""));
+            a.unknown_sizes
+                ? fmt::format("batch buffers grew past their start-up size for slots of {} per "
+                              "object of unknown size (learned from the objects read)",
+                              format_bytes(static_cast<double>(a.unknown_room)))
+                : fmt::format("a batch buffer grew past its start-up size{}: raise "
+                              "--memory-budget to size every buffer for the largest batch",
+                              direct ? " (no longer a registered buffer)" : ""));
       }
     }
     a.batch_buf = *b;
     a.laid_out_batch = pending.batch;
+    a.slots_end = off;
   }
   InFlightSample& s = out.sample;
   s.slot = pending;
@@ -203,6 +220,8 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
     s.direct_offset = a.slot_offsets[s.slot.slot];
     s.on_device = device_reads;
     s.decode_in_place = in_place;
+    s.slots_end = a.slots_end;
+    if (size_unknown(smp)) s.slot_room = a.unknown_room;
   }
   a.pending = next_slot();
   out.kind = Admitted::kRead;
@@ -272,7 +291,16 @@ void StorageStage::run(Worker& w) {
       window_limited_ns += window_ns / threads_;
       budget_limited_ns += budget_ns / threads_;
     }
-    if (++a.exited == threads_) run_.reads.close();
+    if (++a.exited == threads_) {
+      if (direct && a.unknown_sizes && a.slot_sizer->count() > 0) {
+        run_.note_path(fmt::format(
+            "objects of unknown size: slots of {} (learned); {} of {} outgrew theirs and were "
+            "copied in after the batch's slots",
+            format_bytes(static_cast<double>(a.slot_sizer->slot())),
+            a.spilled.load(std::memory_order_relaxed), a.slot_sizer->count()));
+      }
+      run_.reads.close();
+    }
   };
   auto queue_r = run_.backend.make_queue(qo);
   if (!queue_r) {
@@ -315,11 +343,13 @@ void StorageStage::run(Worker& w) {
             fmt::format("cuFile reads into 4 KiB-aligned slots of {} GPU batch buffers of {} bytes",
                         regions.size(), regions.front().size()));
       } else {
+        const storage::BackendCaps caps = run_.backend.caps();
         run_.note_path(
-            run_.backend.caps().alignment >= kPageAlign
-                ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
-                : "buffered reads: the kernel copies from its page cache into the batch slot "
-                  "(--direct makes it DMA)");
+            caps.alignment >= kPageAlign ? "O_DIRECT reads land in 4 KiB-aligned batch slots"
+            : caps.networked ? "each answer's body lands in its batch slot (one copy, out of the "
+                               "transport's receive buffer)"
+                             : "buffered reads: the kernel copies from its page cache into the "
+                               "batch slot (--direct makes it DMA)");
       }
       run_.note_path(reg ? fmt::format("{} batch buffers registered with the I/O queue{}",
                                        regions.size(),
@@ -327,6 +357,12 @@ void StorageStage::run(Worker& w) {
                          : fmt::format("batch buffers not registered with the I/O queue: {}",
                                        reg.error().message()));
     }
+  }
+  if (first_thread && direct && a.unknown_sizes) {
+    run_.note_path(
+        "objects of unknown size (no listing) are read into batch slots of a size learned from "
+        "those read (their largest, at most twice their mean); a larger one moves to a buffer of "
+        "its own as its answer's headers give its size, in the same GET");
   }
   if (first_thread && inline_decode) {
     run_.note_path(
@@ -414,8 +450,12 @@ void StorageStage::run(Worker& w) {
       std::uint64_t read_offset = smp.offset;
       std::uint64_t read_len = read_length(smp, config);
       if (direct) {
+        // A sample of unknown size: its slot may hold less than the read's guess (the queue
+        // gives a larger object a buffer of its own: GrowUnknown).
         dst = MutableBytes(const_cast<std::byte*>(s.bytes()),
-                           align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
+                           size_unknown(smp)
+                               ? s.slot_room
+                               : align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
       } else {
         // Storage that reads only aligned ranges (O_DIRECT) gets the aligned cover of the sample
         // into the sample's buffer, not a bounce buffer of its own to copy out of: 146 MB npz
@@ -523,7 +563,11 @@ void StorageStage::run(Worker& w) {
                       .with_object(dataset.objects[smp.object].key)
                       .with_offset(smp.offset + got);
       } else {
-        if (size_unknown(smp)) finish_unknown_size(run_, smp, *op.result, s);
+        if (size_unknown(smp)) {
+          finish_unknown_size(run_, smp, *op.result, s);
+          if (direct) a.slot_sizer->saw(*op.result);
+          if (s.spilled) a.spilled.fetch_add(1, std::memory_order_relaxed);
+        }
         s.raw_len = got;
         bytes_read += *op.result;  // from the device: an aligned read's head and tail included
         w.count(1, got);

@@ -22,6 +22,24 @@ std::uint64_t size_guess(const LoaderConfig& config) noexcept {
   return align_up(guess, kPageAlign);
 }
 
+std::uint64_t SlotSizer::slot() const noexcept {
+  const std::uint64_t n = count_.load(std::memory_order_relaxed);
+  std::uint64_t want = kUnknownSizeBatchEstimate;
+  if (n > 0) {
+    const std::uint64_t mean = total_.load(std::memory_order_relaxed) / n;
+    want = std::min(largest_.load(std::memory_order_relaxed), 2 * mean);
+  }
+  return align_up(std::max<std::uint64_t>(std::min(want, guess_), 1), kPageAlign);
+}
+
+void SlotSizer::saw(std::uint64_t size) noexcept {
+  count_.fetch_add(1, std::memory_order_relaxed);
+  total_.fetch_add(size, std::memory_order_relaxed);
+  std::uint64_t seen = largest_.load(std::memory_order_relaxed);
+  while (size > seen && !largest_.compare_exchange_weak(seen, size, std::memory_order_relaxed)) {
+  }
+}
+
 namespace {
 
 Error too_large(const RunState& run, const Sample& smp, std::uint64_t size, std::uint64_t limit,
@@ -55,13 +73,15 @@ Result<MutableBytes> GrowUnknown::grow(storage::ReadOp& op, std::uint64_t size,
   const std::uint64_t limit = run_.sizing.sample_limit;
   if (align_up(size, kPageAlign) > limit) return fail(too_large(run_, smp, size, limit, false));
   FEEDLINE_ASSIGN_OR_RETURN(AlignedBuffer bigger, run_.buffers.get(size));
-  const std::uint64_t keep = std::min<std::uint64_t>(filled, s.raw.size());
-  if (keep) std::memcpy(bigger.data(), s.raw.data(), static_cast<std::size_t>(keep));
+  const std::uint64_t keep = std::min<std::uint64_t>(filled, op.dst.size());
+  if (keep) std::memcpy(bigger.data(), op.dst.data(), static_cast<std::size_t>(keep));
   if (bigger.size() > s.reserved) {
     run_.budget.force(bigger.size() - s.reserved);
     s.reserved = bigger.size();
   }
-  run_.buffers.put(std::move(s.raw));
+  // Out of its batch slot (the direct path): collate copies it in after the batch's slots.
+  if (s.direct_buffer) s.spilled = true;
+  run_.buffers.put(std::move(s.raw));  // a slot's sample has none
   s.raw = std::move(bigger);
   return s.raw.span();
 }

@@ -105,10 +105,22 @@ class HttpQueue final : public IoQueue {
         st->parts_left = 1;
         st->unknown = true;
         op->times.issued_ns = now;
-        HttpRequest req = request_for(*h, 0, op->length);
+        // A destination smaller than the guess (a batch slot of the typical size): on a driven
+        // client, whose callbacks run in poll(), a larger object gets its room from op->grow as
+        // soon as the answer's headers say its size, and its body goes on there in the same GET.
+        // Elsewhere the GET asks for what the destination holds, and a larger object costs a
+        // second one for the rest.
+        const bool early = op->dst.size() < op->length && loops_[0].client->driven();
+        st->cap = early ? op->length : std::min<std::uint64_t>(op->length, op->dst.size());
+        HttpRequest req = request_for(*h, 0, st->cap);
         req.whole = false;
         req.size_unknown = true;
-        req.dst = op->dst.first(static_cast<std::size_t>(op->length));
+        req.dst = op->dst.first(static_cast<std::size_t>(std::min(st->cap, op->dst.size())));
+        if (early) {
+          req.grow_dst = [st = st.get()](std::uint64_t need, std::uint64_t filled) {
+            return grow_early(*st, need, filled);
+          };
+        }
         std::vector<Member> m;
         m.push_back(Member{std::move(st), 0, op->length});
         // On the main loop whatever the guess: most such objects are small, and a large guess
@@ -191,6 +203,7 @@ class HttpQueue final : public IoQueue {
     // ReadOp::length_unknown: until the first answer came (then the size is known: `size`).
     bool unknown = false;
     std::uint64_t size = 0;
+    std::uint64_t cap = 0;  // ... the most its first GET asks for (the guess, or less)
   };
   // An op's share of a request: its bytes are the request's [at, at + length).
   struct Member {
@@ -389,22 +402,48 @@ class HttpQueue final : public IoQueue {
     return finished;
   }
 
+  // Room from op.grow for an object of `size` bytes whose first `filled` are in op.dst: op.dst
+  // becomes it; false, with st.error set, when refused.
+  static bool grow_dst(OpState& st, std::uint64_t size, std::uint64_t filled) {
+    ReadOp& op = *st.op;
+    auto room = op.grow->grow(op, size, filled);
+    if (room && room->size() < size) {
+      room = fail(Errc::kInternal, fmt::format("ReadOp::grow gave {} bytes for an object of {}",
+                                               room->size(), size));
+    }
+    if (!room) {
+      Error e = std::move(room).error();
+      if (e.object().empty()) e.with_object(st.shown);
+      st.error = std::move(e);
+      return false;
+    }
+    op.dst = *room;
+    return true;
+  }
+
+  // HttpRequest::grow_dst of a read of unknown length whose destination is smaller than its
+  // guess: nothing when op.grow refuses (the op then fails with its error once the answer ends).
+  static MutableBytes grow_early(OpState& st, std::uint64_t need, std::uint64_t filled) {
+    return grow_dst(st, need, filled) ? st.op->dst : MutableBytes{};
+  }
+
   // The first answer to a read of unknown length (ReadOp::length_unknown).
   static bool first_of_unknown(const Part& p) {
     return p.members.size() == 1 && p.members.front().st->unknown;
   }
 
   // The first answer to a read of unknown length came: the object's size is known. Finishes the
-  // op when the object fit in the guess; otherwise gets a larger destination from op.grow and
-  // reads the rest there: a ranged GET for the rest after a 206, the whole object again after a
-  // 200 (the server ignores Range: a Range for the rest would get the object from its start).
-  // Returns the ops finished (0 or 1).
+  // op when the object fit in the guess; otherwise gets a larger destination from op.grow
+  // (unless grow_early got it one from the answer's headers) and reads the rest there: a ranged GET
+  // for the rest after a 206, the whole object again after a 200 (the server ignores Range: a Range
+  // for the rest would get the object from its start). Returns the ops finished (0 or 1).
   std::size_t learned_size(Part& p, const HttpResponse& r, std::uint32_t retries) {
     const std::shared_ptr<OpState> keep = p.members.front().st;
     OpState& st = *keep;
     ReadOp& op = *st.op;
     st.unknown = false;
     st.retries += retries;
+    if (st.error) return finish(st);  // grow_early refused the room for the object
     const std::uint64_t got = r.status == 416 ? 0 : r.bytes;
     auto failed = [&](Error e) {
       st.error = std::move(e).with_object(st.shown);
@@ -413,7 +452,7 @@ class HttpQueue final : public IoQueue {
     std::uint64_t size = got;
     if (r.object_size) {
       size = *r.object_size;
-    } else if (got >= op.length) {  // a guess filled, and no word of what comes after
+    } else if (got >= st.cap) {  // a guess filled, and no word of what comes after
       return failed(
           Error(Errc::kUnsupported,
                 fmt::format("the server gave no size for the object (no Content-Length or "
@@ -423,28 +462,16 @@ class HttpQueue final : public IoQueue {
                          "directory with a JSON listing (nginx: autoindex on; autoindex_format "
                          "json;)"));
     }
-    if (size < got || (size > got && got < op.length)) {
+    if (size < got || (size > got && got < st.cap)) {
       return failed(Error(Errc::kIo, fmt::format("the server sent {} bytes of the object's first "
                                                  "{} for an object of {} bytes",
-                                                 got, op.length, size))
+                                                 got, st.cap, size))
                         .with_http_status(static_cast<int>(r.status)));
     }
     st.bytes = got;
     if (size == got) return finish(st);
-    auto room = op.grow->grow(op, size, got);
-    if (!room) {
-      Error e = std::move(room).error();
-      if (e.object().empty()) e.with_object(st.shown);
-      st.error = std::move(e);
-      return finish(st);
-    }
-    if (room->size() < size) {
-      return failed(Error(Errc::kInternal, fmt::format("ReadOp::grow gave {} bytes for an object "
-                                                       "of {}",
-                                                       room->size(), size)));
-    }
-    op.dst = *room;
-    st.size = size;
+    // Not grown yet (grow_early sizes it from the headers when the destination was smaller).
+    if (op.dst.size() < size && !grow_dst(st, size, got)) return finish(st);
     const auto* h = static_cast<const HttpObject*>(op.object);
     const bool ranges = r.status == 206;
     const std::uint64_t from = ranges ? got : 0;

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "feedline/core/redact.hpp"
 
@@ -98,6 +99,10 @@ std::size_t on_write(char* data, std::size_t size, std::size_t n, void* ud) {
     // object from its first byte (the body is then the object, cut at our length).
     if (t->status == 200 && *t->req.range_offset + t->received != 0 && t->attempt_bytes == 0) {
       t->range_ignored = true;
+      return 0;
+    }
+    if (t->req.grow_dst && t->received + len > t->req.dst.size() && !t->make_room(len)) {
+      t->filled = true;  // refused: the request ends with what dst holds (the caller knows why)
       return 0;
     }
     const std::uint64_t room = t->req.range_length - t->received;
@@ -218,6 +223,17 @@ void Transfer::begin_attempt() {
   resp.object_size.reset();
   if (!ranged()) resp.body.clear();
   upload_pos = 0;
+}
+
+bool Transfer::make_room(std::size_t len) {
+  const std::uint64_t want = std::min<std::uint64_t>(received + len, req.range_length);
+  if (want <= req.dst.size()) return true;  // past the range: on_write's own checks refuse it
+  const std::uint64_t need = std::max(resp.object_size.value_or(req.range_length), want);
+  auto grow = std::exchange(req.grow_dst, nullptr);  // once per request
+  const MutableBytes bigger = grow(need, received);
+  if (bigger.size() < need) return false;
+  req.dst = bigger;
+  return true;
 }
 
 void Transfer::store(const char* data, std::size_t len) {

@@ -71,10 +71,12 @@ class ObjectHandle {
 struct ReadOp;
 
 // Where a read of unknown length (ReadOp::length_unknown) gets room for an object larger than its
-// guess. Called by the queue at most once per op, in the thread that called IoQueue::poll().
+// destination. Called by the queue at most once per op, in the thread that called
+// IoQueue::poll().
 class ReadGrowth {
  public:
-  // The object has `size` bytes, more than op.dst holds; its first `filled` bytes are in op.dst.
+  // The object has `size` bytes, more than op.dst holds (or, when the answer did not say, it may
+  // have up to `size`: the guess); its first `filled` bytes are in op.dst.
   // Returns a destination of at least `size` bytes whose first `filled` bytes are those (the
   // callee copies them: op.dst may be freed once it returns), or the error the op then fails with
   // (an object larger than the caller allows: nothing more is read).
@@ -110,12 +112,15 @@ struct ReadOp {
   ReadCompletion* done = nullptr;
   void* user = nullptr;  // for the caller
   // The object's size is unknown (kUnknownSize): the op reads the whole object (offset 0) and
-  // `length` is a guess, dst's first `length` bytes the room for it. The queue asks for the first
+  // `length` is a guess: the most its first request asks for. dst is the room for it: `length`
+  // bytes, or fewer (at least one: a batch slot of the typical size). The queue asks for the first
   // `length` bytes (HTTP: one GET with Range: bytes=0-(length-1)), learns the size from the answer
-  // and, for a larger object, asks `grow` for a destination that holds it (dst then names that
-  // one) and reads the rest there. result: the object's size, all of it in dst. Only queues that
-  // say so (IoQueue::takes_unknown_lengths(): HTTP) take such ops; the others refuse them
-  // (kUnsupported) at submit().
+  // and, for an object larger than dst, asks `grow` for a destination that holds it (dst then
+  // names that one) and reads there what the first request did not bring. HTTP, where its event
+  // loop runs in poll() (QueueOptions::caller_mostly_polls), asks as soon as the headers give the
+  // size and the body goes on there; elsewhere its first GET asks only for what dst holds. result:
+  // the object's size, all of it in dst. Only queues that say so (IoQueue::takes_unknown_lengths():
+  // HTTP) take such ops; the others refuse them (kUnsupported) at submit().
   bool length_unknown = false;
   ReadGrowth* grow = nullptr;  // length_unknown: required
   // Filled in by the queue:

@@ -116,6 +116,14 @@ struct HttpRequest {
   // the rest is not read and the request succeeds), or a 416's "Content-Range: bytes */N" (an
   // answer with status 416 and no body: N is 0 for an empty object).
   bool size_unknown = false;
+  // size_unknown only: dst may then hold fewer than range_length bytes (a batch slot of the
+  // typical size, with the guess as the cap). Before a body byte would land past dst's end, this
+  // is called once, on the client's thread, with the bytes the object needs (the answer's size
+  // when its headers gave one, else range_length) and how many body bytes dst already holds. It
+  // returns a destination of at least `need` bytes holding those (dst becomes it: the body goes
+  // on there, with no second request), or fewer bytes to end the request with what dst holds
+  // (it then succeeds; the callee keeps the reason).
+  std::function<MutableBytes(std::uint64_t need, std::uint64_t filled)> grow_dst;
   ConstBytes upload;  // PUT / POST body; must stay valid until the completion
   std::size_t max_body = 16u << 20;
   // The object as the user named it, for error messages (the URL may carry a signature).

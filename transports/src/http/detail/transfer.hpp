@@ -113,6 +113,9 @@ struct Transfer {
   // Puts `len` body bytes that start `received` bytes into the range where they belong: into
   // dst, or over the scatter segments (bytes between segments are dropped).
   void store(const char* data, std::size_t len);
+  // size_unknown with a dst smaller than the range (HttpRequest::grow_dst): room for `len` more
+  // body bytes, asked of grow_dst once; false when it refused.
+  bool make_room(std::size_t len);
 };
 
 // Checks the request's range and segments, then sets up its (reset) easy handle: URL, timeouts,
