@@ -46,6 +46,9 @@ struct NoListServer {
   std::map<std::string, std::string> objects;
   bool ignore_range = false;
   bool no_size = false;
+  // When set: a GET past the first byte sees every object cut to this many bytes (one that
+  // shrank between the first GET and the one for the rest).
+  std::size_t shrunk_to = 0;
   HttpTestServer server;
 
   NoListServer() : server([this](const HttpTestRequest& r) { return answer(r); }) {}
@@ -56,7 +59,9 @@ struct NoListServer {
       const int status = r.target.ends_with("/") ? 403 : 404;
       return HttpTestReply{HttpTestServer::reply(status, "<html>no</html>")};
     }
-    const std::string& obj = it->second;
+    std::string obj = it->second;
+    if (shrunk_to && !r.header("range").empty() && range_of(r).first > 0)
+      obj.resize(std::min(obj.size(), shrunk_to));
     if (r.method == "HEAD") {
       return HttpTestReply{
           fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
@@ -377,6 +382,15 @@ TEST_CASE(
     CHECK(large.op.result.error().object() == s.base() + "/d/large.bin");
     CHECK(s.requests_for("/d/large.bin").size() == 1);
     CHECK(large.canary_intact());
+  }
+  SECTION("an object that shrank before the GET for its rest: corrupt, naming it") {
+    s.shrunk_to = kGuess + 10;
+    UnknownRead large(*o.backend, "/d/large.bin");
+    run_reads(*o.backend, {&large}, true);
+    REQUIRE_FALSE(large.op.result);
+    CHECK(large.op.result.error().code() == Errc::kCorrupt);
+    CHECK(large.op.result.error().object() == s.base() + "/d/large.bin");
+    CHECK_FALSE(large.op.result.error().hint().empty());
   }
   SECTION("a 200 without a size, larger than the guess") {
     s.no_size = true;

@@ -472,6 +472,7 @@ class HttpQueue final : public IoQueue {
     if (size == got) return finish(st);
     // Not grown yet (grow_early sizes it from the headers when the destination was smaller).
     if (op.dst.size() < size && !grow_dst(st, size, got)) return finish(st);
+    st.size = size;  // finish() checks the rest came whole
     const auto* h = static_cast<const HttpObject*>(op.object);
     const bool ranges = r.status == 206;
     const std::uint64_t from = ranges ? got : 0;
