@@ -9,6 +9,7 @@
 #include "feedline/storage/backend.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "feedline/transports/cufile.hpp"
+#include "unknown_size.hpp"
 
 namespace feedline::loader {
 
@@ -65,13 +66,6 @@ std::string why_not_direct(const Dataset& d, const DecodePlan& decode) {
   return {};
 }
 
-const Sample* first_of_unknown_size(const Dataset& d) {
-  for (const Sample& s : d.samples) {
-    if (s.length == storage::kUnknownSize) return &s;
-  }
-  return nullptr;
-}
-
 // True when every member's decoded size is known before reading (the index gives zstd
 // members', a decoder of fixed-size output its own): decode can then write each sample into a
 // slot laid out in advance.
@@ -119,7 +113,7 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
     std::string gpu_why;
     if (!why_not.empty()) {
       gpu_why = why_not;
-    } else if (const Sample* u = first_of_unknown_size(dataset)) {
+    } else if (const Sample* u = detail::first_unknown_size(dataset)) {
       gpu_why = fmt::format(
           "the size of sample '{}' is not known before it is read (the server has no listing of "
           "its objects): its slot in GPU memory cannot be laid out",

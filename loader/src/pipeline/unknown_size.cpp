@@ -10,9 +10,10 @@
 
 namespace feedline::loader::detail {
 
-bool has_unknown_sizes(const Dataset& dataset) noexcept {
-  return std::any_of(dataset.samples.begin(), dataset.samples.end(),
-                     [](const Sample& s) { return size_unknown(s); });
+const Sample* first_unknown_size(const Dataset& dataset) noexcept {
+  const auto it = std::find_if(dataset.samples.begin(), dataset.samples.end(),
+                               [](const Sample& s) { return size_unknown(s); });
+  return it == dataset.samples.end() ? nullptr : &*it;
 }
 
 std::uint64_t size_guess(const LoaderConfig& config) noexcept {

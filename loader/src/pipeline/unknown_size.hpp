@@ -47,7 +47,11 @@ inline constexpr std::uint64_t kDefaultSizeGuess = std::uint64_t{1} << 20;
 inline constexpr std::uint64_t kUnknownSizeBatchEstimate = std::uint64_t{64} << 10;
 
 inline bool size_unknown(const Sample& s) noexcept { return s.length == storage::kUnknownSize; }
-bool has_unknown_sizes(const Dataset& dataset) noexcept;
+// The dataset's first sample of unknown size, or null.
+const Sample* first_unknown_size(const Dataset& dataset) noexcept;
+inline bool has_unknown_sizes(const Dataset& dataset) noexcept {
+  return first_unknown_size(dataset) != nullptr;
+}
 
 // The slot a sample of unknown size gets in a batch laid out on the direct path: the largest
 // object of unknown size read so far, at most twice their mean (a rare large one is spilled, not
