@@ -10,6 +10,8 @@
 #include <mutex>
 #include <vector>
 
+#include "feedline/core/text.hpp"
+
 namespace feedline::tools::out {
 namespace {
 
@@ -39,8 +41,11 @@ std::string scrub_locked(const State& s, std::string_view text) {
   return out;
 }
 
-void write_locked(State& s, std::FILE* f, std::string_view text) {
-  const std::string clean = scrub_locked(s, text);
+// `text` as it is written: scrubbed, then printable (keeping newlines and tabs), then `prefix`
+// (a terminal control of our own) in front.
+void write_locked(State& s, std::FILE* f, std::string_view text, std::string_view prefix = {}) {
+  std::string clean(prefix);
+  clean += printable(scrub_locked(s, text), Newlines::kKeep);
   if (f == stdout) {
     s.stdout_written = true;
     if (s.stdout_closed || s.stdout_failed) {
@@ -98,8 +103,23 @@ void write_stderr(std::string_view text) {
   std::fflush(stderr);
 }
 
-void error(std::string_view message) { eprint("feedline: error: {}\n", message); }
-void note(std::string_view message) { eprint("feedline: note: {}\n", message); }
+void error(std::string_view message) {
+  write_stderr(fmt::format("feedline: error: {}\n", printable(message)));
+}
+void note(std::string_view message) {
+  write_stderr(fmt::format("feedline: note: {}\n", printable(message)));
+}
+
+void redraw_line(std::string_view text) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  write_locked(s, stdout, printable(text), "\r\033[K");
+}
+
+void add_line(std::string& report, std::string_view text) {
+  report += printable(text);
+  report += '\n';
+}
 
 void flush_stdout() {
   State& s = state();
