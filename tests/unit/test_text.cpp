@@ -128,5 +128,6 @@ TEST_CASE("json: a document for stdout is ASCII, so a terminal shows it and it s
 TEST_CASE("html: names are escaped as markup and shown as printable", "[tools][html][text]") {
   CHECK(feedline::tools::svg::escape("<b>&\"'\x1b[2J\xff") ==
         "&lt;b&gt;&amp;&quot;&#39;\\x1b[2J\\xff");
-  CHECK(feedline::tools::svg::escape("two\nlines") == "two\nlines");
+  CHECK(feedline::tools::svg::escape("a\nfeedline: error: forged") ==
+        "a\\x0afeedline: error: forged");
 }

@@ -305,16 +305,19 @@ cp "$files/000000.bin" "$esc_set/"$'x\e[31m\nfeedline: error: forged too.bin'
 cp "$files/000001.bin" "$esc_set/y.bin"
 mkfifo "$esc_set/"$'fifo\e[2J\nfeedline: error: forged note'
 checks=$((checks + 1))
-run run "$esc_set"
+run run "$esc_set" --html "$names/esc.html"
 bad=()
 ((rc == 0)) || bad+=("exit code $rc, expected 0")
 grep -q $'\e' "$out" "$err" && bad+=("a raw ESC byte reached stdout or stderr")
+grep -q $'\e' "$names/esc.html" && bad+=("a raw ESC byte in the HTML report")
+grep -qF 'esc\x1b]0;owned\x07\x1b[2J\x0afeedline: error: forged' "$names/esc.html" ||
+  bad+=("the HTML report does not show the dataset's name escaped")
 grep -q $'\a' "$out" "$err" && bad+=("a raw BEL byte reached stdout or stderr")
 grep -q '^feedline: error: forged' "$out" "$err" && bad+=("a name started a line of its own")
 grep -qF 'esc\x1b]0;owned\x07\x1b[2J\x0afeedline: error: forged' "$out" || bad+=("the report does not show the dataset's name escaped")
 grep -qF 'fifo\x1b[2J\x0afeedline: error: forged note' "$err" || bad+=("the FIFO's note does not show its name escaped")
 conclude "names with control characters in a run's text output" \
-  "names with ESC sequences and newlines: shown as \\xHH on stdout and stderr, no forged line" \
+  "names with ESC sequences and newlines: shown as \\xHH on stdout, stderr and in HTML, no forged line" \
   stdout "$out" stderr "$err" || true
 printf 'not a tar header' >"$names/"$'evil\e[2J\nfeedline: error: forged.tar'
 expect_runtime "an error naming an object with ESC and a newline: one line, escaped" \
