@@ -154,6 +154,14 @@ TEST_CASE("config: an unknown key's error says where the keys are, and the likel
   // "config" and "help" are options, but not settings: never suggested.
   CHECK_THAT(usage_error_of([&] { apply_config_text(*c.run, "helq = 1\n", "w.toml"); }),
              !Catch::Contains("did you mean"));
+  // A long key is cut, before a character and not in the middle of one.
+  std::string long_key = "k";
+  for (int i = 0; i < 60; ++i) long_key += "\xc3\xa9";
+  const std::string cut =
+      usage_error_of([&] { apply_config_text(*c.run, "\"" + long_key + "\" = 1\n", "w.toml"); });
+  CHECK_THAT(cut, Catch::Contains("unknown key 'k\xc3\xa9\xc3\xa9"));
+  CHECK_THAT(cut, Catch::Contains("\xc3\xa9...'"));
+  CHECK_THAT(cut, !Catch::Contains("\\x"));
   // A nested command is named whole.
   CLI::App app{"test"};
   CLI::App* bench = app.add_subcommand("bench", "bench");

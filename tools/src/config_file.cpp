@@ -173,11 +173,12 @@ class Unicode33Guard {
 };
 
 // A key as it may be shown on a terminal: control characters and bytes that are not UTF-8
-// escaped (feedline/core/text.hpp), at most 80 bytes of it.
+// escaped (feedline/core/text.hpp), at most 80 bytes of it (cut before a character, not in one).
 std::string printable(std::string_view key) {
-  std::string out = feedline::printable(key.substr(0, 80));
-  if (key.size() > 80) out += "...";
-  return out;
+  if (key.size() <= 80) return feedline::printable(key);
+  std::size_t n = 80;
+  while (n > 76 && (static_cast<unsigned char>(key[n]) & 0xC0) == 0x80) --n;
+  return feedline::printable(key.substr(0, n)) + "...";
 }
 
 // "feedline run", "feedline bench accelerators": the command a table's keys are options of.
