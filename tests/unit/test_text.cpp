@@ -10,6 +10,7 @@
 #include "feedline/core/error.hpp"
 #include "feedline/core/text.hpp"
 #include "json_render.hpp"
+#include "output.hpp"
 #include "svg_plot.hpp"
 
 using feedline::is_utf8;
@@ -123,6 +124,21 @@ TEST_CASE("json: a document for stdout is ASCII, so a terminal shows it and it s
   CHECK(printable(text, Newlines::kKeep) == text);
   CHECK(nlohmann::json::parse(text)["url"] ==
         "/d/del\x7f c1\xc2\x9b esc\x1b d\xc3\xa9j\xc3\xa0 \\xff");
+}
+
+TEST_CASE("secrets are masked in the forms names are written in", "[tools][text][redact]") {
+  namespace out = feedline::tools::out;
+  // A password with a byte that is not UTF-8, a control character and a quote: escaped by the
+  // time it is scrubbed (an error line, a JSON string), it must still be masked.
+  const std::string secret = "pw\xff\x01q\"uote-names-test";
+  out::add_secret(secret);
+  const feedline::Error e =
+      feedline::Error(feedline::Errc::kPermissionDenied, "denied").with_object("s3://u:" + secret);
+  CHECK(out::scrub(e.what()) == "permission denied: s3://u:***: denied");
+  const nlohmann::json doc = {{"error", "x " + secret + " y"}};
+  CHECK(out::scrub(dump_json(doc)) == R"({"error":"x *** y"})");
+  CHECK(out::scrub(dump_json(doc, -1, feedline::tools::Json::kAscii)) == R"({"error":"x *** y"})");
+  CHECK(out::scrub("raw " + secret) == "raw ***");
 }
 
 TEST_CASE("html: names are escaped as markup and shown as printable", "[tools][html][text]") {

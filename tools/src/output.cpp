@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -76,10 +78,25 @@ void init_standard_streams() {
 
 void add_secret(std::string secret) {
   if (secret.size() < 4) return;
+  // The forms it takes where it is written, so that each is masked: as is, as an error line or a
+  // report shows it (printable()), and inside a JSON string (its escapes; \uXXXX past ASCII on
+  // stdout). Scrubbing comes last, after those renderings.
+  const std::string utf8 = utf8_text(secret);
+  const std::string quoted = nlohmann::json(utf8).dump();
+  const std::string quoted_ascii = nlohmann::json(utf8).dump(-1, ' ', true);
+  std::vector<std::string> forms = {secret,
+                                    printable(secret),
+                                    printable(secret, Newlines::kKeep),
+                                    utf8,
+                                    quoted.substr(1, quoted.size() - 2),
+                                    quoted_ascii.substr(1, quoted_ascii.size() - 2)};
   State& s = state();
   std::lock_guard lock(s.mu);
-  if (std::find(s.secrets.begin(), s.secrets.end(), secret) != s.secrets.end()) return;
-  s.secrets.push_back(std::move(secret));
+  for (std::string& form : forms) {
+    if (std::find(s.secrets.begin(), s.secrets.end(), form) == s.secrets.end()) {
+      s.secrets.push_back(std::move(form));
+    }
+  }
   std::sort(s.secrets.begin(), s.secrets.end(),
             [](const auto& a, const auto& b) { return a.size() > b.size(); });
 }
