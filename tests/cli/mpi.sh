@@ -5,7 +5,8 @@
 # shards; every rank's document, its host and its accelerators' AU are in rank 0's JSON; a
 # planted straggler (one rank throttled, or with a planted decode cost) is named with its cause;
 # a rank that cannot reach its storage ends every rank with an error naming it, and a rank killed
-# mid-run ends the job, both within seconds; `bench accelerators` searches over every rank. In a
+# mid-run ends the job, both within seconds; `bench accelerators` searches over every rank; a
+# dataset name that is not UTF-8 reaches the job document as \xHH. In a
 # build without MPI, a process mpirun started is refused ("built without MPI").
 #
 # usage: mpi.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
@@ -237,6 +238,25 @@ if ((rc == 0)) && [[ -z $v ]] && grep -q "from 2 rank(s) on 1 host(s)" "$out"; t
 else
   fail "bench accelerators under mpirun: exit $rc ${v}"
   show stdout "$out"
+  show stderr "$err"
+fi
+
+# A dataset whose directory name is not UTF-8 (names are bytes): rank 0's job document, built
+# from every rank's, is strict UTF-8 JSON with the byte as \xHH.
+checks=$((checks + 1))
+odd=$scratch/$'odd\xff'
+mkdir -p "$odd"
+cp "$files"/0000[0-3]*.bin "$odd/"
+mpi_run 120 -np 2 "$bin" run "$odd" --batch-size 16 --json "$scratch/odd.json"
+v=$("$py" -c '
+import json, sys
+d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+assert d["url"].endswith("/odd\\xff") and len(d["ranks"]) == 2, d["url"]
+assert all(r["url"].endswith("/odd\\xff") for r in d["ranks"])' "$scratch/odd.json" 2>&1 || true)
+if ((rc == 0)) && [[ -z $v ]]; then
+  echo "ok: 2 ranks on a dataset whose name is not UTF-8: the job document holds it as \\xff"
+else
+  fail "2 ranks, dataset name not UTF-8: exit $rc; $v"
   show stderr "$err"
 fi
 

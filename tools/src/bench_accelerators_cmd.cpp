@@ -14,6 +14,7 @@
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "json_file.hpp"
+#include "json_render.hpp"
 #include "mpi_job.hpp"
 #include "output.hpp"
 #include "run_options.hpp"
@@ -316,7 +317,8 @@ int run(const Options& o, MpiJob* job) {
   }
   if (job) {
     const auto all = job->allgather(
-        setup_error ? nlohmann::json{{"error", *setup_error}, {"code", setup_code}}.dump() : "");
+        setup_error ? dump_json(nlohmann::json{{"error", *setup_error}, {"code", setup_code}})
+                    : "");
     for (const std::string& r : all) {
       if (r.empty()) continue;
       const auto e = nlohmann::json::parse(r);
@@ -349,7 +351,7 @@ int run(const Options& o, MpiJob* job) {
     bool mine_stopped = false;
     Trial t = run_trial(*rd, st, *n, *trial, stop.get_token(), job, &mine_stopped);
     if (job && t.error) job->announce_failure(fmt::format("{}: {}", job->who(), t.error->what()));
-    const std::string summary = trial_summary(t, mine_stopped).dump();
+    const std::string summary = dump_json(trial_summary(t, mine_stopped));
     Outcome out =
         combine(job ? job->allgather(summary) : std::vector<std::string>{summary}, *n, target, job);
     if (out.stopped) {

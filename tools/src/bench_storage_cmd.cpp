@@ -206,7 +206,7 @@ struct Report {
   std::string text() const {
     const auto& s = result.stats;
     std::string out;
-    auto line = [&out](std::string l) { out += l + "\n"; };
+    auto line = [&out](std::string_view l) { out::add_line(out, l); };
     const auto& b = plan.bench;
     line(fmt::format("feedline bench storage: {}", redact_url(options.url)));
     if (!created.empty()) line(fmt::format("  {}", created));
@@ -373,7 +373,7 @@ int run_checked(const Options& o, const Plan& plan, TraceFile& trace) {
   if (o.output == "json") {
     nlohmann::json j = report.json();
     if (code != kExitOk) j["exit_code"] = code;
-    out::print("{}\n", j.dump(2));
+    out::print("{}\n", dump_json(j, 2, Json::kAscii));
   } else {
     out::write_stdout(report.text());
   }
@@ -396,7 +396,7 @@ int run(const Options& o) {
     if (o.output == "json") {
       nlohmann::json j = {
           {"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
-      out::print("{}\n", j.dump(2));
+      out::print("{}\n", dump_json(j, 2, Json::kAscii));
     }
     throw;
   }

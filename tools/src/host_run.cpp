@@ -226,7 +226,7 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
 
 std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
   std::string out;
-  auto line = [&out](const std::string& l) { out += l + "\n"; };
+  auto line = [&out](std::string_view l) { out::add_line(out, l); };
   const auto& cfg = ctx.config;
   const auto& s = host.split;
   line(fmt::format("feedline run: {} ({}, {} samples, {}) on {} emulated accelerators", ctx.url,

@@ -9,6 +9,7 @@
 
 #include "feedline/core/units.hpp"
 #include "host_run.hpp"
+#include "output.hpp"
 #include "run_report.hpp"
 
 namespace feedline::tools {
@@ -249,7 +250,7 @@ json job_document(std::vector<json> ranks, const JobSetup& setup) {
 
 std::string job_text(const json& j) {
   std::string out;
-  auto line = [&out](const std::string& l) { out += l + "\n"; };
+  auto line = [&out](std::string_view l) { out::add_line(out, l); };
   const json& ranks = j["ranks"];
   line(
       fmt::format("feedline run: {} ({}, {} samples) on {} rank(s) x {} accelerator(s), {} host(s)",

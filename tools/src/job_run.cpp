@@ -11,6 +11,7 @@
 #include "host_run.hpp"
 #include "job_report.hpp"
 #include "json_file.hpp"
+#include "json_render.hpp"
 #include "output.hpp"
 #include "signals.hpp"
 
@@ -33,7 +34,7 @@ RunFigures job_figures(MpiJob& job, const loader::HostReport& host) {
                {"au_count", host.au_measured ? host.split.accelerators : 0u},
                {"ok", !host.error && !host.interrupted}};
   RunFigures f;
-  for (const std::string& t : job.allgather(mine.dump())) {
+  for (const std::string& t : job.allgather(dump_json(mine))) {
     const json r = json::parse(t);
     f.samples += r["samples"].get<double>();
     f.wall = std::max(f.wall, r["wall"].get<double>());
@@ -122,7 +123,7 @@ int run_in_job(const RunOptions& o, MpiJob& job) {
     out::error(fmt::format("{}: {}", job.who(), mine["error"].get<std::string>()));
   }
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::string> docs = job.gather(mine.dump());
+  std::vector<std::string> docs = job.gather(dump_json(mine));
   int code = kExitOk;
   if (job.rank() == 0) {
     std::vector<json> ranks;

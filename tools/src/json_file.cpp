@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "json_render.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
@@ -63,7 +64,7 @@ JsonFile::~JsonFile() {
 }
 
 Result<void> JsonFile::commit(const nlohmann::json& doc) {
-  const std::string text = out::scrub(doc.dump(2)) + "\n";
+  const std::string text = out::scrub(dump_json(doc, 2)) + "\n";
   return commit_streamed([&](const Sink& sink) { sink(text); }, "the JSON report");
 }
 

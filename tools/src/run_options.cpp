@@ -9,11 +9,13 @@
 #include "cli_checks.hpp"
 #include "cli_error.hpp"
 #include "feedline/core/redact.hpp"
+#include "feedline/core/text.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "feedline/loader/image.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
+#include "json_render.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
@@ -443,8 +445,10 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
         "neighbouring files do not coalesce)",
         loader::format_name(dataset.format)));
   }
-  for (const auto& n : dataset.notes) out::eprint("note: {}\n", n);
-  for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);
+  for (const auto& n : dataset.notes) out::eprint("note: {}\n", printable(n));
+  for (const auto& why : dataset.skipped) {
+    out::eprint("skipped (--on-error skip): {}\n", printable(why));
+  }
   ctx.dataset_samples = dataset.samples.size();
   ctx.dataset_bytes = dataset.total_bytes;
   ctx.dataset_unknown_sizes = static_cast<std::uint64_t>(
@@ -505,6 +509,8 @@ nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
     doc["delivered"]["verified"] = *v;
     if (!*v && mismatch && *mismatch) doc["error"] = (*mismatch)->what();
   }
+  // Names are bytes: the document holds only UTF-8, whoever dumps it (the Python binding too).
+  make_utf8(doc);
   return doc;
 }
 

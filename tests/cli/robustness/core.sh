@@ -221,3 +221,107 @@ if ((have_zstd == 1)) && command -v zstd >/dev/null; then
 else
   echo "skip: decompression bombs: built without zstd or no zstd tool"
 fi
+
+# --- names are bytes: not UTF-8, or holding control characters, in every output ------------------
+# Linux names are bytes and S3 keys come from servers. A name that is not UTF-8 once ended every
+# JSON document (nlohmann's type_error.316: no report, no trace, no HTML); one holding an ESC
+# sequence or a newline reached the terminal raw. Now: every document is strict UTF-8 JSON with
+# such bytes as \xHH (docs/CLI.md), and text and error lines show control characters as \xHH.
+names=$core/names
+raw_set=$names/$'set\xff'            # a dataset whose directory name is not UTF-8
+mkdir -p "$raw_set/"$'sub\xc3'
+cp "$files/000000.bin" "$raw_set/"$'a\xff.bin'
+cp "$files/000001.bin" "$raw_set/"$'b\xc3.bin'
+cp "$files/000002.bin" "$raw_set/"$'c\xc3\xa9 "quoted" back\\slash.bin'
+cp "$files/000003.bin" "$raw_set/"$'sub\xc3/d\xfe\xff.bin'
+# json_bytes_check FILE PYTHON_EXPR MESSAGE: json_check, but FILE must decode as strict UTF-8
+# first (json.load alone would take surrogate escapes or a replacement character).
+json_bytes_check() {
+  "$py" -c '
+import json, sys
+try:
+    d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+except (OSError, ValueError) as e:
+    print("not a strict UTF-8 JSON document: %s" % e); sys.exit(0)
+try:
+    ok = eval(sys.argv[2])
+except Exception as e:
+    ok = False
+print("" if ok else sys.argv[3])' "$@"
+}
+# names_doc NAME WANT_RC FILE EXPR: the last run exited WANT_RC without a crash, and FILE is
+# strict UTF-8 JSON for which EXPR holds.
+names_doc() {
+  checks=$((checks + 1))
+  local v
+  v=$(json_bytes_check "$3" "$4" "$3 does not hold the names as expected ($4)")
+  if [[ -z $v ]] && ((rc == $2)) && ! grep -Eq "$crash_markers" "$err"; then echo "ok: $1"
+  else fail "$1: exit $rc (expected $2); $v"; show stderr "$err"; fi
+}
+raw_url='d["url"].endswith("/set\\xff")'
+run run "$raw_set" --json "$names/run.json" --trace "$names/run.trace.json" --html "$names/run.html"
+names_doc "run --json: a dataset named with a byte that is not UTF-8" 0 "$names/run.json" \
+  "$raw_url and d[\"samples\"] == 4 and d[\"delivered\"][\"verified\"] is None"
+names_doc "run --trace on it" 0 "$names/run.trace.json" \
+  'd["otherData"]["url"].endswith("/set\\xff") and len(d["traceEvents"]) > 0'
+# names_html NAME FILE: FILE is a UTF-8 page that shows the dataset's name as set\xff.
+names_html() {
+  checks=$((checks + 1))
+  if "$py" -c 'import sys; t = open(sys.argv[1], "rb").read().decode("utf-8"); assert "set\\xff" in t' "$2" 2>/dev/null &&
+    ((rc == 0)); then echo "ok: $1: UTF-8, the name shown as set\\xff"
+  else fail "$1: exit $rc, page missing, not UTF-8 or without set\\xff"; show stderr "$err"; fi
+}
+names_html "run --html on it" "$names/run.html"
+run run "$names/"$'gone\xff\xc3' --json "$names/failed.json"
+names_doc "a failed run's --json names the missing dataset escaped" 1 "$names/failed.json" \
+  'd["url"].endswith("/gone\\xff\\xc3") and "gone\\xff\\xc3" in d["error"] and d["exit_code"] == 1'
+run diagnose "$raw_set" --batch-size 1 --json "$names/diagnose.json" --html "$names/diagnose.html"
+names_doc "diagnose --json on it" 0 "$names/diagnose.json" "$raw_url and d[\"error\"] is None"
+names_html "diagnose --html on it" "$names/diagnose.html"
+cp "$core/one-mib.bin" "$names/"$'one\xff.bin'
+run bench storage "$names/"$'one\xff.bin' --bs 64k --output json
+names_doc "bench storage --output json on a file named with a byte that is not UTF-8" 0 "$out" \
+  'd["url"].endswith("/one\\xff.bin") and d["bytes"] > 0'
+run gen "$names/"$'gen\xfe' --samples 3 --sample-size 1KiB --output json
+names_doc "gen --output json into a directory so named" 0 "$out" \
+  'd["url"].endswith("/gen\\xfe") and d["samples"] == 3'
+run bench accelerators "$raw_set" --compute-time 1ms --batch-size 2 --trial-time 300ms --max-accelerators 2 \
+  --json "$names/acc.json"
+names_doc "bench accelerators --json on it" 0 "$names/acc.json" "$raw_url"
+if ((have_zstd == 1)); then
+  printf 'not a zstd frame' >"$raw_set/"$'e\xff.bin.zst'
+  run run "$raw_set" --on-error skip --json "$names/skip.json"
+  names_doc "--on-error skip: the skipped object's name escaped in the JSON" 0 "$names/skip.json" \
+    'd["skipped"]["samples"] == 1 and any("e\\xff.bin.zst" in e for e in d["skipped"]["examples"])'
+  rm -f "$raw_set/"$'e\xff.bin.zst'
+fi
+
+# Control characters: an ESC sequence (set the title, clear the screen) and a newline followed by
+# a forged error line, in a dataset's name, in an object's name, and in an error.
+esc_name=$'esc\e]0;owned\a\e[2J\nfeedline: error: forged'
+esc_set=$names/$esc_name
+mkdir -p "$esc_set"
+cp "$files/000000.bin" "$esc_set/"$'x\e[31m\nfeedline: error: forged too.bin'
+cp "$files/000001.bin" "$esc_set/y.bin"
+mkfifo "$esc_set/"$'fifo\e[2J\nfeedline: error: forged note'
+checks=$((checks + 1))
+run run "$esc_set" --html "$names/esc.html"
+bad=()
+((rc == 0)) || bad+=("exit code $rc, expected 0")
+grep -q $'\e' "$out" "$err" && bad+=("a raw ESC byte reached stdout or stderr")
+grep -q $'\e' "$names/esc.html" && bad+=("a raw ESC byte in the HTML report")
+grep -qF 'esc\x1b]0;owned\x07\x1b[2J\x0afeedline: error: forged' "$names/esc.html" ||
+  bad+=("the HTML report does not show the dataset's name escaped")
+grep -q $'\a' "$out" "$err" && bad+=("a raw BEL byte reached stdout or stderr")
+grep -q '^feedline: error: forged' "$out" "$err" && bad+=("a name started a line of its own")
+grep -qF 'esc\x1b]0;owned\x07\x1b[2J\x0afeedline: error: forged' "$out" || bad+=("the report does not show the dataset's name escaped")
+grep -qF 'fifo\x1b[2J\x0afeedline: error: forged note' "$err" || bad+=("the FIFO's note does not show its name escaped")
+conclude "names with control characters in a run's text output" \
+  "names with ESC sequences and newlines: shown as \\xHH on stdout, stderr and in HTML, no forged line" \
+  stdout "$out" stderr "$err" || true
+printf 'not a tar header' >"$names/"$'evil\e[2J\nfeedline: error: forged.tar'
+expect_runtime "an error naming an object with ESC and a newline: one line, escaped" \
+  'evil\x1b[2J\x0afeedline: error: forged.tar' -- run "$names/"$'evil\e[2J\nfeedline: error: forged.tar'
+checks=$((checks + 1))
+if grep -q $'\e' "$err"; then fail "the error line holds a raw ESC byte"; show stderr "$err"
+else echo "ok: no raw ESC byte in the error line"; fi
