@@ -16,6 +16,7 @@
 #include "feedline/storage/device_stats.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/storage/url_pattern.hpp"
+#include "json_file.hpp"
 #include "json_render.hpp"
 #include "net_options.hpp"
 #include "output.hpp"
@@ -385,6 +386,8 @@ int run(const Options& o) {
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
+  // The trace must not be the file it reads (nor, with --create, the one it lays out).
+  value_or_usage(check_output_paths({{"--trace", &o.trace_path}}, o.url));
   TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));
   try {
     Plan plan = make_plan(o);

@@ -230,6 +230,8 @@ int run(const Options& o) {
   }
   const std::chrono::duration<double> length = *duration;
   RunSetup st = make_run_setup(ro, stop_token());
+  value_or_usage(check_output_paths(
+      {{"--json", &ro.json_path}, {"--trace", &ro.trace_path}, {"--html", &ro.html_path}}, ro.url));
   JsonFile json_file;
   if (ro.json_path) json_file = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
   TraceFile trace = value_or_usage(TraceFile::prepare(ro.trace_path, "--trace", ro.trace_events));

@@ -147,6 +147,39 @@ for cmd in "bench storage $core/no-such.bin" "gen $core/ds --samples 5"; do
   else fail "$cmd --output json: exit $rc, stdout is not a JSON document with error: $v"; show stdout "$out"; fi
 done
 
+# --- outputs never overwrite what is read, nor each other ----------------------------------------
+# --json, --trace and --html inside the dataset (a sample, the manifest, a new file beside them:
+# written aside and renamed over it, a report replaced a sample and appeared as one), or two
+# outputs naming one file: a usage error before anything is written. Paths compare by the real
+# directory (symlinks and ".." resolved).
+cp -r "$files" "$core/guarded"
+ln -sfn "$core/guarded" "$core/guarded-link"
+sum_before=$(cat "$core/guarded"/* "$core/guarded/.feedline-dataset" | md5sum)
+expect_usage "--json on a sample" "--json $core/guarded/000003.bin" "is inside the dataset" \
+  -- run "$core/guarded" --json "$core/guarded/000003.bin"
+expect_usage "--json on the manifest" "--json" "inside the dataset" -- run "$core/guarded" --json "$core/guarded/.feedline-dataset"
+expect_usage "--trace into the dataset through a symlink" "--trace" "inside the dataset" \
+  -- run "$core/guarded" --trace "$core/guarded-link/run.trace.json"
+expect_usage "--html into the dataset through .." "--html" "inside the dataset" \
+  -- run "$core/guarded" --html "$core/ds/../guarded/run.html"
+expect_usage "diagnose --json into the dataset" "--json" "inside the dataset" \
+  -- diagnose "$core/guarded" --json "$core/guarded/000000.bin"
+expect_usage "--json and --trace name one file" "--json $core/same.json and --trace $core/same.json name the same file" \
+  -- run "$core/guarded" --json "$core/same.json" --trace "$core/same.json"
+expect_usage "--html and --json name one file through a symlink" "name the same file" \
+  -- run "$core/guarded" --json "$core/same.json" --html "$core/guarded-link/../same.json"
+cp "$core/one-mib.bin" "$core/read-me.bin"
+expect_usage "bench storage --trace on the file it reads" "--trace" "is the dataset" \
+  -- bench storage "$core/read-me.bin" --trace "$core/read-me.bin"
+checks=$((checks + 1))
+if [[ $(cat "$core/guarded"/* "$core/guarded/.feedline-dataset" | md5sum) == "$sum_before" ]] &&
+  [[ ! -e $core/guarded/run.trace.json && ! -e $core/guarded/run.html && ! -e $core/same.json ]] &&
+  cmp -s "$core/one-mib.bin" "$core/read-me.bin" && [[ -z $(find "$core/guarded" -name '*feedline-tmp*') ]]; then
+  echo "ok: nothing was written into the dataset, nor over the file bench storage reads"
+else
+  fail "a refused output still changed the dataset or wrote a file"
+fi
+
 # --- exit codes: one rule ---------------------------------------------------------------------
 expect_runtime "run: a dataset that is not there" "no-such-dataset" -- run "$core/no-such-dataset"
 expect_runtime "bench: a file that is not there" "no-such.bin" -- bench storage "$core/no-such.bin"
