@@ -153,6 +153,30 @@ expect_usage "zero runs" "--runs" -- run "$files" --runs 0
 
 expect_usage "for-host without a size" "--for-host" -- gen "$scratch/sized2" --for-host lots
 
+# Open files: 64 accelerators over 384 files each kept every file it had read open (24,576
+# descriptors over a long run: EMFILE); now each keeps its share of the process's limit and
+# opens per read beyond it. And feedline raises its soft limit to the hard one at start, so a
+# shell's low soft limit (ulimit -Sn 256) is no limit of its own.
+must_gen "$scratch/files384" --format files --samples 384 --sample-size 4KiB
+if (($(ulimit -Hn) >= 4096)); then
+  for how in "-n 4096" "-Sn 256"; do
+    checks=$((checks + 1))
+    # shellcheck disable=SC2016
+    run_as bash -c "ulimit $how && exec \"\$@\"" limited -- run "$scratch/files384" --accelerators 64 \
+      --batch-size 2 --epochs 30 --io-depth 8 --json "$scratch/fds.json"
+    v=$(json_check "$scratch/fds.json" 'd["samples"] == 384 * 30 and d["delivered"]["verified"] is True' \
+      "not every sample of every epoch")
+    if ((rc == 0)) && [[ -z $v ]]; then
+      echo "ok: 64 accelerators x 30 epochs over 384 files under ulimit $how"
+    else
+      fail "64 accelerators over 384 files under ulimit $how: exit $rc; $v"
+      show stderr "$err"
+    fi
+  done
+else
+  echo "skip: open-file limits: the hard limit here is $(ulimit -Hn), below 4096"
+fi
+
 expect_usage "zero accelerators" "--accelerators" -- run "$files" --accelerators 0
 expect_usage "too many accelerators" "--accelerators" -- run "$files" --accelerators 100000
 expect_usage "stages alone with accelerators" "--stages-alone" -- run "$files" --accelerators 2 --stages-alone
