@@ -180,6 +180,23 @@ else
   fail "a refused output still changed the dataset or wrote a file"
 fi
 
+# --- every sample skipped: no batch delivered, none counted ---------------------------------------
+if ((have_zstd == 1)); then
+  mkdir -p "$core/all-bad"
+  for i in 0 1 2 3 4 5; do head -c 64 /dev/urandom >"$core/all-bad/00000$i.bin.zst"; done
+  checks=$((checks + 1))
+  run run "$core/all-bad" --on-error skip --batch-size 2 --compute-time 1ms --json "$core/all-bad.json"
+  v=$(json_check "$core/all-bad.json" 'd["samples"] == 0 and d["batches"] == 0 and d["skipped"]["samples"] == 6 and d["au_steps"] == 0' \
+    "a run that skipped every sample reports batches or steps")
+  if ((rc == 0)) && [[ -z $v ]] && grep -q "delivered 0 samples in 0 batches" "$out"; then
+    echo "ok: every sample skipped: 0 samples in 0 batches, no emulated step"
+  else
+    fail "every sample skipped: exit $rc; $v"; show stdout "$out"
+  fi
+else
+  echo "skip: every sample skipped: built without zstd"
+fi
+
 # --- exit codes: one rule ---------------------------------------------------------------------
 expect_runtime "run: a dataset that is not there" "no-such-dataset" -- run "$core/no-such-dataset"
 expect_runtime "bench: a file that is not there" "no-such.bin" -- bench storage "$core/no-such.bin"
