@@ -5,6 +5,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -142,17 +143,21 @@ struct Report {
   double bandwidth() const {
     return result.seconds > 0 ? static_cast<double>(result.stats.bytes) / result.seconds : 0;
   }
+  // The reads that completed, as fio counts them: the queue's ops less those cancelled (Ctrl-C
+  // ends the reads in flight: they read nothing) and those that failed.
+  std::uint64_t ios() const {
+    const auto& s = result.stats;
+    return s.ops - std::min(s.ops, s.cancelled + s.errors);
+  }
   double iops() const {
-    return result.seconds > 0 ? static_cast<double>(result.stats.ops) / result.seconds : 0;
+    return result.seconds > 0 ? static_cast<double>(ios()) / result.seconds : 0;
   }
   double cpu_per_gib() const {
     return result.stats.bytes
                ? result.cpu.total() / (static_cast<double>(result.stats.bytes) / (1u << 30))
                : 0;
   }
-  double cpu_per_io() const {
-    return result.stats.ops ? result.cpu.total() / static_cast<double>(result.stats.ops) : 0;
-  }
+  double cpu_per_io() const { return ios() ? result.cpu.total() / static_cast<double>(ios()) : 0; }
 
   nlohmann::json json() const {
     const auto& s = result.stats;
@@ -169,7 +174,8 @@ struct Report {
         {"notes", result.info.notes},
         {"direct", plan.backend.file.direct},
         {"bytes", s.bytes},
-        {"ios", s.ops},
+        {"ios", ios()},
+        {"cancelled", s.cancelled},
         {"seconds", result.seconds},
         {"bandwidth_bytes_per_second", bandwidth()},
         {"iops", iops()},

@@ -197,6 +197,43 @@ else
   echo "skip: every sample skipped: built without zstd"
 fi
 
+# --- bench storage counts completed reads, not those Ctrl-C cancelled -----------------------------
+# A server that answers HEAD and never a GET: every read is in flight when SIGINT comes, and is
+# cancelled. None of them is an I/O.
+cat >"$core/hang-server.py" <<'PY'
+import http.server, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(1 << 20))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+    def do_GET(self):
+        time.sleep(3600)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s.daemon_threads = True
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+"$py" "$core/hang-server.py" >"$core/hang-port.txt" &
+hang_pid=$!
+for _ in $(seq 1 50); do [[ -s $core/hang-port.txt ]] && break; sleep 0.1; done
+checks=$((checks + 1))
+rc=0
+"${as_terminal[@]}" "$bin" bench storage "http://127.0.0.1:$(cat "$core/hang-port.txt")/x" --bs 64k \
+  --iodepth 8 --output json >"$out" 2>"$err" &
+bpid=$!
+sleep 2
+kill -INT "$bpid" 2>/dev/null || true
+wait "$bpid" || rc=$?
+kill "$hang_pid" 2>/dev/null || true
+wait "$hang_pid" 2>/dev/null || true
+v=$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ios"] == 0 and d["iops"] == 0 and d["cancelled"] >= 1 and d["bytes"] == 0, d' "$out" 2>&1 || true)
+if ((rc == 130)) && [[ -z $v ]]; then echo "ok: bench storage interrupted with every read in flight: 0 I/Os, the cancelled ones counted apart"
+else fail "bench storage, reads cancelled by SIGINT: exit $rc; $v"; show stdout "$out"; show stderr "$err"; fi
+
 # --- exit codes: one rule ---------------------------------------------------------------------
 expect_runtime "run: a dataset that is not there" "no-such-dataset" -- run "$core/no-such-dataset"
 expect_runtime "bench: a file that is not there" "no-such.bin" -- bench storage "$core/no-such.bin"
