@@ -244,9 +244,15 @@ int run(const Options& o) {
   try {
     return trace.finish(about, diagnose_checked(o, length, st, json_file, trace, html));
   } catch (const CommandError& e) {
+    // A diagnose that did not get to its report (a failed or interrupted controlled run, a
+    // what-if refused) still leaves a document saying why, as run's does: --json never goes on
+    // showing an older diagnosis as if it were this one.
     trace.finish(about, e.code());
-    const nlohmann::json doc = {
-        {"url", st.ctx.url}, {"error", e.error().what()}, {"exit_code", e.code()}};
+    const nlohmann::json doc = {{"url", st.ctx.url},
+                                {"error", e.error().what()},
+                                {"exit_code", e.code()},
+                                {"interrupted", e.error().code() == Errc::kCancelled}};
+    if (auto w = json_file.commit(doc); !w) out::error(w.error().what());
     html.finish({"feedline diagnose", &doc, nullptr, {}, nullptr}, e.code());
     throw;
   }

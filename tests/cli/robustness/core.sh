@@ -147,6 +147,17 @@ for cmd in "bench storage $core/no-such.bin" "gen $core/ds --samples 5"; do
   else fail "$cmd --output json: exit $rc, stdout is not a JSON document with error: $v"; show stdout "$out"; fi
 done
 
+for cmd in "diagnose"; do
+  echo '{"old": true}' >"$core/stale-cmd.json"
+  checks=$((checks + 1))
+  # shellcheck disable=SC2086
+  run $cmd "$core/no-such-dataset" --compute-time 1ms --json "$core/stale-cmd.json"
+  v=$(json_check "$core/stale-cmd.json" 'd.get("error") and "no-such-dataset" in d["error"] and d["exit_code"] == 1 and "old" not in d' \
+    "the JSON file should hold this $cmd's error, not the old report")
+  if ((rc == 1)) && [[ -z $v ]]; then echo "ok: a $cmd that fails before its first run writes its JSON with error"
+  else fail "failed $cmd --json: exit $rc; $v"; show stderr "$err"; fi
+done
+
 # --- outputs never overwrite what is read, nor each other ----------------------------------------
 # --json, --trace and --html inside the dataset (a sample, the manifest, a new file beside them:
 # written aside and renamed over it, a report replaced a sample and appeared as one), or two
@@ -275,6 +286,7 @@ expect_interrupt "SIGINT in a 5 s compute step" --after 2 --json "$core/int-comp
 expect_interrupt "SIGTERM in a 5 s compute step" --term --after 2 -- run "$ds" --compute-time 5s --batch-size 4
 expect_interrupt "SIGINT in a 1 h collate cost" -- run "$ds" --collate-cost 1h
 expect_interrupt "SIGINT while opening a dataset at 1 byte/s" --json "$core/int-open.json" -- run "$ds" --no-index --throttle-bw 1 --json "$core/int-open.json"
+expect_interrupt "SIGINT in diagnose's baseline" --after 2 --json "$core/int-diag.json" -- diagnose "$ds" --throttle-bw 1 --json "$core/int-diag.json"
 expect_interrupt "SIGINT during --stages-alone" --after 3 -- run "$ds" --stages-alone --decode-cost 1s --epochs 1 --batch-size 40
 expect_interrupt "SIGINT while gen lays out samples" -- gen "$core/int-gen" --samples 100000 --sample-size 64KiB
 expect_interrupt "SIGINT during bench --create" -- bench storage "$core/int-create.bin" --create 4GiB
