@@ -298,3 +298,25 @@ TEST_CASE("emulate: a stop ends a wait at an epoch barrier", "[loader][accelerat
   CHECK(r.consumer.samples == 0);
   CHECK(r.consumer.sync_seconds > 0.05);
 }
+
+TEST_CASE("accelerators: a trial needs two full steps an epoch for each accelerator",
+          "[loader][accelerators]") {
+  // 2,000 resnet50 samples, batch 400: 16 accelerators get 125 each, no full step.
+  CHECK(full_steps_per_epoch(2000, 400, 1, 16) == 0);
+  CHECK(full_steps_per_epoch(2000, 400, 1, 2) == 2);
+  CHECK(full_steps_per_epoch(2000, 400, 1, 3) == 1);  // 666 each: one full, a short one dropped
+  CHECK(most_accelerators_measurable(2000, 400, 1) == 2);
+  CHECK(samples_needed(3, 400, 1) == 2400);
+  // The README's demo: 10,000 samples measure up to 12 accelerators (14 got one full step).
+  CHECK(most_accelerators_measurable(10000, 400, 1) == 12);
+  CHECK(full_steps_per_epoch(10000, 400, 1, 14) == 1);
+  CHECK(most_accelerators_measurable(12800, 400, 1) == 16);
+  // Over a job's ranks: each rank's accelerators share its part.
+  CHECK(most_accelerators_measurable(12800, 400, 2) == 8);
+  CHECK(samples_needed(9, 400, 2) == 14400);
+  // Too few for one accelerator.
+  CHECK(most_accelerators_measurable(799, 400, 1) == 0);
+  CHECK(samples_needed(1, 400, 1) == 800);
+  // Never more than a run may have.
+  CHECK(most_accelerators_measurable(1ull << 40, 1, 1) == kMaxAccelerators);
+}

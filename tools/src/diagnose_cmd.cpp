@@ -178,11 +178,12 @@ Result<double> realise(const WhatIf& w, const RunOptions& base_options, RunDatas
   std::optional<CpuAffinity> affinity;
   if (w.cores && *w.cores < usable_cores()) affinity.emplace(*w.cores);
   if (w.accelerators > 1) {
-    const TimeLimit limit(std::chrono::duration_cast<std::chrono::nanoseconds>(duration), stop);
+    // Timed from when the accelerators are open, as the single loader's run below is.
     FEEDLINE_ASSIGN_OR_RETURN(
         loader::HostReport host,
-        loader::run_accelerators(*data->backend, data->dataset, c, w.accelerators, st.compute,
-                                 limit.token(), nullptr));
+        loader::run_accelerators(*data->backend, data->dataset, c, w.accelerators, st.compute, stop,
+                                 nullptr, nullptr,
+                                 std::chrono::duration_cast<std::chrono::nanoseconds>(duration)));
     if (host.error) return fail(*host.error);
     double rate = 0;  // the accelerators' rates after their first batch, together
     for (const auto& a : host.accelerators) rate += loader::steady_samples_per_second(a.consumer);

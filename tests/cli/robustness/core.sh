@@ -147,7 +147,7 @@ for cmd in "bench storage $core/no-such.bin" "gen $core/ds --samples 5"; do
   else fail "$cmd --output json: exit $rc, stdout is not a JSON document with error: $v"; show stdout "$out"; fi
 done
 
-for cmd in "diagnose"; do
+for cmd in "diagnose" "bench accelerators"; do
   echo '{"old": true}' >"$core/stale-cmd.json"
   checks=$((checks + 1))
   # shellcheck disable=SC2086
@@ -175,6 +175,8 @@ expect_usage "--html into the dataset through .." "--html" "inside the dataset" 
   -- run "$core/guarded" --html "$core/ds/../guarded/run.html"
 expect_usage "diagnose --json into the dataset" "--json" "inside the dataset" \
   -- diagnose "$core/guarded" --json "$core/guarded/000000.bin"
+expect_usage "bench accelerators --json into the dataset" "--json" "inside the dataset" \
+  -- bench accelerators "$core/guarded" --compute-time 1ms --json "$core/guarded/000001.bin"
 expect_usage "--json and --trace name one file" "--json $core/same.json and --trace $core/same.json name the same file" \
   -- run "$core/guarded" --json "$core/same.json" --trace "$core/same.json"
 expect_usage "--html and --json name one file through a symlink" "name the same file" \
