@@ -142,6 +142,23 @@ TEST_CASE("accelerators: a stop request ends them all", "[loader][accelerators]"
   CHECK(host->samples < 2000);
 }
 
+TEST_CASE("accelerators: a run for a time lasts that long once open, and is no interruption",
+          "[loader][accelerators]") {
+  MemDataset mem(2000, 1000);
+  LoaderConfig c = small_config();
+  c.sampler.epochs = 1u << 20;  // the time bounds it, as a trial's
+  ComputeModel compute;
+  compute.mean = std::chrono::milliseconds(5);
+  auto host = run_accelerators(*mem.backend, mem.dataset, c, 2, compute, {}, nullptr, nullptr,
+                               std::chrono::milliseconds(400));
+  REQUIRE(host);
+  CHECK_FALSE(host->error);
+  CHECK_FALSE(host->interrupted);
+  CHECK(host->wall_seconds >= 0.39);
+  CHECK(host->wall_seconds < 30);
+  CHECK(host->au_measured);
+}
+
 TEST_CASE("accelerators: bad requests are refused before anything runs", "[loader][accelerators]") {
   MemDataset mem(64, 100);
   CHECK(run_accelerators(*mem.backend, mem.dataset, small_config(), 0, {}, {}, nullptr)
