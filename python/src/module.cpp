@@ -387,10 +387,10 @@ class PyLoader {
       interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
         Opened& o = *job->opened;
         o.setup = fl::tools::make_run_setup(o.options, token);
-        std::optional<std::uint64_t> saved_samples;
-        if (state_json) saved_samples = resume_from(o, *state_json);
+        std::optional<fl::tools::LoaderState> saved;
+        if (state_json) saved = resume_from(o, *state_json);
         o.data = fl::tools::open_run_dataset(o.options, o.setup);
-        if (saved_samples) check_dataset(o, *saved_samples);
+        if (saved) check_dataset(o, *saved);
         if (start_epoch > 0) start_at_epoch(o, start_epoch, state_json.has_value());
         o.setup.ctx.config.transform = t;
         // A Python loop keeps the last batch (and views of it) alive until next() returned the
@@ -498,8 +498,8 @@ class PyLoader {
   std::string state_json() const {
     if (!opened_) raise_value("the loader is closed");
     return fl::tools::format_loader_state(fl::tools::loader_state(
-        opened_->setup.ctx.url, opened_->data.dataset.samples.size(),
-        opened_->setup.ctx.config.sampler, sampler_->resume_point_after(delivered_)));
+        opened_->setup.ctx.url, opened_->data.dataset, opened_->setup.ctx.config.sampler,
+        sampler_->resume_point_after(delivered_)));
   }
 
   void stop() {
@@ -594,16 +594,16 @@ class PyLoader {
   }
 
   // Checks a state_dict against this loader's settings (all but rank and world size: the rest is
-  // split over this run's ranks) and starts where it stopped. Returns the sample count the state
-  // was saved on (checked once the dataset is open).
-  static std::uint64_t resume_from(Opened& o, const std::string& text) {
+  // split over this run's ranks) and starts where it stopped. Returns the state (its dataset is
+  // checked once the dataset is open).
+  static fl::tools::LoaderState resume_from(Opened& o, const std::string& text) {
     auto s = fl::tools::parse_loader_state(text);
     if (!s) raise_value(s.error().message());
     ld::SamplerConfig& c = o.setup.ctx.config.sampler;
     if (auto why = fl::tools::loader_state_mismatch(*s, c)) raise_value(*why);
     // Where it stopped: the sampler checks the numbers against the dataset and settings.
-    c.resume = std::move(s->resume);
-    return s->num_samples;
+    c.resume = s->resume;
+    return std::move(*s);
   }
 
   // Starts the run at epoch `epoch` (feedline.torch's set_epoch: each pass a fresh Loader).
@@ -621,11 +621,10 @@ class PyLoader {
     if (!resumed || rp.epoch < epoch) rp = ld::ResumePoint{epoch, {}};
   }
 
-  static void check_dataset(const Opened& o, std::uint64_t n) {
-    if (n != o.data.dataset.samples.size()) {
-      raise_value(fmt::format(
-          "state: it was saved on a dataset of {} samples, and {} has {}: the dataset changed", n,
-          o.setup.ctx.url, o.data.dataset.samples.size()));
+  // The same samples: the same count, and the same listing (its fingerprint).
+  static void check_dataset(const Opened& o, const fl::tools::LoaderState& s) {
+    if (auto why = fl::tools::loader_state_dataset_mismatch(s, o.data.dataset, o.setup.ctx.url)) {
+      raise_value(*why);
     }
   }
 

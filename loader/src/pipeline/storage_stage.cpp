@@ -309,7 +309,9 @@ void StorageStage::run(Worker& w) {
     return;
   }
   std::unique_ptr<storage::IoQueue> queue = std::move(*queue_r);
-  HandleCache handles(run_.backend, dataset);
+  // Every storage thread of every loader on this backend keeps its own handles.
+  HandleCache handles(run_.backend, dataset,
+                      std::max(1u, config.loaders_sharing_backend) * threads_, depth);
   handles.use_queue(*queue);
   std::vector<ReadSlot> slots(depth);
   std::vector<ReadSlot*> free_slots;
@@ -555,7 +557,7 @@ void StorageStage::run(Worker& w) {
                                size_unknown(smp) ? *op.result : smp.length)
                     : 0;
       if (!op.result) {
-        s.error = op.result.error();
+        s.error = handles.explain(op.result.error());
       } else if (got < expected_length(smp, op)) {
         s.error = Error(Errc::kCorrupt,
                         fmt::format("object ends after {} of the sample's {} bytes (truncated?)",

@@ -147,6 +147,106 @@ for cmd in "bench storage $core/no-such.bin" "gen $core/ds --samples 5"; do
   else fail "$cmd --output json: exit $rc, stdout is not a JSON document with error: $v"; show stdout "$out"; fi
 done
 
+for cmd in "diagnose" "bench accelerators"; do
+  echo '{"old": true}' >"$core/stale-cmd.json"
+  checks=$((checks + 1))
+  # shellcheck disable=SC2086
+  run $cmd "$core/no-such-dataset" --compute-time 1ms --json "$core/stale-cmd.json"
+  v=$(json_check "$core/stale-cmd.json" 'd.get("error") and "no-such-dataset" in d["error"] and d["exit_code"] == 1 and "old" not in d' \
+    "the JSON file should hold this $cmd's error, not the old report")
+  if ((rc == 1)) && [[ -z $v ]]; then echo "ok: a $cmd that fails before its first run writes its JSON with error"
+  else fail "failed $cmd --json: exit $rc; $v"; show stderr "$err"; fi
+done
+
+# --- outputs never overwrite what is read, nor each other ----------------------------------------
+# --json, --trace and --html inside the dataset (a sample, the manifest, a new file beside them:
+# written aside and renamed over it, a report replaced a sample and appeared as one), or two
+# outputs naming one file: a usage error before anything is written. Paths compare by the real
+# directory (symlinks and ".." resolved).
+cp -r "$files" "$core/guarded"
+ln -sfn "$core/guarded" "$core/guarded-link"
+sum_before=$(cat "$core/guarded"/* "$core/guarded/.feedline-dataset" | md5sum)
+expect_usage "--json on a sample" "--json $core/guarded/000003.bin" "is inside the dataset" \
+  -- run "$core/guarded" --json "$core/guarded/000003.bin"
+expect_usage "--json on the manifest" "--json" "inside the dataset" -- run "$core/guarded" --json "$core/guarded/.feedline-dataset"
+expect_usage "--trace into the dataset through a symlink" "--trace" "inside the dataset" \
+  -- run "$core/guarded" --trace "$core/guarded-link/run.trace.json"
+expect_usage "--html into the dataset through .." "--html" "inside the dataset" \
+  -- run "$core/guarded" --html "$core/ds/../guarded/run.html"
+expect_usage "diagnose --json into the dataset" "--json" "inside the dataset" \
+  -- diagnose "$core/guarded" --json "$core/guarded/000000.bin"
+expect_usage "bench accelerators --json into the dataset" "--json" "inside the dataset" \
+  -- bench accelerators "$core/guarded" --compute-time 1ms --json "$core/guarded/000001.bin"
+expect_usage "--json and --trace name one file" "--json $core/same.json and --trace $core/same.json name the same file" \
+  -- run "$core/guarded" --json "$core/same.json" --trace "$core/same.json"
+expect_usage "--html and --json name one file through a symlink" "name the same file" \
+  -- run "$core/guarded" --json "$core/same.json" --html "$core/guarded-link/../same.json"
+cp "$core/one-mib.bin" "$core/read-me.bin"
+expect_usage "bench storage --trace on the file it reads" "--trace" "is the dataset" \
+  -- bench storage "$core/read-me.bin" --trace "$core/read-me.bin"
+checks=$((checks + 1))
+if [[ $(cat "$core/guarded"/* "$core/guarded/.feedline-dataset" | md5sum) == "$sum_before" ]] &&
+  [[ ! -e $core/guarded/run.trace.json && ! -e $core/guarded/run.html && ! -e $core/same.json ]] &&
+  cmp -s "$core/one-mib.bin" "$core/read-me.bin" && [[ -z $(find "$core/guarded" -name '*feedline-tmp*') ]]; then
+  echo "ok: nothing was written into the dataset, nor over the file bench storage reads"
+else
+  fail "a refused output still changed the dataset or wrote a file"
+fi
+
+# --- every sample skipped: no batch delivered, none counted ---------------------------------------
+if ((have_zstd == 1)); then
+  mkdir -p "$core/all-bad"
+  for i in 0 1 2 3 4 5; do head -c 64 /dev/urandom >"$core/all-bad/00000$i.bin.zst"; done
+  checks=$((checks + 1))
+  run run "$core/all-bad" --on-error skip --batch-size 2 --compute-time 1ms --json "$core/all-bad.json"
+  v=$(json_check "$core/all-bad.json" 'd["samples"] == 0 and d["batches"] == 0 and d["skipped"]["samples"] == 6 and d["au_steps"] == 0' \
+    "a run that skipped every sample reports batches or steps")
+  if ((rc == 0)) && [[ -z $v ]] && grep -q "delivered 0 samples in 0 batches" "$out"; then
+    echo "ok: every sample skipped: 0 samples in 0 batches, no emulated step"
+  else
+    fail "every sample skipped: exit $rc; $v"; show stdout "$out"
+  fi
+else
+  echo "skip: every sample skipped: built without zstd"
+fi
+
+# --- bench storage counts completed reads, not those Ctrl-C cancelled -----------------------------
+# A server that answers HEAD and never a GET: every read is in flight when SIGINT comes, and is
+# cancelled. None of them is an I/O.
+cat >"$core/hang-server.py" <<'PY'
+import http.server, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(1 << 20))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+    def do_GET(self):
+        time.sleep(3600)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s.daemon_threads = True
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+"$py" "$core/hang-server.py" >"$core/hang-port.txt" &
+hang_pid=$!
+for _ in $(seq 1 50); do [[ -s $core/hang-port.txt ]] && break; sleep 0.1; done
+checks=$((checks + 1))
+rc=0
+"${as_terminal[@]}" "$bin" bench storage "http://127.0.0.1:$(cat "$core/hang-port.txt")/x" --bs 64k \
+  --iodepth 8 --output json >"$out" 2>"$err" &
+bpid=$!
+sleep 2
+kill -INT "$bpid" 2>/dev/null || true
+wait "$bpid" || rc=$?
+kill "$hang_pid" 2>/dev/null || true
+wait "$hang_pid" 2>/dev/null || true
+v=$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ios"] == 0 and d["iops"] == 0 and d["cancelled"] >= 1 and d["bytes"] == 0, d' "$out" 2>&1 || true)
+if ((rc == 130)) && [[ -z $v ]]; then echo "ok: bench storage interrupted with every read in flight: 0 I/Os, the cancelled ones counted apart"
+else fail "bench storage, reads cancelled by SIGINT: exit $rc; $v"; show stdout "$out"; show stderr "$err"; fi
+
 # --- exit codes: one rule ---------------------------------------------------------------------
 expect_runtime "run: a dataset that is not there" "no-such-dataset" -- run "$core/no-such-dataset"
 expect_runtime "bench: a file that is not there" "no-such.bin" -- bench storage "$core/no-such.bin"
@@ -188,6 +288,7 @@ expect_interrupt "SIGINT in a 5 s compute step" --after 2 --json "$core/int-comp
 expect_interrupt "SIGTERM in a 5 s compute step" --term --after 2 -- run "$ds" --compute-time 5s --batch-size 4
 expect_interrupt "SIGINT in a 1 h collate cost" -- run "$ds" --collate-cost 1h
 expect_interrupt "SIGINT while opening a dataset at 1 byte/s" --json "$core/int-open.json" -- run "$ds" --no-index --throttle-bw 1 --json "$core/int-open.json"
+expect_interrupt "SIGINT in diagnose's baseline" --after 2 --json "$core/int-diag.json" -- diagnose "$ds" --throttle-bw 1 --json "$core/int-diag.json"
 expect_interrupt "SIGINT during --stages-alone" --after 3 -- run "$ds" --stages-alone --decode-cost 1s --epochs 1 --batch-size 40
 expect_interrupt "SIGINT while gen lays out samples" -- gen "$core/int-gen" --samples 100000 --sample-size 64KiB
 expect_interrupt "SIGINT during bench --create" -- bench storage "$core/int-create.bin" --create 4GiB
