@@ -68,6 +68,14 @@ expect_usage "--seed above 2^64-1" "--seed" "out of range" -- run "$ds" --seed 1
 expect_usage "--seed -1" "--seed" "whole number" -- run "$ds" --seed -1
 expect_usage "gen --seed above 2^64-1" "--seed" -- gen "$core/x" --seed 99999999999999999999
 expect_usage "--json ''" "--json needs a file name" -- run "$ds" --json ''
+# An empty value is a mistake, not "the default" (--throttle-bw '' once ran unthrottled).
+for flag in --throttle-bw --throttle-latency --memory-budget --on-error --engine --crop --device \
+  --endpoint --part-size; do
+  expect_usage "$flag ''" "$flag" "empty" -- run "$ds" "$flag" ''
+done
+expect_usage "--ca-bundle missing" "--ca-bundle" "cannot read $core/no-such.pem" \
+  -- run "$ds" --ca-bundle "$core/no-such.pem"
+expect_usage "--ca-bundle a directory" "--ca-bundle" "is a directory" -- run "$ds" --ca-bundle "$core"
 expect_usage "--json in a missing directory" "--json" "$core/no/such/dir/x.json" \
   -- run "$ds" --json "$core/no/such/dir/x.json" --compute-time 10s
 expect_usage "--json names a directory" "is a directory" -- run "$ds" --json "$core"
