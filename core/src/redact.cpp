@@ -4,16 +4,12 @@
 #include <array>
 #include <cctype>
 
+#include "feedline/core/text.hpp"
+
 namespace feedline {
 namespace {
 
 constexpr std::string_view kHidden = "***";
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -98,7 +94,7 @@ std::string percent_decode(std::string_view text) {
 }
 
 bool is_credential_parameter(std::string_view name) {
-  const std::string n = lower(percent_decode(name));
+  const std::string n = ascii_lower(percent_decode(name));
   if (n.empty()) return false;
   static constexpr std::array<std::string_view, 5> kContains = {"token", "secret", "passw",
                                                                 "signature", "credential"};

@@ -100,4 +100,12 @@ std::string printable(std::string_view text, Newlines newlines) {
   return render<true>(text, newlines);
 }
 
+std::string ascii_lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
 }  // namespace feedline

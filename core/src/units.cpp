@@ -7,15 +7,10 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include "feedline/core/text.hpp"
 
 namespace feedline {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Splits "12.5ms" into a number (12.5) and a suffix ("ms"). Digits and at most one dot.
 bool split_number(std::string_view text, double& number, std::string_view& suffix, bool& is_integer,
@@ -58,7 +53,7 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   bool is_integer = false;
   std::uint64_t integer = 0;
   if (!split_number(t, number, suffix, is_integer, integer)) return bad("expected a number");
-  const std::string s = lower(trim(suffix));
+  const std::string s = ascii_lower(trim(suffix));
   int shift = -1;
   static constexpr std::array<char, 6> kPrefixes{'\0', 'k', 'm', 'g', 't', 'p'};
   if (s.empty() || s == "b") {
@@ -97,7 +92,7 @@ Result<std::chrono::nanoseconds> parse_duration(std::string_view text) {
   bool is_integer = false;
   std::uint64_t integer = 0;
   if (!split_number(t, number, suffix, is_integer, integer)) return bad("expected a number");
-  const std::string s = lower(trim(suffix));
+  const std::string s = ascii_lower(trim(suffix));
   double scale = 0;
   if (s == "ns")
     scale = 1;

@@ -26,14 +26,6 @@ std::vector<std::byte> half_compressible(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-std::vector<std::byte> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(c.size());
-  if (!c.empty()) std::memcpy(out.data(), c.data(), c.size());
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("zstd: a build without zstd says so", "[codec][formats]") {
@@ -183,14 +175,14 @@ TEST_CASE("zstd: frames written by the zstd tool", "[codec][formats]") {
   // From a pipe, the tool cannot know the size and leaves it out of the frame header.
   REQUIRE(std::system(("zstd -q -c < '" + x + "' > '" + x + ".piped.zst'").c_str()) == 0);
 
-  const auto frame = read_file(x + ".zst");
+  const auto frame = testing::read_file(x + ".zst");
   CHECK(Decompressor::content_size(frame).value() == raw.size());
   std::vector<std::byte> out(raw.size());
   Decompressor d;
   REQUIRE(d.decompress(frame, out).value() == raw.size());
   CHECK(out == raw);
 
-  const auto piped = read_file(x + ".piped.zst");
+  const auto piped = testing::read_file(x + ".piped.zst");
   auto cs = Decompressor::content_size(piped);
   REQUIRE_FALSE(cs);
   CHECK(cs.error().code() == Errc::kUnsupported);

@@ -21,32 +21,12 @@
 using namespace feedline;
 using namespace feedline::loader;
 namespace fs = std::filesystem;
+using testing::join;
+using testing::make_store;
+using testing::mentions;
+using testing::Store;
 
 namespace {
-
-struct Store {
-  std::unique_ptr<storage::Backend> backend;
-  std::string root;  // a fresh, empty location
-};
-
-// kind: "mem", "file" or "file-direct" (O_DIRECT: 4 KiB-aligned scans).
-Store make_store(const std::string& kind, const std::string& name) {
-  storage::Registry registry;
-  storage::register_builtin_backends(registry);
-  storage::BackendConfig config;
-  config.file.direct = kind == "file-direct";
-  std::string url;
-  if (kind == "mem") {
-    url = "mem://datasets/" + name;
-  } else {
-    const fs::path dir = testing::scratch_dir("dataset") / (kind + "-" + name);
-    fs::remove_all(dir);
-    url = dir.string();
-  }
-  auto r = registry.open(url, config);
-  REQUIRE(r);
-  return {std::move(r->backend), r->key};
-}
 
 // Reads every sample's byte range and returns the digest of its decoded members: proves the
 // ranges and member offsets are right, whatever path (index or scan) found them.
@@ -92,10 +72,6 @@ void check_same_samples(const Dataset& a, const Dataset& b) {
   CHECK(a.max_sample_bytes == b.max_sample_bytes);
 }
 
-std::string join(const std::string& root, const std::string& name) {
-  return root.ends_with('/') ? root + name : root + "/" + name;
-}
-
 std::string text_of(storage::Backend& backend, const std::string& key) {
   const auto bytes = testing::read_object(backend, key);
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
@@ -114,12 +90,6 @@ TarIndex index_of(storage::Backend& backend, const std::string& key) {
 // An index as a tool would write it: well-formed, its checksum right, whatever it says.
 void write_index(storage::Backend& backend, const std::string& key, const TarIndex& index) {
   write_text(backend, key, format_tar_index(index).value());
-}
-
-bool mentions(const std::vector<std::string>& notes, std::string_view a, std::string_view b = {}) {
-  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
-    return n.find(a) != std::string::npos && n.find(b) != std::string::npos;
-  });
 }
 
 }  // namespace

@@ -25,33 +25,11 @@
 using namespace feedline;
 using namespace feedline::loader;
 namespace fs = std::filesystem;
+using testing::join;
+using testing::mentions;
+using testing::Store;
 
 namespace {
-
-struct Store {
-  std::unique_ptr<storage::Backend> backend;
-  std::string root;
-  fs::path dir;  // file stores: the directory
-};
-
-Store make_store(const std::string& kind, const std::string& name) {
-  storage::Registry registry;
-  storage::register_builtin_backends(registry);
-  storage::BackendConfig config;
-  config.file.direct = kind == "file-direct";
-  std::string url;
-  fs::path dir;
-  if (kind == "mem") {
-    url = "mem://formats/" + name;
-  } else {
-    dir = testing::scratch_dir("dataset-formats") / (kind + "-" + name);
-    fs::remove_all(dir);
-    url = dir.string();
-  }
-  auto r = registry.open(url, config);
-  REQUIRE(r);
-  return {std::move(r->backend), r->key, dir};
-}
 
 GenConfig gen_config(DatasetFormat f, std::uint64_t samples = 23) {
   GenConfig c;
@@ -67,13 +45,9 @@ bool available(DatasetFormat f) {
   return f == DatasetFormat::kNpy || tfrecord_available();  // npz's CRC-32 is ISA-L's too
 }
 
-std::string join(const std::string& root, const std::string& name) {
-  return root.empty() || root.ends_with('/') ? root + name : root + "/" + name;
-}
-
 // Every member's bytes, read through the sample ranges the open resolved: the digest, and the
 // TFRecord framing around each record checked by hand.
-std::uint64_t digest_through_samples(storage::Backend& backend, const Dataset& ds) {
+std::uint64_t digest_of_records(storage::Backend& backend, const Dataset& ds) {
   std::uint64_t sum = 0;
   std::map<std::uint32_t, std::vector<std::byte>> objects;
   for (const Sample& s : ds.samples) {
@@ -106,12 +80,6 @@ void flip_byte(const fs::path& file, std::uint64_t offset) {
   REQUIRE(std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0);
   std::fputc(c ^ 0x20, f);
   std::fclose(f);
-}
-
-bool mentions(const std::vector<std::string>& notes, std::string_view a, std::string_view b = {}) {
-  return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
-    return n.find(a) != std::string::npos && n.find(b) != std::string::npos;
-  });
 }
 
 struct RunResult {
@@ -179,7 +147,8 @@ TEST_CASE(
     for (const char* kind : {"mem", "file", "file-direct"}) {
       for (const bool label : {true, false}) {
         INFO(format_name(f) << " on " << kind << (label ? " with labels" : " without"));
-        Store st = make_store(kind, fmt::format("gen-{}-{}", format_name(f), label));
+        Store st = testing::make_store(kind, fmt::format("gen-{}-{}", format_name(f), label),
+                                       "dataset-formats");
         GenConfig c = gen_config(f);
         c.with_label = label;
         const GenSummary sum = generate_dataset(*st.backend, st.root, c).value();
@@ -191,7 +160,7 @@ TEST_CASE(
           CHECK(ds.samples.size() == c.samples);
           CHECK(ds.members.size() == sum.members);
           CHECK(ds.manifest_digest == sum.digest);
-          CHECK(digest_through_samples(*st.backend, ds) == sum.digest);
+          CHECK(digest_of_records(*st.backend, ds) == sum.digest);
           CHECK(ds.notes.empty());
           CHECK(ds.indexed == (f == DatasetFormat::kTfRecord));
         }
@@ -231,8 +200,10 @@ TEST_CASE("formats: the same config gives the same bytes", "[gen][formats]") {
       continue;
     }
     INFO(format_name(f));
-    Store a = make_store("mem", fmt::format("det-a-{}", format_name(f)));
-    Store b = make_store("mem", fmt::format("det-b-{}", format_name(f)));
+    Store a =
+        testing::make_store("mem", fmt::format("det-a-{}", format_name(f)), "dataset-formats");
+    Store b =
+        testing::make_store("mem", fmt::format("det-b-{}", format_name(f)), "dataset-formats");
     REQUIRE(generate_dataset(*a.backend, a.root, gen_config(f)));
     REQUIRE(generate_dataset(*b.backend, b.root, gen_config(f)));
     const auto la = a.backend->list(a.root).value(), lb = b.backend->list(b.root).value();
@@ -263,7 +234,7 @@ TEST_CASE("formats: gen refuses what these formats cannot hold", "[gen][formats]
 TEST_CASE("formats: TFRecord indexes that do not fit their file are noted and the file scanned",
           "[dataset][formats]") {
   if (!tfrecord_available()) return testing::skip_test("built without ISA-L");
-  Store st = make_store("file", "tf-index");
+  Store st = testing::make_store("file", "tf-index", "dataset-formats");
   GenConfig c = gen_config(DatasetFormat::kTfRecord);
   const GenSummary sum = generate_dataset(*st.backend, st.root, c).value();
   const std::string file = join(st.root, "shard-000001.tfrecord"), idx = file + ".idx";
@@ -273,7 +244,7 @@ TEST_CASE("formats: TFRecord indexes that do not fit their file are noted and th
     auto ds = open_dataset(*st.backend, st.root, o);
     REQUIRE(ds);
     CHECK(ds->samples.size() == c.samples);
-    CHECK(digest_through_samples(*st.backend, *ds) == sum.digest);
+    CHECK(digest_of_records(*st.backend, *ds) == sum.digest);
     return std::move(*ds);
   };
   auto write = [&](std::string_view text) {
@@ -335,7 +306,7 @@ TEST_CASE(
     "skipped with the records before them kept",
     "[dataset][formats]") {
   if (!tfrecord_available()) return testing::skip_test("built without ISA-L");
-  Store st = make_store("file", "tf-damage");
+  Store st = testing::make_store("file", "tf-damage", "dataset-formats");
   GenConfig c = gen_config(DatasetFormat::kTfRecord);
   REQUIRE(generate_dataset(*st.backend, st.root, c));
   const fs::path file = st.dir / "shard-000002.tfrecord";
@@ -359,7 +330,7 @@ TEST_CASE(
   CHECK_FALSE(ds.manifest_digest);
 
   // Truncated inside a record: the same, naming the record that runs past the end.
-  Store cut = make_store("file", "tf-cut");
+  Store cut = testing::make_store("file", "tf-cut", "dataset-formats");
   REQUIRE(generate_dataset(*cut.backend, cut.root, c));
   fs::remove(cut.dir / "shard-000000.tfrecord.idx");
   fs::resize_file(cut.dir / "shard-000000.tfrecord",
@@ -373,7 +344,7 @@ TEST_CASE(
 TEST_CASE("formats: the pipeline checks every TFRecord record's CRCs on every host data path",
           "[dataset][formats][pipeline]") {
   if (!tfrecord_available()) return testing::skip_test("built without ISA-L");
-  Store st = make_store("file", "tf-crc");
+  Store st = testing::make_store("file", "tf-crc", "dataset-formats");
   GenConfig c = gen_config(DatasetFormat::kTfRecord, 60);
   c.samples_per_shard = 20;
   const GenSummary sum = generate_dataset(*st.backend, st.root, c).value();
@@ -419,7 +390,7 @@ TEST_CASE("formats: the pipeline checks every TFRecord record's CRCs on every ho
 TEST_CASE("formats: damaged npz and npy files are data errors naming the file and the array",
           "[dataset][formats]") {
   if (!tfrecord_available()) return testing::skip_test("built without ISA-L (npz's CRC-32)");
-  Store st = make_store("file", "npz-damage");
+  Store st = testing::make_store("file", "npz-damage", "dataset-formats");
   GenConfig c = gen_config(DatasetFormat::kNpz, 6);
   REQUIRE(generate_dataset(*st.backend, st.root, c));
   fs::remove(st.dir / ".feedline-dataset");  // the files as they are, unchecked
@@ -449,7 +420,7 @@ TEST_CASE("formats: damaged npz and npy files are data errors naming the file an
     CHECK_THAT(r.error().message(), Catch::Contains("array 'x'"));
   }
   SECTION("npy: a file cut short") {
-    Store npy = make_store("file", "npy-damage");
+    Store npy = testing::make_store("file", "npy-damage", "dataset-formats");
     REQUIRE(generate_dataset(*npy.backend, npy.root, gen_config(DatasetFormat::kNpy, 4)));
     fs::resize_file(npy.dir / "000002.npy", fs::file_size(npy.dir / "000002.npy") - 1);
     fs::remove(npy.dir / ".feedline-dataset");
@@ -462,7 +433,7 @@ TEST_CASE("formats: damaged npz and npy files are data errors naming the file an
 
 TEST_CASE("formats: auto picks the format from the extensions, and says when several are there",
           "[dataset][formats]") {
-  Store st = make_store("mem", "auto-mixed");
+  Store st = testing::make_store("mem", "auto-mixed", "dataset-formats");
   auto put = [&](const std::string& name, std::string_view text) {
     REQUIRE(
         st.backend->write(join(st.root, name), std::as_bytes(std::span(text.data(), text.size()))));
@@ -497,7 +468,8 @@ TEST_CASE("formats: O_DIRECT reads of records and arrays at unaligned offsets ar
       testing::skip_test(fmt::format("{}: built without ISA-L", format_name(f)));
       continue;
     }
-    Store st = make_store("file-direct", fmt::format("aligned-{}", format_name(f)));
+    Store st = testing::make_store("file-direct", fmt::format("aligned-{}", format_name(f)),
+                                   "dataset-formats");
     const GenSummary sum = generate_dataset(*st.backend, st.root, gen_config(f, 40)).value();
     const Dataset ds = open_dataset(*st.backend, st.root, {}).value();
     for (const GpuDirect g : {GpuDirect::kAuto, GpuDirect::kOff}) {

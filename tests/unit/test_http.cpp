@@ -18,6 +18,7 @@
 #include "feedline/transports/http_client.hpp"
 #include "http_stall_server.hpp"
 #include "http_test_server.hpp"
+#include "test_support.hpp"
 
 using namespace feedline;
 using feedline::test::HttpTestReply;
@@ -517,10 +518,7 @@ TEST_CASE("signed uploads send every header they sign (curl 7.88 signs a removed
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using feedline::testing::seconds_since;
 
 // Requests stop `after` from now, from another thread (as the CLI's signal thread does), and
 // notes when it did: the time a call takes to end is measured from there (a loaded machine may

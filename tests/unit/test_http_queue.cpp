@@ -22,6 +22,7 @@
 #include "feedline/storage/registry.hpp"
 #include "http_stall_server.hpp"
 #include "http_test_server.hpp"
+#include "test_support.hpp"
 
 using namespace feedline;
 using namespace feedline::storage;
@@ -389,9 +390,7 @@ TEST_CASE(
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using feedline::testing::seconds_since;
 
 // A backend over `url` whose stop is requested 200 ms after start_clock(); `stopped_at` notes
 // when (a loaded machine may wake the stopping thread late: the time to end counts from there).

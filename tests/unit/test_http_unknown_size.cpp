@@ -115,12 +115,12 @@ struct TestGrow final : ReadGrowth {
   }
 };
 
-struct Opened {
+struct OpenedUrl {
   std::unique_ptr<Backend> backend;
   std::string key;
 };
 
-Opened open_url(const std::string& url) {
+OpenedUrl open_url(const std::string& url) {
   BackendConfig config;
   config.http.connect_timeout = std::chrono::milliseconds(2000);
   config.http.max_attempts = 2;
@@ -128,7 +128,7 @@ Opened open_url(const std::string& url) {
   register_builtin_backends(registry);
   auto r = registry.open(url, config);
   REQUIRE(r);
-  return Opened{std::move(r->backend), r->key};
+  return OpenedUrl{std::move(r->backend), r->key};
 }
 
 // One read of unknown length of `key`: the guess, and its destination (`room` bytes: the guess,

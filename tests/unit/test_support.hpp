@@ -6,9 +6,13 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <source_location>
 #include <string>
@@ -16,6 +20,21 @@
 #include <vector>
 
 namespace feedline::testing {
+
+// Seconds of the steady clock since t0.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The bytes of a whole file (a failed test when it cannot be opened).
+inline std::vector<std::byte> read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  REQUIRE(in);
+  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(c.size());
+  if (!c.empty()) std::memcpy(out.data(), c.data(), c.size());
+  return out;
+}
 
 namespace detail {
 // The reasons skip_test() gave in the test case now running; test_skip.cpp's listener reads and

@@ -38,15 +38,6 @@ void require_tools() {
   }
 }
 
-std::vector<std::byte> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in);
-  std::vector<char> c((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(c.size());
-  if (!c.empty()) std::memcpy(out.data(), c.data(), c.size());
-  return out;
-}
-
 std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
 // What tarfile sees: one line per member, "TYPE OFFSET OFFSET_DATA SIZE NAME".
@@ -145,7 +136,7 @@ fs::path make_tree(const fs::path& scratch, bool long_component) {
 // Parses `archive` with our reader and checks every entry against tarfile's view and GNU tar's
 // listing, and every regular member's bytes against the source file.
 void check_against_oracles(const fs::path& archive, const fs::path& src, const fs::path& scratch) {
-  const auto bytes = read_file(archive);
+  const auto bytes = testing::read_file(archive);
   auto entries = tar::list_entries(bytes, archive.string());
   REQUIRE(entries);
   const auto py = python_list(archive, scratch);
@@ -168,7 +159,7 @@ void check_against_oracles(const fs::path& archive, const fs::path& src, const f
     if (e.type == tar::EntryType::kHardLink) CHECK(e.link_name.ends_with("a.bin"));
     if (e.regular()) {
       ++regular;
-      const auto want = read_file(src / e.name);
+      const auto want = testing::read_file(src / e.name);
       REQUIRE(e.size == want.size());
       CHECK(std::equal(want.begin(), want.end(),
                        bytes.begin() + static_cast<std::ptrdiff_t>(e.data_offset)));
@@ -347,7 +338,7 @@ TEST_CASE("tar reader: GNU sparse members are reported as sparse and skipped cor
       const fs::path archive = scratch / (std::string(format) + ".tar");
       REQUIRE(run("tar --format=" + std::string(format) + " -S --sort=name -cf " + q(archive) +
                   " -C " + q(src) + " a-sparse b.bin") == 0);
-      const auto bytes = read_file(archive);
+      const auto bytes = testing::read_file(archive);
       auto entries = parse(bytes);
       REQUIRE(entries);
       REQUIRE(entries->size() == 2);
@@ -414,7 +405,7 @@ TEST_CASE("tar writer: GNU tar and tarfile extract what it writes, byte for byte
     INFO(msg);
     for (const M& m : members) {
       INFO(m.name);
-      CHECK(read_file(out / m.name) == m.data);
+      CHECK(testing::read_file(out / m.name) == m.data);
     }
   }
   SECTION("tarfile lists and extracts it") {
@@ -437,11 +428,11 @@ TEST_CASE("tar writer: GNU tar and tarfile extract what it writes, byte for byte
     INFO(msg);
     for (const M& m : members) {
       INFO(m.name);
-      CHECK(read_file(out / m.name) == m.data);
+      CHECK(testing::read_file(out / m.name) == m.data);
     }
   }
   SECTION("our reader finds every member where the writer put it") {
-    auto entries = parse(read_file(archive));
+    auto entries = parse(testing::read_file(archive));
     REQUIRE(entries);
     REQUIRE(entries->size() == members.size());
     for (std::size_t i = 0; i < members.size(); ++i) {
@@ -457,7 +448,7 @@ TEST_CASE("tar writer: GNU tar and tarfile extract what it writes, byte for byte
     for (const M& m : members) REQUIRE(tw.add(m.name, m.data));
     REQUIRE(tw.finish());
     REQUIRE(w->commit());
-    CHECK(read_file(scratch / "again.tar") == read_file(archive));
+    CHECK(testing::read_file(scratch / "again.tar") == testing::read_file(archive));
   }
   SECTION("add() refuses bad names and use after finish()") {
     auto w = r.backend->create((scratch / "bad.tar").string()).value();

@@ -52,8 +52,6 @@ double standard_normal(std::mt19937_64& rng) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
-std::size_t digits(std::uint64_t n) { return fmt::formatted_size("{}", n); }
-
 // Sample i's content: random bytes and, per 4 KiB block, a compressible run of a repeated
 // 8-byte pattern. `out` is resized (its capacity reused).
 void fill_content(std::mt19937_64& rng, std::uint64_t size, double compressibility,
@@ -112,7 +110,7 @@ bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t shards) {
   const std::string_view num = rel.substr(0, rel.size() - ext.size());
   std::uint64_t n = 0;
   return parse_padded(num, 6, n) && n < shards &&
-         num.size() == std::max<std::size_t>(6, digits(shards - 1));
+         num.size() == sample_key(shards - 1, shards).size();
 }
 
 }  // namespace
@@ -322,7 +320,8 @@ std::string payload_extension(const GenConfig& c) {
 // ---- generation -----------------------------------------------------------------------------
 
 std::string sample_key(std::uint64_t i, std::uint64_t n) {
-  const std::size_t width = std::max<std::size_t>(6, digits(n > 0 ? n - 1 : 0));
+  // At least six digits; as many as the largest number, n - 1, has.
+  const std::size_t width = std::max<std::size_t>(6, fmt::formatted_size("{}", n > 0 ? n - 1 : 0));
   return fmt::format("{:0{}}", i, width);
 }
 

@@ -12,8 +12,6 @@
 namespace feedline::loader {
 namespace {
 
-std::size_t digits(std::uint64_t n) { return fmt::formatted_size("{}", n); }
-
 bool parse_u64(std::string_view text, std::uint64_t& out) {
   if (text.empty() ||
       !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
@@ -65,8 +63,7 @@ std::string generated_object_name(const GenConfig& c, std::uint64_t i) {
     case DatasetFormat::kTar:
     case DatasetFormat::kTfRecord: {
       const std::uint64_t shards = generated_objects(c);
-      const std::size_t width = std::max<std::size_t>(6, digits(shards > 0 ? shards - 1 : 0));
-      return fmt::format("shard-{:0{}}.{}", i, width, format_name(c.format));
+      return fmt::format("shard-{}.{}", sample_key(i, shards), format_name(c.format));
     }
     case DatasetFormat::kFiles:
     case DatasetFormat::kAuto:

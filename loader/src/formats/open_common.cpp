@@ -11,8 +11,6 @@
 namespace feedline::loader::detail {
 namespace {
 
-constexpr auto kPollSlice = std::chrono::milliseconds(100);
-
 // Counts down the completions of a batch of reads.
 struct Countdown final : storage::ReadCompletion {
   std::size_t left = 0;
@@ -136,7 +134,7 @@ Result<void> read_ranges(storage::IoQueue& queue, std::uint64_t align, std::span
       queue.cancel();  // every op still completes, with kCancelled or what it read
       stopped = true;
     }
-    queue.poll(1, kPollSlice);
+    queue.poll(1, kOpenPollSlice);
   }
   if (stopped) return fail(cancelled("reading headers"));
   for (RangeRead& r : reads) {

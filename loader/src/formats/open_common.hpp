@@ -7,6 +7,7 @@
 // read_ranges() runs (a std::vector sized before the call does not).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -25,6 +26,12 @@ namespace feedline::loader::detail {
 // Reads the TFRecord, npz and npy openers keep in flight together (their batches of small reads
 // over many files): the depth of the open's queue for those formats.
 inline constexpr std::size_t kOpenBatchDepth = 64;
+// How long an open waits for a completion before it looks at its stop token again.
+inline constexpr auto kOpenPollSlice = std::chrono::milliseconds(100);
+// The largest index file (tar, TFRecord) an open reads whole.
+inline constexpr std::uint64_t kMaxIndexBytes = std::uint64_t{1} << 30;
+// Shards whose ignored index gets a note of its own; the rest are counted in one more line.
+inline constexpr std::size_t kMaxIndexNotes = 5;
 
 // The key of a member or file name: the path up to the first '.' of its last component.
 std::string_view key_of(std::string_view name);

@@ -7,12 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "open_common.hpp"
+
 namespace feedline::loader::detail {
-namespace {
-
-constexpr auto kPollSlice = std::chrono::milliseconds(100);
-
-}  // namespace
 
 Result<std::uint64_t> read_sync(storage::IoQueue& queue, const storage::ObjectHandle& object,
                                 std::uint64_t offset, MutableBytes dst, std::stop_token stop) {
@@ -30,7 +27,7 @@ Result<std::uint64_t> read_sync(storage::IoQueue& queue, const storage::ObjectHa
       queue.cancel();  // the op still completes (kCancelled, or with what it got)
       cancelled = true;
     }
-    queue.poll(1, kPollSlice, done);
+    queue.poll(1, kOpenPollSlice, done);
   }
   return op.result;
 }
@@ -53,7 +50,7 @@ void SequentialReader::poll_ahead() {
     queue_.cancel();
     cancelled_ = true;
   }
-  queue_.poll(1, kPollSlice);
+  queue_.poll(1, kOpenPollSlice);
 }
 
 void SequentialReader::on_read_complete(storage::ReadOp&) noexcept { ahead_done_ = true; }

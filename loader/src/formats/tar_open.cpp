@@ -17,11 +17,6 @@
 namespace feedline::loader::detail {
 namespace {
 
-constexpr std::uint64_t kMaxIndexBytes = std::uint64_t{1} << 30;
-// Shards whose ignored index gets a note of its own; the rest are counted in one more line.
-constexpr std::size_t kMaxIndexNotes = 5;
-constexpr auto kPollSlice = std::chrono::milliseconds(100);
-
 // Reads a whole (small) object: an index.
 Result<std::string> read_index(storage::Backend& backend, storage::IoQueue& queue,
                                const storage::ObjectInfo& info, const std::stop_token& stop) {
@@ -76,7 +71,7 @@ Result<void> probe_shard(storage::Backend& backend, storage::IoQueue& queue,
       queue.cancel();  // every op still completes, with kCancelled or what it read
       cancelled = true;
     }
-    queue.poll(1, kPollSlice);
+    queue.poll(1, kOpenPollSlice);
   }
   for (std::size_t i = 0; i < probes.size(); ++i) {
     const TarIndexEntry& e = index.entries[probes[i]];

@@ -21,8 +21,6 @@ namespace feedline::loader::detail {
 namespace {
 
 constexpr std::size_t kGroup = 64;
-constexpr std::uint64_t kMaxIndexBytes = std::uint64_t{1} << 30;
-constexpr std::size_t kMaxIndexNotes = 5;
 
 struct FileState {
   std::unique_ptr<storage::ObjectHandle> handle;

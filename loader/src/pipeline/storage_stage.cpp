@@ -18,6 +18,10 @@
 #include "unknown_size.hpp"
 
 namespace feedline::loader::detail {
+// Why admission stopped (StorageStage::Admitted::why): outside the anonymous namespace, as a
+// member's type of a class with linkage.
+enum class AdmissionLimit { kNone, kWindow, kBudget };
+
 namespace {
 
 struct ReadSlot {
@@ -38,7 +42,8 @@ class ReadDone final : public storage::ReadCompletion {
 // budget. The verdict uses these to tell "storage is slow" from "storage is held back".
 class LimitTimer {
  public:
-  enum Limit { kNone = 0, kWindow = 1, kBudget = 2 };
+  using Limit = AdmissionLimit;
+  using enum AdmissionLimit;
   LimitTimer(std::uint64_t& window_ns, std::uint64_t& budget_ns)
       : window_ns_(window_ns), budget_ns_(budget_ns) {}
   void set(Limit l) {

@@ -39,4 +39,7 @@ enum class Newlines : bool { kEscape, kKeep };
 // Newlines::kKeep, '\n' and '\t' are kept (text of several lines, a report).
 std::string printable(std::string_view text, Newlines newlines = Newlines::kEscape);
 
+// `text` with ASCII letters lowered (names of units, parameters: not locale-dependent).
+std::string ascii_lower(std::string_view text);
+
 }  // namespace feedline
