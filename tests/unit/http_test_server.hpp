@@ -61,8 +61,11 @@ class HttpTestServer {
     ::shutdown(fd_, SHUT_RDWR);
     ::close(fd_);
     acceptor_.join();
-    std::lock_guard lock(mu_);
-    for (int c : conns_) ::shutdown(c, SHUT_RDWR);
+    std::unique_lock lock(mu_);
+    for (int c : conns_) {
+      if (c >= 0) ::shutdown(c, SHUT_RDWR);
+    }
+    lock.unlock();  // serve() takes it to close its connection
     for (auto& t : workers_) t.join();
   }
 
@@ -96,6 +99,15 @@ class HttpTestServer {
     }
   }
 
+  // Closes a connection and forgets its number: the destructor shuts down the connections still
+  // open, and a closed number may already be another descriptor's (a client's socket, an event
+  // loop's eventfd) in this process.
+  void close_connection(int c) {
+    std::lock_guard lock(mu_);
+    std::replace(conns_.begin(), conns_.end(), c, -1);
+    ::close(c);
+  }
+
   void serve(int c) {
     std::string buf;
     char tmp[4096];
@@ -104,7 +116,7 @@ class HttpTestServer {
       while ((end = buf.find("\r\n\r\n")) == std::string::npos) {
         const ssize_t n = ::recv(c, tmp, sizeof tmp, 0);
         if (n <= 0) {
-          ::close(c);
+          close_connection(c);
           return;
         }
         buf.append(tmp, static_cast<std::size_t>(n));
@@ -152,7 +164,7 @@ class HttpTestServer {
         ::setsockopt(c, SOL_SOCKET, SO_LINGER, &l, sizeof l);
       }
       if (r.close || r.reset) {
-        ::close(c);
+        close_connection(c);
         return;
       }
     }

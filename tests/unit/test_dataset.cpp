@@ -578,7 +578,7 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
     auto r = open_dataset(*st.backend, st.root, {});
     REQUIRE_FALSE(r);
     CHECK(r.error().code() == Errc::kNotFound);
-    CHECK(r.error().what().find("no samples under mem://datasets/empty") != std::string::npos);
+    CHECK(r.error().what().find("no samples under mem://dataset/empty") != std::string::npos);
     auto t = open_dataset(*st.backend, st.root, tar_opts);
     REQUIRE_FALSE(t);
     CHECK(t.error().code() == Errc::kNotFound);
@@ -660,7 +660,7 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
     auto cut = open_dataset(*st.backend, st.root, tar_opts);
     REQUIRE_FALSE(cut);
     CHECK(cut.error().code() == Errc::kCorrupt);
-    CHECK(cut.error().object() == "mem://datasets/trunc/shard-000000.tar");
+    CHECK(cut.error().object() == "mem://dataset/trunc/shard-000000.tar");
     CHECK(cut.error().message().find("holds 1 sample (2 members), its dataset's manifest") !=
           std::string::npos);
   }
