@@ -208,7 +208,7 @@ Result<void> validate(const StorageBenchConfig& c, const storage::ObjectHandle& 
                       const storage::BackendCaps& caps) {
   auto bad = [&](std::string msg, std::string hint) {
     return fail(Error(Errc::kInvalidArgument, std::move(msg))
-                    .with_object(object.key())
+                    .with_object(object.display_name())
                     .with_hint(std::move(hint)));
   };
   if (c.block_size == 0)

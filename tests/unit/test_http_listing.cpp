@@ -43,8 +43,6 @@ TEST_CASE("autoindex: nginx's JSON listing parses; anything else is no listing",
         "[{\"name\":\"a\",\"type\":\"file\"}]",               // a file without a size
         "[{\"name\":\"a\",\"type\":\"file\",\"size\":-1}]",   // a negative size
         "[{\"name\":\"a\",\"type\":\"file\",\"size\":1.5}]",  // not a whole number
-        "[{\"name\":\"a/b\",\"type\":\"file\",\"size\":1}]",  // a name with a slash
-        "[{\"name\":\"..\",\"type\":\"directory\"}]",         // a way up
         "[{\"name\":\"\",\"type\":\"file\",\"size\":1}]",     // no name
         "[{\"type\":\"file\",\"size\":1}]", "[1, 2]",
         "[{\"name\":\"a\",\"type\":\"file\",\"size\":1}",
@@ -52,6 +50,17 @@ TEST_CASE("autoindex: nginx's JSON listing parses; anything else is no listing",
     INFO(bad);
     CHECK_FALSE(autoindex::parse_json(bad));
   }
+  // Names that are no path segment (a way up, a path, a URL): kept, marked, for the caller to
+  // leave out and say so; the rest of the listing stands.
+  const auto unsafe = autoindex::parse_json(R"([
+{ "name":"..", "type":"directory" }, { "name":"a/b", "type":"file", "size":1 },
+{ "name":"http://evil.example/x", "type":"file", "size":1 }, { "name":".", "type":"directory" },
+{ "name":"ok", "type":"file", "size":2 }
+])");
+  REQUIRE(unsafe);
+  REQUIRE(unsafe->size() == 5);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(unsafe->at(i).unsafe);
+  CHECK_FALSE(unsafe->at(4).unsafe);
 }
 
 TEST_CASE("autoindex: names become percent-encoded path segments", "[http][storage]") {

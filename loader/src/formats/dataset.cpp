@@ -98,8 +98,28 @@ std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
   return starts;
 }
 
+namespace {
+Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
+                          const DatasetOptions& options);
+}  // namespace
+
 Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
                              const DatasetOptions& options) {
+  auto ds = open_keys(backend, root, options);
+  if (!ds) {
+    Error e = std::move(ds).error();
+    // The readers name objects by key: the user sees "http://host/d/0.tar" for "/d/0.tar".
+    backend.show_object(e);
+    return fail(std::move(e));
+  }
+  return ds;
+}
+
+namespace {
+
+// open_dataset(), its errors naming objects by key.
+Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
+                          const DatasetOptions& options) {
   Dataset ds;
   ds.root = std::string(root);
   // kAuto: from the names (listed, or named by the pattern), in this order of precedence.
@@ -202,6 +222,20 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
           "left out {} object(s) that are not regular files (FIFOs, sockets or devices): "
           "{}{}",
           special.size(), special.front(), special.size() > 1 ? ", ..." : ""));
+    }
+    // Keys a server's listing gave outside the prefix (or with "." / ".." segments that would
+    // make a request for another object): never read.
+    std::vector<std::string> outside;
+    std::erase_if(listing, [&](const storage::ObjectInfo& o) {
+      if (o.outside) outside.push_back(shown(backend, o.key));
+      return o.outside;
+    });
+    if (!outside.empty()) {
+      ds.notes.push_back(fmt::format(
+          "left out {} key(s) the listing gave outside {} (or with '.' or '..' segments, which "
+          "would read another object): {}{}",
+          outside.size(), shown(backend, prefix), outside.front(),
+          outside.size() > 1 ? ", ..." : ""));
     }
   }
   if (format == DatasetFormat::kAuto) {
@@ -387,5 +421,7 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   }
   return ds;
 }
+
+}  // namespace
 
 }  // namespace feedline::loader

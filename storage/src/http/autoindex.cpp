@@ -20,10 +20,12 @@ std::optional<std::vector<Entry>> parse_json(std::string_view body) {
       return std::nullopt;
     Entry entry;
     entry.name = name->get<std::string>();
-    if (entry.name.empty() || entry.name == "." || entry.name == ".." ||
-        entry.name.find('/') != std::string::npos || entry.name.find('\0') != std::string::npos) {
-      return std::nullopt;
-    }
+    if (entry.name.empty()) return std::nullopt;
+    // Not one path segment: a name that would take a request elsewhere ("..", "../../x", an
+    // absolute URL). Kept, marked, for the caller to leave out and say so.
+    entry.unsafe = entry.name == "." || entry.name == ".." ||
+                   entry.name.find('/') != std::string::npos ||
+                   entry.name.find('\0') != std::string::npos;
     const std::string& t = type->get_ref<const std::string&>();
     if (t == "directory") {
       entry.directory = true;
