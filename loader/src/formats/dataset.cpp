@@ -57,6 +57,22 @@ std::string shown(storage::Backend& backend, std::string_view key) {
   return backend.display_name(key);
 }
 
+// What a string holds on the heap: nothing within its own buffer (15 characters, libstdc++), else
+// its capacity and the terminator in malloc's 16-byte granules, with malloc's 8-byte header.
+std::uint64_t heap_bytes(const std::string& s) {
+  return s.capacity() > 15 ? (s.capacity() + 1 + 8 + 15) / 16 * 16 : 0;
+}
+
+// The memory the dataset's tables hold (Dataset::listing_bytes).
+std::uint64_t held_bytes(const Dataset& ds) {
+  std::uint64_t n = ds.objects.capacity() * sizeof(storage::ObjectInfo) +
+                    ds.samples.capacity() * sizeof(Sample) + ds.members.capacity() * sizeof(Member);
+  for (const auto& o : ds.objects) n += heap_bytes(o.key);
+  for (const auto& s : ds.samples) n += heap_bytes(s.key);
+  for (const auto& m : ds.members) n += heap_bytes(m.name);
+  return n;
+}
+
 }  // namespace
 
 std::string_view format_name(DatasetFormat f) noexcept {
@@ -419,6 +435,7 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
     ds.total_bytes += s.length;
     ds.max_sample_bytes = std::max(ds.max_sample_bytes, s.length);
   }
+  ds.listing_bytes = held_bytes(ds);
   return ds;
 }
 
