@@ -24,7 +24,9 @@ struct Entry {
 // nullopt when the body is not such a listing (an HTML index, an error page, any other JSON):
 // callers then fall back to what they did without one. Entries that are neither files nor
 // directories (nginx's "other": sockets, devices) are left out; entries with unsafe names are
-// kept, marked (Entry::unsafe).
+// kept, marked (Entry::unsafe). Names are bytes: one that is not UTF-8 (nginx writes a Linux
+// name's bytes as they are, which makes the JSON invalid) is parsed, not refused, and kept as the
+// server sent it.
 std::optional<std::vector<Entry>> parse_json(std::string_view body);
 
 // A name as one percent-encoded URL path segment (RFC 3986: unreserved characters kept).
