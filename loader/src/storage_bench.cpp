@@ -21,6 +21,9 @@ std::uint64_t bounded(std::uint64_t r, std::uint64_t n) {
 
 class Job final {
  public:
+  // How long the reads in flight at the --runtime deadline may take to finish.
+  static constexpr std::chrono::nanoseconds kDeadlineGrace = std::chrono::seconds(1);
+
   Job(const StorageBenchConfig& config, const storage::ObjectHandle& object, unsigned index,
       BenchProgress* progress)
       : config_(config),
@@ -87,13 +90,22 @@ class Job final {
       queue_->poll(1, std::chrono::milliseconds(100), done);
       for (ReadOp* op : done) finished(*op);
       if (lane_) trace_in_flight();
-      if (!stopping_ && (now_ns() >= deadline_ns_ || config_.stop.stop_requested())) {
-        stopping_ = true;
-        interrupted_ = config_.stop.stop_requested();
+      // Interrupted (also after the deadline): what is in flight is not waited for (a server may
+      // trickle a byte a second). At the deadline the reads in flight may finish, as fio's do,
+      // for at most kDeadlineGrace; then they are cancelled (a slow server, a retry waiting out
+      // a Retry-After) and the run ends near its --runtime.
+      const std::uint64_t now = now_ns();
+      if (!interrupted_ && config_.stop.stop_requested()) {
+        stopping_ = interrupted_ = true;
         resubmit_.clear();
-        // Interrupted: what is in flight is not waited for (a server may trickle a byte a
-        // second); at the deadline the reads in flight finish normally, as fio's do.
-        if (interrupted_) queue_->cancel();
+        queue_->cancel();
+      } else if (!stopping_ && now >= deadline_ns_) {
+        stopping_ = true;
+        resubmit_.clear();
+      } else if (stopping_ && !interrupted_ && !cut_ && deadline_ns_ != ~std::uint64_t{0} &&
+                 now >= deadline_ns_ + kDeadlineGrace.count()) {
+        cut_ = true;
+        queue_->cancel();
       }
       if (!resubmit_.empty()) queue_->submit(resubmit_);
     }
@@ -120,8 +132,9 @@ class Job final {
       if (!op.result) lane_->instant("io", "read failed", now_ns(), op.result.error().what());
     }
     if (!op.result) {
-      // Reads cancelled because we were interrupted are not errors of the storage.
-      if (interrupted_ && op.result.error().code() == Errc::kCancelled) return;
+      // Reads cancelled because we were interrupted, or cut at the deadline, are not errors of
+      // the storage.
+      if ((interrupted_ || cut_) && op.result.error().code() == Errc::kCancelled) return;
       last_completion_ns_ = op.times.completed_ns;
       if (!error_) error_ = op.result.error();
       stopping_ = true;
@@ -180,6 +193,7 @@ class Job final {
   std::uint64_t last_completion_ns_ = 0;
   bool stopping_ = false;
   bool interrupted_ = false;
+  bool cut_ = false;  // the reads in flight past the deadline's grace were cancelled
   std::unique_ptr<IoQueue> queue_;
   // Touches the buffers the run will use before the clock starts: first-touch page faults are
   // the kernel's, not the storage's (128 MiB of 4 KiB pages, one fault each, cost a 1 GB/s HTTP
@@ -208,7 +222,7 @@ Result<void> validate(const StorageBenchConfig& c, const storage::ObjectHandle& 
                       const storage::BackendCaps& caps) {
   auto bad = [&](std::string msg, std::string hint) {
     return fail(Error(Errc::kInvalidArgument, std::move(msg))
-                    .with_object(object.key())
+                    .with_object(object.display_name())
                     .with_hint(std::move(hint)));
   };
   if (c.block_size == 0)

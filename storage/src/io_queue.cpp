@@ -178,7 +178,7 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
                    fmt::format("read {} of {} bytes: the object ends before the {} bytes it had "
                                "when opened (truncated or replaced while being read?)",
                                *op.result, op.length, op.object->size()))
-                 .with_object(op.object->key())
+                 .with_object(op.object->display_name())
                  .with_offset(op.offset + *op.result));
   }
   if (op.result) {
@@ -213,6 +213,11 @@ Result<void> Backend::write(std::string_view key, ConstBytes data) {
 
 std::string Backend::display_name(std::string_view key) const {
   return scheme() == "file" ? std::string(key) : fmt::format("{}://{}", scheme(), key);
+}
+
+void Backend::show_object(Error& e) const {
+  if (e.object().empty() || e.object().find("://") != std::string::npos) return;
+  e.with_object(display_name(e.object()));
 }
 
 }  // namespace feedline::storage

@@ -22,6 +22,10 @@ head -c $((48 << 20)) /dev/urandom >"$www/big.bin"
 must_gen "$www/tar" --format tar --samples 300 --samples-per-shard 30 --sample-size normal:20KiB:6KiB --compress zstd:3 \
   --compressibility 0.5 --seed 31
 must_gen "$www/files" --format files --samples 120 --sample-size uniform:0:30000 --seed 32
+# Names that are not UTF-8 (Linux names are bytes; nginx writes them into its JSON listing as
+# they are): Latin-1, a lone continuation byte, a truncated sequence, and a plain one.
+mkdir -p "$www/bytes"
+for n in $'caf\xe9.bin' $'a\x80b.bin' $'trunc\xe2\x82.bin' plain.bin; do head -c 1000 /dev/urandom >"$www/bytes/$n"; done
 # /protected/: the tar shards again, behind HTTP Basic authentication (an htpasswd entry made by
 # openssl). The password has an '@', percent-encoded in URLs; both forms are secrets.
 password='Tr0ub4dor@3x'
@@ -87,6 +91,14 @@ must_frun "run http files, directory URL" run "$base/files/" --format files --ba
 checks=$((checks + 1))
 must_frun "run http tar shards, directory URL" run "$base/tar/" --batch-size 16 --json "$scratch/http-tar-dir.json" &&
   same_digest "run $base/tar/ (JSON directory listing, format auto)" "$scratch/local-tar.json" "$scratch/http-tar-dir.json"
+# A listing with names that are not UTF-8: every file read, by its bytes (the listing was refused
+# as invalid JSON, and the directory URL failed).
+checks=$((checks + 1))
+must_frun "run http files, directory URL, names not UTF-8" run "$base/bytes/" --format files --batch-size 2 \
+  --json "$scratch/http-bytes.json" &&
+  { problems=$(json_check "$scratch/http-bytes.json" "d['delivered']['samples'] == 4 and d['dataset']['bytes'] == 4000" \
+    "the 4 files of a directory with names that are not UTF-8 were not all delivered")
+    [[ -z $problems ]] && echo "ok: run $base/bytes/: 4 files with names that are not UTF-8 delivered" || fail "$problems"; }
 # Four accelerators on one host read through one connection pool: with --connections 3 the host
 # opens 3 in all (apart, each accelerator would open 3), and every sample arrives once.
 checks=$((checks + 1))

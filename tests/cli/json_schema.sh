@@ -53,7 +53,7 @@ SCHEMAS = {
         "config.prefetch_batches": int, "config.caller_batches": int, "config.memory_budget": int, "config.compute_time": str,
         "config.accounting": bool,
         "dataset.samples": int, "dataset.bytes": int, "dataset.unknown_size_samples": int, "dataset.manifest": (str, type(None)),
-        "dataset.open_reads": int, "dataset.open_bytes": int,
+        "dataset.open_reads": int, "dataset.open_bytes": int, "dataset.listing_bytes": int,
         "data_paths[].path": str, "data_paths[].bytes": int, "data_paths[].copied_bytes": int,
         "data_paths[].copy_amplification": NUM, "data_paths[].detail": str,
         "data_path.gpu_direct": str, "data_path.reason": str, "data_path.notes": list,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -35,6 +36,10 @@ struct HttpTestReply {
   std::string bytes;   // status line, headers and (part of) the body, exactly as sent
   bool close = false;  // close the connection after sending
   bool reset = false;  // ... with a TCP RST (SO_LINGER 0)
+  // Sent after `bytes`, once `pause` has passed (bytes past a body's Content-Length that arrive
+  // on their own, as the next answer's start would).
+  std::string later = {};
+  std::chrono::milliseconds pause = std::chrono::milliseconds(0);
 };
 
 class HttpTestServer {
@@ -159,6 +164,10 @@ class HttpTestServer {
       }
       const HttpTestReply r = handler_(req);
       ::send(c, r.bytes.data(), r.bytes.size(), MSG_NOSIGNAL);
+      if (!r.later.empty()) {
+        std::this_thread::sleep_for(r.pause);
+        ::send(c, r.later.data(), r.later.size(), MSG_NOSIGNAL);
+      }
       if (r.reset) {
         linger l{1, 0};
         ::setsockopt(c, SOL_SOCKET, SO_LINGER, &l, sizeof l);

@@ -635,7 +635,7 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
     auto r = open_dataset(*st.backend, plain, tar_opts);
     REQUIRE_FALSE(r);
     CHECK(r.error().code() == Errc::kCorrupt);
-    CHECK(r.error().object() == key);
+    CHECK(r.error().object() == st.backend->display_name(key));  // as the user can paste it
     CHECK(r.error().what().find("truncated tar: member '000001.bin' at offset 11776") !=
           std::string::npos);
 

@@ -43,8 +43,6 @@ TEST_CASE("autoindex: nginx's JSON listing parses; anything else is no listing",
         "[{\"name\":\"a\",\"type\":\"file\"}]",               // a file without a size
         "[{\"name\":\"a\",\"type\":\"file\",\"size\":-1}]",   // a negative size
         "[{\"name\":\"a\",\"type\":\"file\",\"size\":1.5}]",  // not a whole number
-        "[{\"name\":\"a/b\",\"type\":\"file\",\"size\":1}]",  // a name with a slash
-        "[{\"name\":\"..\",\"type\":\"directory\"}]",         // a way up
         "[{\"name\":\"\",\"type\":\"file\",\"size\":1}]",     // no name
         "[{\"type\":\"file\",\"size\":1}]", "[1, 2]",
         "[{\"name\":\"a\",\"type\":\"file\",\"size\":1}",
@@ -52,6 +50,51 @@ TEST_CASE("autoindex: nginx's JSON listing parses; anything else is no listing",
     INFO(bad);
     CHECK_FALSE(autoindex::parse_json(bad));
   }
+  // Names that are no path segment (a way up, a path, a URL): kept, marked, for the caller to
+  // leave out and say so; the rest of the listing stands.
+  const auto unsafe = autoindex::parse_json(R"([
+{ "name":"..", "type":"directory" }, { "name":"a/b", "type":"file", "size":1 },
+{ "name":"http://evil.example/x", "type":"file", "size":1 }, { "name":".", "type":"directory" },
+{ "name":"ok", "type":"file", "size":2 }
+])");
+  REQUIRE(unsafe);
+  REQUIRE(unsafe->size() == 5);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(unsafe->at(i).unsafe);
+  CHECK_FALSE(unsafe->at(4).unsafe);
+}
+
+TEST_CASE("autoindex: names that are not UTF-8 parse and keep their bytes", "[http][storage]") {
+  // nginx writes a Linux name's bytes into its JSON as they are: Latin-1 "\xE9", a lone
+  // continuation byte, a truncated sequence, an overlong '/', a surrogate, and (valid UTF-8) the
+  // code points feedline marks such bytes with while parsing, and a plain accent.
+  const std::vector<std::string> names = {"caf\xE9.bin",
+                                          "a\x80"
+                                          "b",
+                                          "trunc\xE2\x82",
+                                          "\xC0\xAF",
+                                          "\xED\xA0\x80x",
+                                          "\xF4\x8F\xBE\x80\xF4\x8F\xBF\xBF",
+                                          "caf\xC3\xA9.bin"};
+  std::string body = "[";
+  for (const std::string& n : names)
+    body += fmt::format("{}{{ \"name\":\"{}\", \"type\":\"file\", \"size\":7 }}",
+                        body.size() > 1 ? "," : "", n);
+  body += ",{ \"name\":\"d\\u00e9\", \"type\":\"directory\" }]";
+  const auto entries = autoindex::parse_json(body);
+  REQUIRE(entries);
+  REQUIRE(entries->size() == names.size() + 1);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    CHECK(entries->at(i).name == names[i]);
+    CHECK(entries->at(i).size == 7);
+    CHECK_FALSE(entries->at(i).unsafe);
+  }
+  CHECK(entries->back().name == "d\xC3\xA9");  // a JSON escape: UTF-8, as before
+  CHECK(entries->back().directory);
+  // The request names the bytes, percent-encoded.
+  CHECK(autoindex::encode_segment(entries->at(0).name) == "caf%E9.bin");
+  // Still no listing: invalid JSON around such names, a raw byte outside a string.
+  CHECK_FALSE(autoindex::parse_json("[{ \"name\":\"caf\xE9\", \"type\":\"file\", \"size\":7 }"));
+  CHECK_FALSE(autoindex::parse_json("[\xE9]"));
 }
 
 TEST_CASE("autoindex: names become percent-encoded path segments", "[http][storage]") {

@@ -257,6 +257,14 @@ struct Report {
     } else {
       line(fmt::format("  device: unknown ({})", disk_note));
     }
+    if (s.cancelled && !result.interrupted) {
+      // The reads the deadline cut (loader::StorageBenchConfig::runtime): a slow server, or
+      // retries waiting out a Retry-After. Their bytes and retries are in no figure above.
+      line(
+          fmt::format("  cut at the runtime: {} read(s) still in flight a second past it were "
+                      "cancelled (a slow or throttling server; counted in no figure above)",
+                      s.cancelled));
+    }
     if (s.retries || s.short_reads || s.bounced_bytes) {
       line(fmt::format("  retries {}  short reads {}  bounced {}", s.retries, s.short_reads,
                        format_bytes(static_cast<double>(s.bounced_bytes))));

@@ -466,6 +466,7 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   }
   ctx.dataset_samples = dataset.samples.size();
   ctx.dataset_bytes = dataset.total_bytes;
+  ctx.listing_bytes = dataset.listing_bytes;
   ctx.dataset_unknown_sizes = static_cast<std::uint64_t>(
       std::count_if(dataset.samples.begin(), dataset.samples.end(),
                     [](const loader::Sample& s) { return s.length == storage::kUnknownSize; }));
@@ -513,6 +514,7 @@ nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
       dataset.manifest.empty() ? nlohmann::json(nullptr) : nlohmann::json(dataset.manifest);
   doc["dataset"]["open_reads"] = dataset.open_reads;
   doc["dataset"]["open_bytes"] = dataset.open_bytes;
+  doc["dataset"]["listing_bytes"] = dataset.listing_bytes;
   doc["delivered"]["verified"] = nullptr;
   const DeliveredWhole whole{report.delivered.digest,
                              report.consumer.samples,

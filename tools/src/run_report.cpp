@@ -375,11 +375,14 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
     line(fmt::format("    backend: {}", fmt::join(parts, "  ")));
   }
   line(fmt::format(
-      "  memory: peak {} of a {} budget{}", format_bytes(static_cast<double>(r.memory.peak)),
+      "  memory: peak {} of a {} budget{}{}", format_bytes(static_cast<double>(r.memory.peak)),
       format_bytes(static_cast<double>(r.memory.budget)),
       r.memory.overshoot
           ? fmt::format(" (overshoot {})", format_bytes(static_cast<double>(r.memory.overshoot)))
-          : ""));
+          : "",
+      ctx.listing_bytes ? fmt::format("; the dataset's listing holds {} besides",
+                                      format_bytes(static_cast<double>(ctx.listing_bytes)))
+                        : ""));
   for (const auto& f : r.memory.fitted) line(fmt::format("    note: {}", f));
   if (r.delivered.skipped) {
     line(fmt::format(

@@ -18,8 +18,11 @@ struct RunContext {
   std::uint64_t dataset_samples = 0;
   std::uint64_t dataset_bytes = 0;          // of the samples whose size is known
   std::uint64_t dataset_unknown_sizes = 0;  // samples whose size is learned when read
-  double au_target = 0;                     // 0 = none
-  unsigned accelerators = 1;                // emulated on this host (accelerators.hpp)
+  // The memory the dataset's listing holds for the run (loader::Dataset::listing_bytes), outside
+  // the memory budget.
+  std::uint64_t listing_bytes = 0;
+  double au_target = 0;       // 0 = none
+  unsigned accelerators = 1;  // emulated on this host (accelerators.hpp)
   // MLPerf Storage's potential_caching: the reads go through this host's page cache (local
   // files, not --direct) and its memory could hold the dataset: the run may measure memory.
   bool potential_caching = false;

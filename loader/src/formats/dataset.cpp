@@ -57,6 +57,22 @@ std::string shown(storage::Backend& backend, std::string_view key) {
   return backend.display_name(key);
 }
 
+// What a string holds on the heap: nothing within its own buffer (15 characters, libstdc++), else
+// its capacity and the terminator in malloc's 16-byte granules, with malloc's 8-byte header.
+std::uint64_t heap_bytes(const std::string& s) {
+  return s.capacity() > 15 ? (s.capacity() + 1 + 8 + 15) / 16 * 16 : 0;
+}
+
+// The memory the dataset's tables hold (Dataset::listing_bytes).
+std::uint64_t held_bytes(const Dataset& ds) {
+  std::uint64_t n = ds.objects.capacity() * sizeof(storage::ObjectInfo) +
+                    ds.samples.capacity() * sizeof(Sample) + ds.members.capacity() * sizeof(Member);
+  for (const auto& o : ds.objects) n += heap_bytes(o.key);
+  for (const auto& s : ds.samples) n += heap_bytes(s.key);
+  for (const auto& m : ds.members) n += heap_bytes(m.name);
+  return n;
+}
+
 }  // namespace
 
 std::string_view format_name(DatasetFormat f) noexcept {
@@ -98,8 +114,28 @@ std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
   return starts;
 }
 
+namespace {
+Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
+                          const DatasetOptions& options);
+}  // namespace
+
 Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
                              const DatasetOptions& options) {
+  auto ds = open_keys(backend, root, options);
+  if (!ds) {
+    Error e = std::move(ds).error();
+    // The readers name objects by key: the user sees "http://host/d/0.tar" for "/d/0.tar".
+    backend.show_object(e);
+    return fail(std::move(e));
+  }
+  return ds;
+}
+
+namespace {
+
+// open_dataset(), its errors naming objects by key.
+Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
+                          const DatasetOptions& options) {
   Dataset ds;
   ds.root = std::string(root);
   // kAuto: from the names (listed, or named by the pattern), in this order of precedence.
@@ -202,6 +238,20 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
           "left out {} object(s) that are not regular files (FIFOs, sockets or devices): "
           "{}{}",
           special.size(), special.front(), special.size() > 1 ? ", ..." : ""));
+    }
+    // Keys a server's listing gave outside the prefix (or with "." / ".." segments that would
+    // make a request for another object): never read.
+    std::vector<std::string> outside;
+    std::erase_if(listing, [&](const storage::ObjectInfo& o) {
+      if (o.outside) outside.push_back(shown(backend, o.key));
+      return o.outside;
+    });
+    if (!outside.empty()) {
+      ds.notes.push_back(fmt::format(
+          "left out {} key(s) the listing gave outside {} (or with '.' or '..' segments, which "
+          "would read another object): {}{}",
+          outside.size(), shown(backend, prefix), outside.front(),
+          outside.size() > 1 ? ", ..." : ""));
     }
   }
   if (format == DatasetFormat::kAuto) {
@@ -385,7 +435,10 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     ds.total_bytes += s.length;
     ds.max_sample_bytes = std::max(ds.max_sample_bytes, s.length);
   }
+  ds.listing_bytes = held_bytes(ds);
   return ds;
 }
+
+}  // namespace
 
 }  // namespace feedline::loader

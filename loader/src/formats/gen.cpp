@@ -488,6 +488,8 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
   std::string prefix(root);
   if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
   if (auto existing = backend.list(prefix)) {
+    // Keys a server listed outside the prefix are none of the dataset's (and shorter than it).
+    std::erase_if(*existing, [](const storage::ObjectInfo& o) { return o.outside; });
     const bool gen_made =
         std::any_of(existing->begin(), existing->end(), [&](const storage::ObjectInfo& o) {
           return std::string_view(o.key).substr(prefix.size()) == kManifestName;

@@ -50,6 +50,7 @@ void RunState::stop() {
 }
 
 void RunState::fail(Error e) {
+  backend.show_object(e);  // "http://host/d/0.tar", not the key "/d/0.tar"
   if (TraceLane* lane = current_trace_lane()) lane->instant("error", "error", now_ns(), e.what());
   {
     std::lock_guard lock(mu_);
@@ -66,7 +67,11 @@ std::optional<Error> RunState::error() const {
 void RunState::skip(const Error& e) {
   ++skipped;
   std::lock_guard lock(mu_);
-  if (skipped_examples_.size() < 10) skipped_examples_.push_back(e.what());
+  if (skipped_examples_.size() < 10) {
+    Error shown = e;
+    backend.show_object(shown);
+    skipped_examples_.push_back(shown.what());
+  }
 }
 
 void RunState::note_path(std::string note) {

@@ -18,6 +18,7 @@
 
 #include "feedline/core/redact.hpp"
 #include "feedline/storage/autoindex.hpp"
+#include "listing.hpp"
 #include "object_store.hpp"
 
 namespace feedline::storage::detail {
@@ -71,6 +72,10 @@ class HttpBackend final : public ObjectStore {
                           scheme_, authority_)));
     };
     if (!prefix.ends_with('/')) return no_listing("plain HTTP servers have no listing");
+    ListingBudget budget(shown(prefix),
+                         "point the URL at a directory lower down, name the objects with brace "
+                         "notation, or pack small files into tar shards",
+                         http_config().max_listing_bytes);
     std::vector<ObjectInfo> out;
     struct Dir {
       std::string key;
@@ -102,16 +107,27 @@ class HttpBackend final : public ObjectStore {
                 .with_object(shown(dir)));
       }
       for (const autoindex::Entry& e : *listing) {
+        if (e.unsafe) {
+          // A name that is no path segment of this directory ("..", "../../x", a URL): never
+          // requested, said (the name as the server gave it).
+          ObjectInfo refused{dir + e.name, 0};
+          refused.outside = true;
+          FEEDLINE_TRY(budget.add(refused));
+          out.push_back(std::move(refused));
+          continue;
+        }
         std::string key = dir + autoindex::encode_segment(e.name);
         if (e.directory) {
           dirs.push_back(Dir{std::move(key) + "/", d.depth + 1});
         } else {
-          out.push_back(ObjectInfo{std::move(key), e.size});
+          ObjectInfo info{std::move(key), e.size};
+          FEEDLINE_TRY(check_listed_size(info, shown(info.key)));
+          FEEDLINE_TRY(budget.add(info));
+          out.push_back(std::move(info));
         }
       }
     }
-    std::sort(out.begin(), out.end(),
-              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    sort_and_dedupe(out);
     return out;
   }
 
@@ -149,7 +165,8 @@ class HttpBackend final : public ObjectStore {
       std::unordered_map<std::string, std::uint64_t> sizes;
       sizes.reserve((*listing)->size());
       for (const autoindex::Entry& e : **listing) {
-        if (!e.directory) sizes.emplace(autoindex::encode_segment(e.name), e.size);
+        if (!e.directory && !e.unsafe && e.size < kMaxObjectSize)
+          sizes.emplace(autoindex::encode_segment(e.name), e.size);
       }
       for (const std::size_t i : members) {
         const auto it = sizes.find(keys[i].substr(dir.size()));
@@ -214,7 +231,8 @@ class HttpBackend final : public ObjectStore {
   static constexpr std::size_t kMaxListedDirectories = 100'000;
   static constexpr unsigned kMaxListedDepth = 32;
   static constexpr std::size_t kListingMinKeys = 32;  // fewer keys in a directory: HEADs cost less
-  static constexpr std::size_t kMaxListingBytes = std::size_t{256} << 20;
+  static constexpr std::size_t kMaxListingBodyBytes = std::size_t{256}
+                                                      << 20;  // one directory's JSON
 
   // The directory's JSON listing; nullopt when the server answers without one (an HTML index, an
   // error page, nginx's 403 for a directory it does not list). An error for a directory that is
@@ -231,7 +249,9 @@ class HttpBackend final : public ObjectStore {
       head.url = url_for(dir);
       head.shown = shown(dir);
       FEEDLINE_ASSIGN_OR_RETURN(HttpResponse h, c->perform(std::move(head)));
-      if (h.status == 404) return fail(http_error(h, shown(dir), "HEAD"));
+      // Not there, or a redirect (a server's answer this client does not follow): an error that
+      // says so, as for an object.
+      if (h.status == 404 || is_redirect(h)) return fail(http_error(h, shown(dir), "HEAD"));
       const auto type = h.headers.find("content-type");
       if (h.status != 200 || type == h.headers.end() ||
           type->second.find("json") == std::string::npos) {
@@ -242,13 +262,15 @@ class HttpBackend final : public ObjectStore {
     req.method = "GET";
     req.url = url_for(dir);
     req.shown = shown(dir);
-    req.max_body = kMaxListingBytes;
+    req.max_body = kMaxListingBodyBytes;
     req.headers.push_back("Accept: application/json");
     FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, c->perform(std::move(req)));
-    if (r.status == 404) return fail(http_error(r, shown(dir), "GET"));
+    if (r.status == 404 || is_redirect(r)) return fail(http_error(r, shown(dir), "GET"));
     if (r.status != 200) return std::optional<std::vector<autoindex::Entry>>();
     return autoindex::parse_json(r.body);
   }
+
+  static bool is_redirect(const HttpResponse& r) { return r.status >= 300 && r.status < 400; }
 
   std::string scheme_;
   std::string authority_;

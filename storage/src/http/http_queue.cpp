@@ -50,12 +50,13 @@ class HttpQueue final : public IoQueue {
 
   // loops: at least one (the main client).
   HttpQueue(unsigned depth, std::vector<std::shared_ptr<HttpClient>> loops, std::uint64_t part_size,
-            unsigned connections, bool coalesce, bool shared)
+            unsigned connections, bool coalesce, bool shared, AnswerError answer_error)
       : IoQueue(depth, kMaxRequest),
         part_size_(part_size),
         connections_(connections),
         coalesce_(coalesce),
         shared_(shared),
+        answer_error_(std::move(answer_error)),
         inbox_(wake_for(*loops.front())) {
     for (auto& c : loops) loops_.push_back(Loop{std::move(c), 0});
   }
@@ -242,6 +243,7 @@ class HttpQueue final : public IoQueue {
     req.range_offset = offset;
     req.range_length = length;
     req.whole = offset == 0 && length == h.size();
+    if (h.size() != kUnknownSize) req.known_size = h.size();  // every answer is checked against it
     req.group = group_;
     return req;
   }
@@ -373,12 +375,7 @@ class HttpQueue final : public IoQueue {
       } else if (r.status == 416 && first_of_unknown(p) && r.object_size == 0) {
         body = 0;  // "Content-Range: bytes */0": an empty object
       } else {
-        error = Error(r.status == 404                        ? Errc::kNotFound
-                      : (r.status == 401 || r.status == 403) ? Errc::kPermissionDenied
-                                                             : Errc::kIo,
-                      fmt::format("HTTP {} to a ranged GET", r.status))
-                    .with_http_status(static_cast<int>(r.status));
-        if (r.status == 404) error->with_hint("no object there: check the URL (`curl -I URL`)");
+        error = answer_error_(r, p.members.front().st->shown);
       }
     } else {
       ++stats.counters["http_requests"];
@@ -485,6 +482,7 @@ class HttpQueue final : public IoQueue {
       const std::uint64_t n = ranges ? std::min(part_size_, size - off) : len;
       HttpRequest req = request_for(*h, off, n);
       req.whole = !ranges;  // a plain GET of the object, exactly `size` bytes
+      req.known_size = size;
       req.dst = op.dst.subspan(static_cast<std::size_t>(off), static_cast<std::size_t>(n));
       std::vector<Member> m;
       m.push_back(Member{keep, 0, n});
@@ -523,6 +521,7 @@ class HttpQueue final : public IoQueue {
   unsigned connections_;
   bool coalesce_;
   bool shared_;  // the clients are the backend's connection pool, other queues' requests on them
+  AnswerError answer_error_;
   // This queue's requests on the clients (HttpRequest::group): cancel() ends these only.
   const std::uint64_t group_ = next_group_.fetch_add(1, std::memory_order_relaxed);
   static inline std::atomic<std::uint64_t> next_group_{1};
@@ -539,9 +538,9 @@ class HttpQueue final : public IoQueue {
 std::unique_ptr<IoQueue> make_http_queue(unsigned depth,
                                          std::vector<std::shared_ptr<transports::HttpClient>> loops,
                                          std::uint64_t part_size, unsigned connections,
-                                         bool coalesce, bool shared) {
+                                         bool coalesce, bool shared, AnswerError answer_error) {
   return std::make_unique<HttpQueue>(depth, std::move(loops), part_size, connections, coalesce,
-                                     shared);
+                                     shared, std::move(answer_error));
 }
 
 }  // namespace feedline::storage::detail

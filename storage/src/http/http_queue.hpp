@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "feedline/storage/backend.hpp"
@@ -19,10 +21,14 @@ inline constexpr std::uint64_t kHttpMaxRequest = 1ull << 40;
 // loops: at least one (the main client, driven by poll() when made with HttpClientOptions::driven),
 // then the helper clients for large parts. part_size >= 4096. shared: the clients are a
 // connection pool other queues use too (threaded clients only); the queue's requests carry a
-// group of its own, and its cancel() ends those alone.
+// group of its own, and its cancel() ends those alone. answer_error: the error a read fails with
+// when the server answers with another status than 200/206 (the backend's mapping, naming the
+// object; the queue adds the offset).
+using AnswerError =
+    std::function<Error(const transports::HttpResponse& answer, std::string_view object)>;
 std::unique_ptr<IoQueue> make_http_queue(unsigned depth,
                                          std::vector<std::shared_ptr<transports::HttpClient>> loops,
                                          std::uint64_t part_size, unsigned connections,
-                                         bool coalesce, bool shared);
+                                         bool coalesce, bool shared, AnswerError answer_error);
 
 }  // namespace feedline::storage::detail

@@ -4,6 +4,7 @@
 #include "object_store.hpp"
 
 #include "http_queue.hpp"
+#include "listing.hpp"
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/core/redact.hpp"
 #include "feedline/storage/s3_xml.hpp"
 
 namespace feedline::storage::detail {
@@ -80,6 +82,14 @@ Error ObjectStore::http_error(const HttpResponse& r, std::string_view object,
   const std::string code = body ? body->code : std::string();
   std::string message = fmt::format("{}: HTTP {}", what, r.status);
   if (body) message += fmt::format(" {}: {}", body->code, body->message);
+  const bool redirect = r.status >= 300 && r.status < 400;
+  if (redirect) {
+    // Where it points, without its secrets (a presigned URL's signature, a password).
+    message += r.redirect_url.empty()
+                   ? std::string(", a redirect without a Location")
+                   : fmt::format(", a redirect to {}", redact_url(r.redirect_url));
+  }
+  const auto region = r.headers.find("x-amz-bucket-region");
   Errc errc = Errc::kIo;
   std::string hint = "check the URL and the server's log";
   if ((r.status == 401 || r.status == 403) && scheme() != "s3") {
@@ -106,9 +116,19 @@ Error ObjectStore::http_error(const HttpResponse& r, std::string_view object,
            : scheme() == "s3"
                ? "no object there: check the key (a prefix lists with `aws s3 ls`)"
                : "no object there: check the URL (`curl -I URL` shows what the server has)";
-  } else if (r.status == 301 || r.status == 307 || code == "PermanentRedirect" ||
-             code == "AuthorizationHeaderMalformed") {
-    hint = "the bucket is in another region: set AWS_REGION or --region";
+  } else if (scheme() == "s3" &&
+             (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" ||
+              (redirect && region != r.headers.end()))) {
+    hint = region != r.headers.end()
+               ? fmt::format("the bucket is in the region {}: set AWS_REGION or --region",
+                             region->second)
+               : "the bucket is in another region: set AWS_REGION or --region";
+  } else if (redirect) {
+    // curl follows no redirect: a signed request or a password must not go to another host.
+    hint = scheme() == "s3"
+               ? "feedline does not follow redirects: point --endpoint at the server the redirect "
+                 "names"
+               : "feedline does not follow redirects: use the URL the redirect names";
   } else if (r.status >= 500) {
     hint = "the server failed; retries were exhausted (--max-attempts)";
   }
@@ -135,7 +155,9 @@ Result<ObjectInfo> ObjectStore::stat(std::string_view key) {
             .with_hint(
                 "feedline needs object sizes; serve the data from a server that sends them"));
   }
-  return ObjectInfo{std::string(key), *size};
+  ObjectInfo info{std::string(key), *size};
+  FEEDLINE_TRY(check_listed_size(info, shown(key)));
+  return info;
 }
 
 Result<std::vector<ObjectInfo>> ObjectStore::stat_many(std::span<const std::string> keys) {
@@ -170,6 +192,7 @@ Result<std::vector<ObjectInfo>> ObjectStore::stat_many(std::span<const std::stri
           const auto size = it == r->headers.end() ? std::nullopt : to_u64(it->second);
           if (size) {
             out[i] = ObjectInfo{keys[i], *size};
+            if (auto ok = check_listed_size(out[i], shown(keys[i])); !ok) e = ok.error();
           } else {
             e = Error(Errc::kUnsupported, "the server gave no Content-Length")
                     .with_object(shown(keys[i]));
@@ -210,7 +233,7 @@ Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& opt
   }
   return make_http_queue(options.depth, std::move(loops),
                          std::max<std::uint64_t>(http_.part_size, 4096), connections,
-                         options.coalesce, false);
+                         options.coalesce, false, answer_error());
 }
 
 // One pool for every sharing queue: libcurl keeps connections per multi handle (a share object's
@@ -251,7 +274,14 @@ Result<std::unique_ptr<IoQueue>> ObjectStore::make_shared_queue(const QueueOptio
   for (std::size_t i = 0; i < n; ++i) loops.push_back(pool_->loops[(first + i) % n]);
   return make_http_queue(options.depth, std::move(loops),
                          std::max<std::uint64_t>(http_.part_size, 4096), pool_->connections,
-                         options.coalesce, true);
+                         options.coalesce, true, answer_error());
+}
+
+AnswerError ObjectStore::answer_error() const {
+  // The backend outlives its queues (backend.hpp).
+  return [this](const HttpResponse& r, std::string_view object) {
+    return http_error(r, object, "GET");
+  };
 }
 
 unsigned ObjectStore::event_loops() const {

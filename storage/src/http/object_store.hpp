@@ -13,6 +13,7 @@
 #include "feedline/storage/backend.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/http_client.hpp"
+#include "http_queue.hpp"
 
 namespace feedline::storage::detail {
 
@@ -70,6 +71,9 @@ class ObjectStore : public Backend {
   const HttpConfig& http_config() const noexcept { return http_; }
 
  private:
+  // http_error() for the reads of this backend's queues.
+  AnswerError answer_error() const;
+
   HttpConfig http_;
   std::optional<transports::SigV4> sigv4_;
   std::stop_token stop_;

@@ -2,10 +2,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <unordered_set>
 
 #include "feedline/core/markup.hpp"
 #include "feedline/core/redact.hpp"
 #include "feedline/storage/s3_xml.hpp"
+#include "listing.hpp"
 #include "object_store.hpp"
 
 namespace feedline::storage::detail {
@@ -62,11 +65,28 @@ class S3Backend final : public ObjectStore {
 
   std::string_view scheme() const noexcept override { return "s3"; }
 
+  // Every page of ListObjectsV2 under the prefix. A server's listing is checked as it comes (see
+  // listing.hpp): keys outside the prefix are marked, absurd sizes fail, the keys held are
+  // bounded, and a listing that goes round in circles (a continuation token seen before, or
+  // pages that bring no key past those already seen) stops with an error instead of asking for
+  // ever (one such server drew 110,904 requests in 60 s).
   Result<std::vector<ObjectInfo>> list(std::string_view prefix) override {
     FEEDLINE_ASSIGN_OR_RETURN(HttpClient * c, control());
+    const std::string listed = shown(prefix);
+    ListingBudget budget(
+        listed,
+        fmt::format("list a narrower prefix, name the objects with brace notation "
+                    "(s3://{}/{}train-{{000000..000999}}.tar), or pack small objects "
+                    "into tar shards",
+                    bucket_, prefix),
+        http_config().max_listing_bytes);
     std::vector<ObjectInfo> out;
     std::string token;
+    std::unordered_set<std::size_t> tokens;  // hashes of the tokens followed so far
+    std::string greatest;                    // the greatest key seen
+    unsigned pages = 0, stalled = 0;
     for (;;) {
+      ++pages;
       // Query parameters in canonical (sorted) order and encoded as SigV4 wants them: curl 7.88
       // signs the query string as given.
       std::string query;
@@ -74,41 +94,44 @@ class S3Backend final : public ObjectStore {
       query += "list-type=2&prefix=" + uri_encode(prefix, false);
       HttpRequest req;
       req.url = fmt::format("{}/?{}", bucket_url_, query);
-      req.shown = shown(prefix);
+      req.shown = listed;
       FEEDLINE_ASSIGN_OR_RETURN(HttpResponse r, c->perform(std::move(req)));
-      if (r.status != 200) {
-        const auto e = s3::parse_error(r.body);
-        if (!e) {
-          return fail(
-              Error(Errc::kInvalidArgument,
-                    fmt::format(
-                        "the endpoint {} does not answer like S3 (ListObjectsV2: HTTP {}, {})",
-                        redact_url(endpoint_), r.status,
-                        r.headers.contains("content-type") ? r.headers.at("content-type")
-                                                           : "no content type"))
-                  .with_http_status(static_cast<int>(r.status))
-                  .with_object(shown(prefix))
-                  .with_hint(
-                      "check --endpoint / AWS_ENDPOINT_URL: it must be an S3-compatible server"));
-        }
-        if (e->code == "NoSuchBucket") {
-          return fail(
-              Error(Errc::kInvalidArgument, fmt::format("the bucket '{}' does not exist", bucket_))
-                  .with_http_status(static_cast<int>(r.status))
-                  .with_object(shown(prefix))
-                  .with_hint("check the bucket name and the endpoint (--endpoint); `aws s3 ls` "
-                             "lists buckets"));
-        }
-        return fail(http_error(r, shown(prefix), "ListObjectsV2"));
-      }
+      if (r.status != 200) return fail(list_error(r, prefix));
       auto page = s3::parse_list_page(r.body);
-      if (!page) return fail(Error(page.error()).with_object(shown(prefix)));
-      for (auto& o : page->objects) out.push_back(std::move(o));
+      if (!page) return fail(Error(page.error()).with_object(listed));
+      bool progress = false;
+      for (auto& o : page->objects) {
+        FEEDLINE_TRY(check_listed_size(o, shown(o.key)));
+        o.outside = !key_inside(o.key, prefix);
+        if (o.key > greatest) {
+          greatest = o.key;
+          progress = true;
+        }
+        FEEDLINE_TRY(budget.add(o));
+        out.push_back(std::move(o));
+      }
       if (!page->truncated) break;
+      stalled = progress ? 0 : stalled + 1;
+      if (!tokens.insert(std::hash<std::string>()(page->next_token)).second ||
+          stalled > kMaxStalledPages) {
+        return fail(
+            Error(Errc::kIo,
+                  fmt::format(
+                      "the listing goes round in circles: page {} {} (after {} objects); "
+                      "stopped instead of listing for ever",
+                      pages,
+                      stalled > kMaxStalledPages
+                          ? fmt::format("is the {}th in a row that brings no new key", stalled)
+                          : std::string("repeats a continuation token of an earlier page"),
+                      out.size()))
+                .with_object(listed)
+                .with_hint("the server's ListObjectsV2 is broken: check it (`aws s3api "
+                           "list-objects-v2 --bucket B --prefix P`), or name the objects with "
+                           "brace notation"));
+      }
       token = std::move(page->next_token);
     }
-    std::sort(out.begin(), out.end(),
-              [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    sort_and_dedupe(out);
     return out;  // empty: nothing under the prefix (the caller may still stat one object)
   }
 
@@ -151,6 +174,37 @@ class S3Backend final : public ObjectStore {
     return transports::SigV4{s3.access_key_id, s3.secret_access_key, s3.session_token, s3.region,
                              "s3"};
   }
+
+  // A ListObjectsV2 answer other than 200. A server's fault (a redirect, a 5xx after its
+  // retries, an error body) is a runtime failure; only an answer that is not S3's at all says the
+  // endpoint is wrong (a usage error: --endpoint).
+  Error list_error(const HttpResponse& r, std::string_view prefix) const {
+    const auto e = s3::parse_error(r.body);
+    if (!e && !(r.status >= 300 && r.status < 400) && r.status < 500) {
+      return Error(
+                 Errc::kInvalidArgument,
+                 fmt::format("the endpoint {} does not answer like S3 (ListObjectsV2: HTTP {}, {})",
+                             redact_url(endpoint_), r.status,
+                             r.headers.contains("content-type") ? r.headers.at("content-type")
+                                                                : "no content type"))
+          .with_http_status(static_cast<int>(r.status))
+          .with_object(shown(prefix))
+          .with_hint("check --endpoint / AWS_ENDPOINT_URL: it must be an S3-compatible server");
+    }
+    if (e && e->code == "NoSuchBucket") {  // the URL names no bucket there (as before: usage)
+      return Error(Errc::kInvalidArgument, fmt::format("the bucket '{}' does not exist", bucket_))
+          .with_http_status(static_cast<int>(r.status))
+          .with_object(shown(prefix))
+          .with_hint(
+              "check the bucket name and the endpoint (--endpoint); `aws s3 ls` lists "
+              "buckets");
+    }
+    return http_error(r, shown(prefix), "ListObjectsV2");
+  }
+
+  // Truncated pages in a row that bring no key past the greatest seen (S3 lists in key order):
+  // more than this, and the listing is taken to go round in circles.
+  static constexpr unsigned kMaxStalledPages = 16;
 
   std::string bucket_;
   std::string bucket_url_;

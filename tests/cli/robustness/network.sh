@@ -16,17 +16,32 @@ net=$scratch/network
 mkdir -p "$net"
 
 # --- test servers ------------------------------------------------------------------------------
-# One Python script, three modes, on a port of the kernel's choosing (written to a file):
+# One Python script, several modes, on a port of the kernel's choosing (written to a file); every
+# request line goes to PORTFILE.log:
 #   silent              accepts and never answers
 #   trickle SIZE        HEAD: 200 with Content-Length SIZE at once; GET: the headers at once, then
 #                       one body byte per second
 #   auth USER PASS SIZE HTTP Basic authentication required (401 otherwise); HEAD and ranged GETs
 #                       of SIZE bytes of 'x'
+# Servers whose answers are wrong (objects of SIZE bytes of a pattern; HEAD answers 200 unless
+# said otherwise):
+#   shifted SIZE        a ranged GET of bytes a-b gets bytes a+1..b+1 (or to the end), truthfully
+#                       labelled (206)
+#   norange SIZE|DIR    ignores Range: 200 with the whole object (DIR: its files, by base name)
+#   overlong SIZE       right answers, then, 50 ms later, stray bytes past their Content-Length
+#   redirect            every request: 301 to a URL with a signature in its query
+#   e500                every request: 500
+#   retryafter SIZE S   GETs: 503 with Retry-After: S
+#   s3 LISTING          S3: ListObjectsV2 answers by LISTING: "hostile" (keys outside the prefix,
+#                       with '..' segments, one twice), "loop" (the same continuation token on
+#                       every page), "pages:N" (N pages of 1000 keys; every object 404); objects
+#                       of 1000 bytes
 # Each ends by itself when the shell that started it goes, or after 10 minutes.
 cat >"$net/server.py" <<'EOF'
-import base64, os, socket, sys, threading, time
+import base64, os, re, socket, sys, threading, time
 mode, args = sys.argv[2], sys.argv[3:]
 parent, born = os.getppid(), time.time()
+log = open(sys.argv[1] + ".log", "a", buffering=1)
 
 def watchdog():
     while os.getppid() == parent and time.time() - born < 600:
@@ -54,7 +69,9 @@ def requests(c):
                 return
             buf += d
         buf = buf[n:]
-        yield lines[0].split(b" ")[0], hdrs
+        parts = lines[0].split(b" ")
+        log.write("%s %s\n" % (parts[0].decode(), parts[1].decode()))
+        yield parts[0], hdrs, parts[1].decode()
 
 def byte_range(hdrs, size):
     r = hdrs.get(b"range")
@@ -63,13 +80,105 @@ def byte_range(hdrs, size):
     a, b = r.split(b"=")[1].split(b"-")
     return int(a), min(int(b), size - 1)
 
+def pattern(a, n):
+    return bytes((i * 7 + 3) % 251 for i in range(a, a + n))
+
+def reply(c, status, body=b"", headers=()):
+    head = "HTTP/1.1 %s\r\nContent-Length: %d\r\n" % (status, len(body))
+    c.sendall((head + "".join(h + "\r\n" for h in headers) + "\r\n").encode() + body)
+
+def list_page(keys, token=None):
+    x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>b</Name>"
+    for k, n in keys:
+        x += "<Contents><Key>%s</Key><Size>%d</Size></Contents>" % (k, n)
+    x += "<IsTruncated>%s</IsTruncated>" % ("true" if token else "false")
+    if token:
+        x += "<NextContinuationToken>%s</NextContinuationToken>" % token
+    return (x + "</ListBucketResult>").encode()
+
+def s3(c, method, hdrs, target):
+    if "list-type=2" in target:
+        if args[0] == "hostile":
+            keys = [("p/a.bin", 1000), ("p/../../etc/passwd", 1000), ("q/outside.bin", 1000),
+                    ("p/a.bin", 1000), ("p/b.bin", 1000)]
+            reply(c, "200 OK", list_page(keys))
+        elif args[0] == "loop":
+            reply(c, "200 OK", list_page([("p/a.bin", 1000)], "same-token"))
+        else:
+            pages = int(args[0].split(":")[1])
+            m = re.search(r"continuation-token=(\d+)", target)
+            page = int(m.group(1)) if m else 0
+            keys = [("p/%04d/%06d-a-longer-key-name.bin" % (page, i), 1000) for i in range(1000)]
+            reply(c, "200 OK", list_page(keys, str(page + 1) if page + 1 < pages else None))
+        return
+    if args[0].startswith("pages"):  # the listing is what is tested: no object is there
+        reply(c, "404 Not Found", b"<Error><Code>NoSuchKey</Code><Message>no</Message></Error>")
+        return
+    if method == b"HEAD":
+        reply(c, "200 OK", headers=["Content-Length: 1000"])
+        return
+    rng = byte_range(hdrs, 1000)
+    a, b = rng or (0, 999)
+    if rng:
+        reply(c, "206 Partial Content", pattern(a, b - a + 1), ["Content-Range: bytes %d-%d/1000" % (a, b)])
+    else:
+        reply(c, "200 OK", pattern(0, 1000))
+
+def head_only(c, size):
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
+
+def hostile(c, method, hdrs, target):
+    if mode == "redirect":
+        reply(c, "301 Moved Permanently", b"moved",
+              ["Location: http://elsewhere.example:8080/new/path?X-Amz-Signature=deadbeefsig0123"])
+        return
+    if mode == "e500":
+        reply(c, "500 Internal Server Error", b"boom")
+        return
+    if mode == "s3":
+        s3(c, method, hdrs, target)
+        return
+    if mode == "norange" and os.path.isdir(args[0]):  # files of a directory, Range ignored
+        path = os.path.join(args[0], os.path.basename(target.split("?")[0]))
+        if not os.path.isfile(path):
+            reply(c, "404 Not Found", b"no")
+        elif method == b"HEAD":
+            head_only(c, os.path.getsize(path))
+        else:
+            with open(path, "rb") as f:
+                reply(c, "200 OK", f.read())
+        return
+    size = int(args[0])
+    if method == b"HEAD":
+        head_only(c, size)
+        return
+    if mode == "retryafter":
+        reply(c, "503 Service Unavailable", b"slow down", ["Retry-After: " + args[1]])
+        return
+    rng = byte_range(hdrs, size)
+    a, b = rng or (0, size - 1)
+    if mode == "norange" or not rng:
+        reply(c, "200 OK", pattern(0, size))
+    elif mode == "shifted" and a + 1 < size:
+        b = min(b + 1, size - 1)
+        reply(c, "206 Partial Content", pattern(a + 1, b - a),
+              ["Content-Range: bytes %d-%d/%d" % (a + 1, b, size)])
+    else:
+        reply(c, "206 Partial Content", pattern(a, b - a + 1), ["Content-Range: bytes %d-%d/%d" % (a, b, size)])
+    if mode == "overlong":
+        time.sleep(0.05)
+        c.sendall(b"STRAY BYTES PAST THE CONTENT-LENGTH")
+
 def serve(c):
     try:
         if mode == "silent":
             while c.recv(65536):
                 pass
             return
-        for method, hdrs in requests(c):
+        for method, hdrs, target in requests(c):
+            if mode not in ("trickle", "auth"):
+                hostile(c, method, hdrs, target)
+                continue
             if mode == "auth":
                 user, password, size = args[0], args[1], int(args[2])
                 want = b"Basic " + base64.b64encode(("%s:%s" % (user, password)).encode())
@@ -225,6 +334,144 @@ else
     -- run "http://reader:Wr0ngPw99@127.0.0.1:$net_port/d/{0..3}.bin" --format files --json "$net/pw-wrong.json"
   no_secret "wrong password in the URL" "$out" "$err" "$net/pw-wrong.json"
   expect_fail "no password for a server that wants one" 1 "401" -- bench storage "$auth/big.bin" --output json
+
+  # --- servers whose answers are wrong -------------------------------------------------------------
+  # A 206 for other bytes than asked, truthfully labelled (bytes=a-b answered with a+1..b+1): a
+  # data error naming the object and the range (it was exit 0 with a wrong digest).
+  net_server shifted shifted 1000000
+  shifted=http://127.0.0.1:$net_port
+  expect_fail "206 of other bytes than asked, bench storage" 1 "$shifted/x.bin" "bytes 0-4095" "bytes 1-4096" \
+    -- bench storage "$shifted/x.bin" --bs 4k --size 64k --iodepth 1
+  expect_fail "206 of other bytes than asked, run of files" 1 "$shifted/d/" "re:bytes 0-[0-9]+ with bytes 1-" \
+    -- run "$shifted/d/{0..3}.bin" --format files
+  export AWS_ACCESS_KEY_ID=AKIDROBUSTNESS AWS_SECRET_ACCESS_KEY=robustness-secret-key AWS_REGION=us-east-1
+  expect_fail "206 of other bytes than asked, s3 bench storage" 1 "s3://b/x.bin" "bytes 0-4095" \
+    -- bench storage "s3://b/x.bin" --endpoint "$shifted" --bs 4k --size 64k --iodepth 1
+  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
+
+  # A server fault is exit 1 wherever it shows (it was 2 for a tar index or a bench read and 1 for
+  # files when Range was ignored; 2 for a redirect on a listing, 1 on an object), and a redirect
+  # says where it points (not "the bucket is in another region"), without the signature in it.
+  net_secrets=("deadbeefsig0123" "robustness-secret-key")
+  net_server norange norange 1000000
+  norange=http://127.0.0.1:$net_port
+  expect_fail "server ignores Range, bench storage" 1 "ignored the Range header" "$norange/x.bin" \
+    -- bench storage "$norange/x.bin" --bs 4k --size 64k
+  must_gen "$net/tards" --format tar --samples 64 --sample-size 64KiB --samples-per-shard 32
+  net_server norange-tar norange "$net/tards"
+  expect_fail "server ignores Range, run of indexed tar shards" 1 "ignored the Range header" \
+    "127.0.0.1:$net_port/shard-000000.tar" -- run "http://127.0.0.1:$net_port/shard-{000000..000001}.tar"
+  expect_fail "server ignores Range, run of tar shards, scanned" 1 "ignored the Range header" \
+    -- run "http://127.0.0.1:$net_port/shard-{000000..000001}.tar" --no-index
+  must_run "server ignores Range, run of whole files" run "http://127.0.0.1:$net_port/shard-{000000..000001}.tar" \
+    --format files
+  net_server redirect redirect
+  redirect=http://127.0.0.1:$net_port
+  net_server e500 e500
+  e500=http://127.0.0.1:$net_port
+  export AWS_ACCESS_KEY_ID=AKIDROBUSTNESS AWS_SECRET_ACCESS_KEY=robustness-secret-key AWS_REGION=us-east-1
+  for fault in redirect e500; do
+    base=$redirect needle="a redirect to http://elsewhere.example:8080/new/path?X-Amz-Signature=***"
+    [[ $fault == e500 ]] && base=$e500 needle="HTTP 500"
+    expect_fail "$fault: bench storage (HEAD)" 1 "$base/x.bin" "$needle" -- bench storage "$base/x.bin" --max-attempts 2
+    no_secret "$fault: bench storage (HEAD)" "$out" "$err"
+    if [[ $fault == redirect ]]; then
+      checks=$((checks + 1))
+      if grep -q "another region" "$err"; then fail "redirect from plain HTTP: the message speaks of regions"; else echo "ok: a redirect's message says where it points, not 'another region'"; fi
+    fi
+    expect_fail "$fault: run of files" 1 "$base/d/" "$needle" -- run "$base/d/{0..3}.bin" --format files --max-attempts 2
+    expect_fail "$fault: run of tar shards" 1 "$base/d/" "$needle" -- run "$base/d/{0..3}.tar" --max-attempts 2
+    expect_fail "$fault: run of a directory listing" 1 "$base/d/" "$needle" -- run "$base/d/" --max-attempts 2
+    expect_fail "$fault: run of an S3 listing" 1 "s3://b/p/" "$needle" -- run "s3://b/p/" --endpoint "$base" --max-attempts 2
+    no_secret "$fault: run of an S3 listing" "$out" "$err"
+    expect_fail "$fault: s3 bench storage (HEAD)" 1 "s3://b/x.bin" "$needle" \
+      -- bench storage "s3://b/x.bin" --endpoint "$base" --max-attempts 2
+  done
+  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
+
+  # A body longer than its Content-Length: said so (it was "Received HTTP/0.9"), exit 1.
+  net_server overlong overlong 1000000
+  expect_fail "body longer than its Content-Length" 1 "more bytes than its Content-Length" "127.0.0.1:$net_port/x.bin" \
+    -- bench storage "http://127.0.0.1:$net_port/x.bin" --bs 4k --size 64k --iodepth 1
+  # Errors name objects by URL, scheme and host included (the path alone before).
+  expect_usage "an object smaller than a block, named by its URL" "$shifted/x.bin" \
+    -- bench storage "$shifted/x.bin" --bs 2M
+
+  # --runtime and Ctrl-C bound bench storage against a slow server: the reads in flight at the
+  # deadline get a second, then are cancelled (it ran 30 s and more); Ctrl-C after the deadline
+  # still ends it within a second; a Retry-After of a year is waited at most the stall timeout.
+  checks=$((checks + 1))
+  t0=$(now_ms)
+  run bench storage "$trickle/big.bin" --runtime 1s --time-based
+  took=$(($(now_ms) - t0))
+  bad=()
+  ((rc == 0)) || bad+=("exit code $rc, expected 0")
+  ((took <= 5000)) || bad+=("took $took ms for a --runtime of 1 s")
+  check_no_crash "$out" "$err"
+  conclude "bench storage --runtime 1s against a server that sends 1 byte per s" \
+    "bench storage --runtime 1s, 1 byte/s server: exit 0 after $took ms" stderr "$err" stdout "$out" || true
+  expect_interrupt "SIGINT after --runtime, HTTP server sends 1 byte per s, bench storage" --after 1.6 \
+    -- bench storage "$trickle/big.bin" --runtime 1s --time-based
+  net_server retryafter retryafter 1000000 31536000
+  retryafter=http://127.0.0.1:$net_port
+  checks=$((checks + 1))
+  t0=$(now_ms)
+  run bench storage "$retryafter/x.bin" --runtime 2s --time-based --bs 4k
+  took=$(($(now_ms) - t0))
+  bad=()
+  ((rc == 0)) || bad+=("exit code $rc, expected 0")
+  ((took <= 6000)) || bad+=("took $took ms for a --runtime of 2 s")
+  grep -q "cut at the runtime: [1-9][0-9]* read(s)" "$out" || bad+=("the report does not say reads were cut at the runtime")
+  check_no_crash "$out" "$err"
+  conclude "bench storage --runtime 2s against 503 with Retry-After: a year" \
+    "bench storage --runtime 2s, 503 Retry-After a year: exit 0 after $took ms" stderr "$err" stdout "$out" || true
+  expect_fail "503 with Retry-After a year, --stall-timeout 1s" 1 "HTTP 503 after 2 attempts" \
+    -- bench storage "$retryafter/x.bin" --max-attempts 2 --stall-timeout 1s --bs 4k
+
+  # S3 listings: a key with '..' segments (it became a signed GET /etc/passwd), keys outside the
+  # prefix (delivered before), a key twice (delivered twice): the keys inside the prefix are read
+  # once each, the rest left out with a note, and no request leaves the bucket's prefix.
+  export AWS_ACCESS_KEY_ID=AKIDROBUSTNESS AWS_SECRET_ACCESS_KEY=robustness-secret-key AWS_REGION=us-east-1
+  net_server s3-hostile s3 hostile
+  s3log=$net/s3-hostile.port.log
+  must_run "S3 listing with keys outside the prefix" run "s3://b/p/" --endpoint "http://127.0.0.1:$net_port" \
+    --format files --json "$net/s3-hostile.json" && {
+    checks=$((checks + 1))
+    v=$(json_check "$net/s3-hostile.json" "d['delivered']['samples'] == 2 and d['dataset']['samples'] == 2" \
+      "the listing's two keys inside the prefix were not delivered once each")
+    [[ -z $v ]] && echo "ok: S3 listing: p/a.bin (listed twice) and p/b.bin delivered once each" || fail "$v"
+    checks=$((checks + 1))
+    if grep -q "note: left out 2 key(s) the listing gave outside s3://b/p/" "$err"; then
+      echo "ok: S3 listing: a note names the keys left out"
+    else
+      fail "S3 listing: no note on the keys left out"; show stderr "$err"
+    fi
+    checks=$((checks + 1))
+    if grep -Ev '^(GET /b/\?list-type=2|GET /b/p/[ab]\.bin|HEAD /b/p/[ab]\.bin)' "$s3log" | grep -q .; then
+      fail "S3 listing: requests outside the prefix's keys: $(grep -Ev '^(GET /b/\?list-type=2|GET /b/p/[ab]\.bin|HEAD /b/p/[ab]\.bin)' "$s3log" | tr '\n' ' ')"
+    else
+      echo "ok: S3 listing: no request for /etc/passwd or q/outside.bin"
+    fi
+  }
+  # A continuation token that repeats: an error naming the bucket and prefix (it asked for ever).
+  net_server s3-loop s3 loop
+  expect_fail "S3 listing repeats its continuation token" 1 "s3://b/p/" "round in circles" \
+    -- run "s3://b/p/" --endpoint "http://127.0.0.1:$net_port"
+  checks=$((checks + 1))
+  n=$(grep -c "list-type=2" "$net/s3-loop.port.log" || true)
+  ((n <= 5)) && echo "ok: S3 listing that repeats its token: $n requests" || fail "S3 listing that repeats its token: $n requests"
+  # A listing's memory is reported (outside --memory-budget, in the JSON report also when the run
+  # fails): 20,000 keys, whose objects are not there (the reads fail at once, exit 1).
+  net_server s3-pages s3 pages:20
+  bounded "S3 listing of 20,000 keys, memory" 1 64 "404" \
+    -- run "s3://b/p/" --endpoint "http://127.0.0.1:$net_port" --format files --memory-budget 64MiB \
+    --max-attempts 1 --json "$net/s3-pages.json"
+  checks=$((checks + 1))
+  v=$(json_check "$net/s3-pages.json" \
+    "d['dataset']['samples'] == 20000 and 1e6 < d['dataset']['listing_bytes'] < 50e6" \
+    "the JSON report does not give the listing's memory (dataset.listing_bytes) of 20,000 keys")
+  [[ -z $v ]] && echo "ok: S3 listing of 20,000 keys: dataset.listing_bytes $(json_get "$net/s3-pages.json" "d['dataset']['listing_bytes']")" || fail "$v"
+  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
 fi
 
 # --- NFS ---------------------------------------------------------------------------------------

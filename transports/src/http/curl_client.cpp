@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <ctime>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include <stop_token>
 #include <unordered_set>
 
+#include "detail/answer.hpp"
 #include "detail/curl_reactor.hpp"
 #include "detail/retry.hpp"
 #include "detail/transfer.hpp"
@@ -156,9 +158,18 @@ class CurlClient final : public HttpClient, private detail::TransferSink {
     t->resp.total_ns = static_cast<std::uint64_t>(total) * 1000;
     t->resp.connections += static_cast<std::uint64_t>(connects);
     t->resp.status = status;
+    if (status >= 300 && status < 400) {
+      char* to = nullptr;
+      if (curl_easy_getinfo(e, CURLINFO_REDIRECT_URL, &to) == CURLE_OK && to != nullptr)
+        t->resp.redirect_url = to;
+    }
+    if (t->refused) {  // the answer's headers contradict the request (detail/answer.hpp)
+      finish(t, fail(std::move(*t->refused).with_object(t->shown()).with_offset(t->asked().first)));
+      return;
+    }
 
-    const detail::AttemptOutcome outcome{rc,          status,    t->range_ignored,
-                                         t->overflow, t->errbuf, t->filled};
+    detail::AttemptOutcome outcome{rc, status, t->range_ignored, t->overflow, t->errbuf, t->filled};
+    outcome.reused_connection = connects == 0;
     AttemptVerdict v =
         detail::judge_attempt(outcome, t->shape(), t->resp.attempts, options_.max_attempts);
     switch (v.next) {
@@ -177,12 +188,25 @@ class CurlClient final : public HttpClient, private detail::TransferSink {
     ++t->resp.attempts;
     const detail::Backoff backoff{options_.backoff_base, options_.backoff_cap};
     if (!t->backoff) t->backoff = std::make_unique<boost::asio::steady_timer>(reactor_.io());
-    t->backoff->expires_after(detail::backoff_delay(backoff, t->resp.attempts, rng_));
+    t->backoff->expires_after(
+        retry_wait(*t, detail::backoff_delay(backoff, t->resp.attempts, rng_)));
     t->backoff->async_wait([this, t](const boost::system::error_code& ec) {
       if (ec || !active_.contains(t)) return;  // cancelled: cancel_everything() finished it
       active_.erase(t);
       launch(t);
     });
+  }
+
+  // The wait before a retry: the backoff, or longer where a 429/503 says Retry-After, but never
+  // longer than the stall timeout (the longest the client waits for a server in any case).
+  std::chrono::milliseconds retry_wait(const Transfer& t, std::chrono::milliseconds backoff) const {
+    if (t.resp.status != 429 && t.resp.status != 503) return backoff;
+    const auto it = t.resp.headers.find("retry-after");
+    if (it == t.resp.headers.end()) return backoff;
+    const auto asked = detail::parse_retry_after(it->second, std::time(nullptr));
+    if (!asked) return backoff;
+    const auto capped = std::min<std::chrono::milliseconds>(*asked, options_.stall_timeout);
+    return std::max(backoff, capped);
   }
 
   void finish(Transfer* t, Result<HttpResponse> result) {

@@ -68,9 +68,10 @@ AttemptVerdict judge_attempt(const AttemptOutcome& outcome, const RequestShape& 
   if (outcome.rc == CURLE_WRITE_ERROR && outcome.filled && request.size_unknown) return {};
   // The body callback refused the bytes (CURLE_WRITE_ERROR): why it did decides the error.
   if (outcome.rc == CURLE_WRITE_ERROR && outcome.range_ignored) {
+    // A server's answer met while reading, as any other fault of its: a runtime failure (kIo),
+    // wherever it shows (a tar index read before the run, or a read during it).
     return failed(
-        Error(Errc::kUnsupported,
-              "the server ignored the Range header (answered 200 with the whole object)")
+        Error(Errc::kIo, "the server ignored the Range header (answered 200 with the whole object)")
             .with_http_status(static_cast<int>(status))
             .with_hint(
                 "feedline reads byte ranges; serve the data from a server with Range support "
@@ -92,7 +93,7 @@ AttemptVerdict judge_attempt(const AttemptOutcome& outcome, const RequestShape& 
   v.reason = retry_reason(outcome.rc, status);
   if (v.reason.empty()) {
     if (outcome.rc == CURLE_OK) return v;  // an answer, whatever its status: the caller reads it
-    return failed(curl_error(outcome.rc, outcome.detail));
+    return failed(curl_error(outcome.rc, outcome.detail, outcome.reused_connection));
   }
   if (attempts < max_attempts) {
     v.next = AttemptVerdict::Next::kRetry;
@@ -119,9 +120,25 @@ AttemptVerdict judge_attempt(const AttemptOutcome& outcome, const RequestShape& 
   return out;
 }
 
-Error curl_error(CURLcode rc, std::string_view detail) {
+Error curl_error(CURLcode rc, std::string_view detail, bool reused_connection) {
   Errc code = Errc::kIo;
   std::string hint = "check the URL and that the server is up";
+  const char* words = curl_easy_strerror(rc);
+  // curl's words for an answer that does not start with an HTTP status line.
+  if (detail.find("HTTP/0.9") != std::string_view::npos) {
+    if (reused_connection) {
+      return Error(Errc::kIo,
+                   fmt::format("the server sent more bytes than its Content-Length: bytes past the "
+                               "end of an earlier answer on this connection were read as this "
+                               "answer's start (curl: {})",
+                               detail))
+          .with_hint(
+              "the server (or a proxy in front of it) sends bodies longer than it says; fix its "
+              "Content-Length");
+    }
+    return Error(Errc::kIo, fmt::format("the server's answer is not HTTP (curl: {})", detail))
+        .with_hint("check that the URL's host and port are an HTTP server's");
+  }
   switch (rc) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -149,10 +166,14 @@ Error curl_error(CURLcode rc, std::string_view detail) {
       code = Errc::kUnsupported;
       hint = "this libcurl cannot speak that protocol";
       break;
+    case CURLE_WEIRD_SERVER_REPLY:
+      hint =
+          "the server's answer breaks HTTP (a malformed status line or header): check the server, "
+          "or a proxy in front of it";
+      break;
     default:
       break;
   }
-  const char* words = curl_easy_strerror(rc);
   return Error(code, fmt::format("{} (curl: {})", detail.empty() ? std::string_view(words) : detail,
                                  words))
       .with_hint(std::move(hint));

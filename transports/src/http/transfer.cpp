@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -33,34 +32,29 @@ constexpr std::size_t kErrorBodyLimit = 64 * 1024;
 // Body bytes still to come below which every read is ACKed at once (see on_write).
 constexpr std::uint64_t kAckTail = 256 * 1024;
 
-std::optional<std::uint64_t> to_u64(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' '))
-    s.remove_suffix(1);
-  std::uint64_t v = 0;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
+// A header line "Name: value" whose name is `name` (lower case, with the colon): its value.
+std::optional<std::string_view> value_of(std::string_view line, std::string_view name) {
+  if (line.size() <= name.size() || strncasecmp(line.data(), name.data(), name.size()) != 0)
+    return std::nullopt;
+  return line.substr(name.size());
 }
 
-// A read of unknown size (HttpRequest::size_unknown) learns the object's size from the answer's
-// headers: a 200's Content-Length, a 206's or a 416's Content-Range ("bytes 0-99/1234",
-// "bytes */0"; a total of "*" says nothing).
-void learn_size(Transfer& t, std::string_view line) {
-  auto value_of = [&](std::string_view name) -> std::optional<std::string_view> {
-    if (line.size() <= name.size() || strncasecmp(line.data(), name.data(), name.size()) != 0)
-      return std::nullopt;
-    return line.substr(name.size());
-  };
-  if (t.status == 200) {
-    if (const auto v = value_of("content-length:")) t.resp.object_size = to_u64(*v);
-  } else if (t.status == 206 || t.status == 416) {
-    if (const auto v = value_of("content-range:")) {
-      const auto slash = v->rfind('/');
-      t.resp.object_size =
-          slash == std::string_view::npos ? std::nullopt : to_u64(v->substr(slash + 1));
+// The end of a ranged GET's answer headers: a read of unknown size (HttpRequest::size_unknown)
+// learns the object's size (a 200's Content-Length, a 206's or a 416's Content-Range total:
+// "bytes 0-99/1234", "bytes */0"; a total of "*" says nothing); a 200 or 206 is checked against
+// what was asked (check_ranged_answer). False: refused (t.refused says why).
+bool end_of_ranged_headers(Transfer& t) {
+  const AnswerHeaders& a = t.answer;
+  if (t.req.size_unknown) {
+    if (a.status == 200) {
+      t.resp.object_size = a.length;
+    } else if ((a.status == 206 || a.status == 416) && a.range) {
+      t.resp.object_size = a.range->total;
     }
   }
+  if (a.status != 200 && a.status != 206) return true;
+  t.refused = check_ranged_answer(a, t.asked());
+  return !t.refused;
 }
 
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* ud) {
@@ -72,9 +66,20 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* ud) {
     const auto sp = line.find(' ');
     if (sp != std::string_view::npos)
       t->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    t->answer = AnswerHeaders{};
+    t->answer.status = t->status;
     return size * n;
   }
-  if (t->req.size_unknown) learn_size(*t, line);
+  if (t->ranged()) {
+    if (line == "\r\n" || line == "\n") return end_of_ranged_headers(*t) ? size * n : 0;
+    if (const auto range = value_of(line, "content-range:")) {
+      t->answer.has_range = true;
+      t->answer.range = parse_content_range(*range);
+    } else if (const auto length = value_of(line, "content-length:")) {
+      t->answer.has_length = true;
+      t->answer.length = parse_content_length(*length);
+    }
+  }
   // A ranged read's successful answer: nobody reads its headers, and keeping them (a map node
   // and strings each) was ~3% of the CPU of 10,000 small GETs.
   if (t->ranged() && (t->status == 200 || t->status == 206)) return size * n;
@@ -221,6 +226,9 @@ void Transfer::begin_attempt() {
   errbuf[0] = '\0';
   resp.headers.clear();
   resp.object_size.reset();
+  resp.redirect_url.clear();
+  answer = AnswerHeaders{};
+  refused.reset();
   if (!ranged()) resp.body.clear();
   upload_pos = 0;
 }
@@ -269,6 +277,9 @@ Result<void> configure(Transfer& t, const TransferSetup& setup) {
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.errbuf);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  // The path as written: curl would otherwise remove "." and ".." segments, and an S3 key
+  // "prefix/../../x" from a listing would become a (signed) request for "/x", outside the bucket.
+  curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
   // A receive buffer that holds the whole answer (headers included) up to 512 KiB: one recv()
   // per small object instead of one per 16 KiB (curl's default), and each of those recv()s

@@ -121,6 +121,11 @@ struct Dataset {
   // each batched over many files.
   std::uint64_t open_reads = 0;
   std::uint64_t open_bytes = 0;
+  // The memory these tables hold for the run (objects, samples and members, their names
+  // included): outside the memory budget, which bounds the bytes of samples in flight. A listing
+  // of millions of small objects holds hundreds of MB here (a network listing stops with an error
+  // past 1 GiB of keys).
+  std::uint64_t listing_bytes = 0;
 
   std::span<const Member> members_of(const Sample& s) const {
     return {members.data() + s.first_member, s.member_count};

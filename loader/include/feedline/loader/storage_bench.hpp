@@ -34,9 +34,12 @@ struct StorageBenchConfig {
   // Reads re-issued per submission (fio's iodepth_batch_submit). 1 issues each read as soon as
   // its slot frees, which keeps the device queue fullest; larger values save system calls.
   unsigned iodepth_batch = 1;
-  std::uint64_t size = 0;               // bytes of the object to cover; 0 = the whole object
-  std::chrono::nanoseconds runtime{0};  // 0 = no limit
-  bool time_based = false;              // loop until runtime (requires runtime > 0)
+  std::uint64_t size = 0;  // bytes of the object to cover; 0 = the whole object
+  // 0 = no limit. At the deadline no new read starts; those in flight may finish within a second
+  // (as fio's do), then are cancelled (a slow server, a retry waiting out a Retry-After): counted
+  // in QueueStats::cancelled, not as errors.
+  std::chrono::nanoseconds runtime{0};
+  bool time_based = false;  // loop until runtime (requires runtime > 0)
   bool register_buffers = true;
   bool register_files = false;
   std::uint64_t seed = 0x5eed;

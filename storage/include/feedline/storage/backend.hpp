@@ -48,6 +48,10 @@ struct ObjectInfo {
   // Not a regular object (a FIFO, socket or device in a local directory): listed so that the
   // dataset layer can say it left it out; opening one for reads is refused.
   bool special = false;
+  // A key a server's listing gave that is not under the prefix listed: one that does not start
+  // with it, or whose "." or ".." segments would make a request for another object ("prefix/../
+  // ../etc/passwd"). Never read; listed so that the dataset layer can say it left it out.
+  bool outside = false;
 };
 
 // An opened object (a file descriptor, a memory blob, an HTTP URL, an NFS path). Backend-specific.
@@ -323,7 +327,9 @@ class Backend {
   virtual Result<std::vector<ObjectInfo>> stat_many_if_listed(std::span<const std::string> keys) {
     return stat_many(keys);
   }
-  // Objects whose key starts with prefix, in key order. A directory prefix lists recursively.
+  // Objects whose key starts with prefix, in key order, each key once. A directory prefix lists
+  // recursively. Network backends also return the keys their server gave outside the prefix,
+  // marked ObjectInfo::outside; a listing larger than they hold in memory is an error.
   virtual Result<std::vector<ObjectInfo>> list(std::string_view prefix) = 0;
   virtual Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) = 0;
   // Opens an object whose size is already known (from a listing or stat_many). Network backends
@@ -350,6 +356,10 @@ class Backend {
   // How messages name a key: what a user could paste back ("nfs://server/export/key"). The
   // default is the key for file://, else "scheme://key".
   virtual std::string display_name(std::string_view key) const;
+  // An error about one of this backend's objects, named as display_name() shows it: callers that
+  // know objects by key ("/d/0.tar", "prefix/0.tar") name them so, and the user sees the URL
+  // ("http://host/d/0.tar"). An object already shown as a URL (with "://") stays as it is.
+  void show_object(Error& e) const;
 
  protected:
   Backend() = default;

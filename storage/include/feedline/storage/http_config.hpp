@@ -18,6 +18,9 @@ struct HttpConfig {
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds stall_timeout{30'000};  // no byte for this long fails the attempt
   std::vector<std::string> connect_to;  // "HOST:PORT:TO-HOST:TO-PORT", like curl --connect-to
+  // The most memory a listing (S3 ListObjectsV2 pages, JSON directory listings) may hold in keys
+  // before it stops with an error: about 10 M keys of 40 characters at 1 GiB.
+  std::uint64_t max_listing_bytes = std::uint64_t{1} << 30;
 };
 
 }  // namespace feedline::storage

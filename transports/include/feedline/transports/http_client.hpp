@@ -17,7 +17,13 @@
 // 429/500/502/503/504, connect or transfer timeout, connection reset, a truncated body) is tried
 // again after an exponential backoff with full jitter, at most `max_attempts` times in all; a GET
 // that had already received part of its range asks only for the missing bytes. Every retry is
-// counted by reason in the response.
+// counted by reason in the response. A 429 or 503 that carries Retry-After (seconds or a date)
+// waits at least that long before the next attempt, but never longer than `stall_timeout` (the
+// longest the client waits for a server anyway; a Retry-After of a year is not obeyed); a stop or
+// a cancel ends the wait at once.
+//
+// URLs go to the server as they are written: no dot-segment removal ("a/../b" stays, as S3 keys
+// need; CURLOPT_PATH_AS_IS), so no key can make a request for another path.
 //
 // Signing: with `sigv4` set, curl signs each request (CURLOPT_AWS_SIGV4); we never hand-write
 // SigV4. HTTP Basic credentials (`basic_auth`, from an http://user:password@host/ URL) reach curl
@@ -110,6 +116,13 @@ struct HttpRequest {
   // for the rest with a Range. Servers answer plain GETs at least as well (nginx with
   // tcp_nopush stalls 206 answers 40 ms at a time, about 1 in 200); a larger body is an error.
   bool whole = false;
+  // The object's size as the caller knows it (a listing, a HEAD). Every answer to the ranged GET
+  // is checked against the request (see src/http/detail/answer.hpp): a 206 must carry a
+  // Content-Range of exactly the bytes asked for, ending early only at the object's end, with a
+  // total of this size; a 200 (Range ignored, from offset 0) a Content-Length of this size. An
+  // answer that fails is a kCorrupt error, refused before its body lands. nullopt: the size is
+  // not known (size_unknown), and only the range itself is checked.
+  std::optional<std::uint64_t> known_size;
   // The object's size is unknown: a ranged GET from offset 0 whose range_length is a guess. Its
   // answer says the size (HttpResponse::object_size): a 206's Content-Range, a 200's
   // Content-Length (the server ignored Range: the body's first range_length bytes land in dst,
@@ -148,6 +161,9 @@ struct HttpResponse {
   // HttpRequest::size_unknown: the object's size as the answer gave it (nullopt: it did not, as
   // a chunked 200 or "Content-Range: bytes 0-9/*").
   std::optional<std::uint64_t> object_size;
+  // A redirect (3xx; never followed): where its Location points, as a full URL (a relative one
+  // resolved against the request's). Empty otherwise. May hold secrets: redact before showing.
+  std::string redirect_url;
 };
 
 using HttpCallback = std::function<void(Result<HttpResponse>)>;

@@ -58,11 +58,12 @@ std::optional<ByteRange> attempt_range(std::uint64_t offset, std::uint64_t lengt
 // What one attempt ended with, as the transfer saw it.
 struct AttemptOutcome {
   CURLcode rc = CURLE_OK;
-  long status = 0;             // the answer's HTTP status (0: none came)
-  bool range_ignored = false;  // the body callback refused a 200 to a range that starts past 0
-  bool overflow = false;       // ... refused bytes past what was asked for (or past max_body)
-  std::string_view detail;     // curl's error buffer for this attempt ("" when curl wrote none)
-  bool filled = false;         // the body callback refused the rest of a 200 once dst was full
+  long status = 0;                 // the answer's HTTP status (0: none came)
+  bool range_ignored = false;      // the body callback refused a 200 to a range that starts past 0
+  bool overflow = false;           // ... refused bytes past what was asked for (or past max_body)
+  std::string_view detail;         // curl's error buffer for this attempt ("" when curl wrote none)
+  bool filled = false;             // the body callback refused the rest of a 200 once dst was full
+  bool reused_connection = false;  // the attempt ran on a connection an earlier request opened
 };
 
 // The request, as far as what happens after an attempt depends on it.
@@ -91,7 +92,9 @@ AttemptVerdict judge_attempt(const AttemptOutcome& outcome, const RequestShape& 
 // A failed transfer as an Error: the code (resolve/connect/other: kIo; timeouts: kTimeout; TLS:
 // kPermissionDenied; a protocol this libcurl lacks: kUnsupported), curl's words ("<detail> (curl:
 // <curl_easy_strerror>)", detail falling back to the latter) and a hint saying what to check. No
-// object: the caller adds it.
-Error curl_error(CURLcode rc, std::string_view detail);
+// object: the caller adds it. An answer that is not HTTP ("Received HTTP/0.9", a reply curl calls
+// weird) is the server's fault (kIo); on a reused connection, what curl read as this answer's
+// start was bytes an earlier answer sent past its Content-Length, and the message says so.
+Error curl_error(CURLcode rc, std::string_view detail, bool reused_connection = false);
 
 }  // namespace feedline::transports::detail

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "answer.hpp"
 #include "feedline/core/error.hpp"
 #include "feedline/transports/http_client.hpp"
 #include "retry.hpp"
@@ -93,6 +94,11 @@ struct Transfer {
   // size_unknown: a 200 (Range ignored) filled dst; the rest of its body was refused on purpose.
   bool filled = false;
   std::uint64_t attempt_bytes = 0;  // body bytes of this attempt stored (range_ignored's test)
+  // A ranged GET: the answer's Content-Range and Content-Length as its headers came (this
+  // attempt's), judged once they end (check_ranged_answer).
+  AnswerHeaders answer;
+  // ... the answer its headers made us refuse: the attempt fails with this error (no retry).
+  std::optional<Error> refused;
   std::unique_ptr<boost::asio::steady_timer> backoff;  // a retry's wait, on the client's loop
   char errbuf[CURL_ERROR_SIZE] = {};
   // Last: destroyed first (the header list, then the handle that points to it and to errbuf).
@@ -100,6 +106,11 @@ struct Transfer {
   Slist headers;
 
   bool ranged() const { return req.range_offset.has_value(); }
+  // What this attempt of a ranged GET asks for (check_ranged_answer's view of the request).
+  RangeAsked asked() const {
+    return {*req.range_offset + received, *req.range_offset + req.range_length - 1, req.known_size,
+            req.whole && received == 0};
+  }
   // The object for messages: the caller's name for it, else the URL without its secrets.
   std::string shown() const;
   // Clears what an attempt leaves behind (its status, flags, headers; the body of an un-ranged
