@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -41,9 +42,12 @@ class SampleBuilder {
   explicit SampleBuilder(Dataset& ds) : ds_(ds) {}
 
   // A regular member (tar member, file) of object `object` with its data at [data_offset,
-  // data_offset + size): consecutive members sharing a key (key_of) make one sample.
+  // data_offset + size): consecutive members sharing a key (key_of) make one sample. With a
+  // header_offset (a tar member from the shard's index), the member carries
+  // MemberCheck::kTarHeader: a sample it opens starts at that offset, so its header is read too.
   void add(std::uint32_t object, std::string_view name, std::uint64_t data_offset,
-           std::uint64_t size, std::uint64_t decoded_size);
+           std::uint64_t size, std::uint64_t decoded_size,
+           std::optional<std::uint64_t> header_offset = std::nullopt);
   void close();
 
   // A whole sample at [offset, offset + length) of its object, its members given explicitly

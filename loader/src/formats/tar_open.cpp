@@ -3,7 +3,10 @@
 // size, and the headers of a few probed members, read in one batch), else from a scan of its
 // headers (SequentialReader: 1 MiB chunks with readahead, never one read per header). Both paths
 // feed the same SampleBuilder, which groups consecutive members sharing a key into one sample
-// covering a single byte range. Shards are read one at a time.
+// covering a single byte range; from an index, that range starts at the first member's header,
+// and every member carries MemberCheck::kTarHeader (its header is compared with the index entry
+// as it is read: the probes here see 8 members, that sees each one delivered). Shards are read
+// one at a time.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -117,7 +120,10 @@ Result<IndexUse> members_from_index(storage::Backend& backend, storage::IoQueue&
   FEEDLINE_TRY(probe_shard(backend, queue, shard, index, stop));
   for (const TarIndexEntry& e : index.entries) {
     if (hidden(e.name)) continue;
-    builder.add(object, e.name, e.data_offset, e.size, is_zstd(e.name) ? e.decoded_size : e.size);
+    // Read with its header, which the decode step compares with this entry (kTarHeader): the
+    // probes above saw a few members, this sees every one delivered.
+    builder.add(object, e.name, e.data_offset, e.size, is_zstd(e.name) ? e.decoded_size : e.size,
+                e.header_offset);
   }
   return IndexUse::kUsed;
 }

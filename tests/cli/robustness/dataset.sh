@@ -10,7 +10,9 @@
 #    manifest .feedline-dataset that says the generation did not finish;
 #  - a generated dataset that lost a shard, or whose shard was cut short, since: exit 1 naming
 #    what is missing;
-#  - `gen` into a directory holding a user's own file: exit 2, the file untouched.
+#  - `gen` into a directory holding a user's own file: exit 2, the file untouched;
+#  - a tar index edited by hand with its checksum recomputed: each member's header, read with it,
+#    gives it away (exit 1 naming the shard, the member and the offset);
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
 dataset_dir=$scratch/robustness-dataset
@@ -165,4 +167,50 @@ fi
 if dataset_gen "$dataset_dir/again" --samples 5 --sample-size 100 --seed 1 &&
    dataset_gen "$dataset_dir/again" --samples 5 --sample-size 100 --seed 2; then
   dataset_run_ok "a generated dataset regenerated in place" "$dataset_dir/again" "$dataset_digest"
+fi
+
+# --- an edited tar index is checked member by member -------------------------------------------
+# The checksum recomputed after the edit, and the edit (a stored size) on a member none of the 8
+# probes looks at: each member's header, read with it, must still give it away. Without a
+# manifest (a user's own dataset), nothing else would: the run must fail naming the shard, the
+# member and the offset, not deliver 9,999 bytes of 10,000 for it.
+dataset_edit_index() {  # dataset_edit_index IDX MEMBER_NAME NEW_SIZE
+  "$py" - "$@" <<'PYEOF'
+import sys, xxhash
+path, name, size = sys.argv[1], sys.argv[2], sys.argv[3]
+lines = open(path).read().split('\n')
+n = int(lines[1].split()[3])
+body = lines[2:2 + n]
+for i, l in enumerate(body):
+    f = l.split(' ', 4)
+    if f[4] == name:
+        f[2] = f[3] = size
+        body[i] = ' '.join(f)
+        break
+else:
+    sys.exit('no member ' + name)
+text = '\n'.join(lines[:2] + body) + '\n'
+text += 'checksum %016x\n' % xxhash.xxh3_64_intdigest(text.encode())
+open(path, 'w').write(text)
+PYEOF
+}
+if dataset_gen "$dataset_dir/rehashed" "${dataset_tar[@]}" --seed 6; then
+  rm -f -- "$dataset_dir/rehashed/.feedline-dataset"
+  # Shard 1 holds samples 10-19, members 0-19; the probes see members 0, 2, 5, 8, 10, 13, 16, 19.
+  if dataset_edit_index "$dataset_dir/rehashed/shard-000001.tar.idx" 000012.bin 9999; then
+    expect_runtime "an index edited by hand, its checksum recomputed (an unprobed member)" \
+      "shard-000001.tar" "000012.bin" "at offset" "does not belong" -- \
+      run "$dataset_dir/rehashed" --no-shuffle --batch-size 5
+    checks=$((checks + 1))
+    run run "$dataset_dir/rehashed" --on-error skip --json "$dataset_dir/rehashed.json"
+    v=$(json_check "$dataset_dir/rehashed.json" "d['skipped']['samples'] == 1 and d['delivered']['samples'] == 29" \
+      "expected 29 samples delivered and 1 skipped")
+    if ((rc == 0)) && [[ -z $v ]]; then
+      echo "ok: an edited index with --on-error skip: the member's sample skipped, the rest delivered"
+    else
+      fail "an edited index with --on-error skip: exit $rc; $v"; show stderr "$err"
+    fi
+  else
+    fail "test setup: could not edit $dataset_dir/rehashed/shard-000001.tar.idx"
+  fi
 fi
