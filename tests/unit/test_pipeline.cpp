@@ -568,6 +568,51 @@ TEST_CASE("a read error fails the run naming the object; skip counts it instead"
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a bad sample's error comes in order: every batch before its batch is delivered first",
+          "[loader][pipeline]") {
+  const auto dir = testing::scratch_dir("pipeline-error-order");
+  std::filesystem::remove_all(dir);
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  auto r = registry.open((dir / "").string(), {}).value();
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(r.backend->write(r.key + fmt::format("{:03}.bin", i), testing::pattern_bytes(3000, i)));
+  }
+  DatasetOptions o;
+  o.format = DatasetFormat::kFiles;
+  auto dataset = open_dataset(*r.backend, r.key, o).value();
+  std::filesystem::remove(dir / "057.bin");  // vanishes after the listing
+  auto config = small_config(10, 1);
+  config.sampler.shuffle = false;
+  for (const unsigned threads : {1u, 2u}) {
+    INFO(threads << " storage thread(s)");
+    config.storage_threads = threads;
+    auto loader = Loader::open(*r.backend, dataset, config).value();
+    std::vector<std::string> keys;
+    std::optional<Error> err;
+    for (;;) {
+      auto b = loader->next();
+      if (!b) {
+        err = b.error();
+        break;
+      }
+      if (b->end()) break;
+      for (const auto& s : b->samples()) keys.emplace_back(s.key);
+      std::this_thread::sleep_for(5ms);  // a slow consumer: the rest of the pipeline runs ahead
+    }
+    REQUIRE(err);
+    CHECK(err->what().find("057.bin") != std::string::npos);
+    // Batches 0-4 (samples 000-049), then the error of batch 5; nothing of batch 5 or later.
+    REQUIRE(keys.size() == 50);
+    for (std::size_t i = 0; i < keys.size(); ++i) CHECK(keys[i] == fmt::format("{:03}", i));
+    // Every later call says the same.
+    auto again = loader->next();
+    REQUIRE_FALSE(again);
+    CHECK(again.error().what() == err->what());
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("stop() ends a run promptly with a partial report", "[loader][pipeline]") {
   MemDataset ds(50, 1000);
   auto config = small_config(1, 1000);

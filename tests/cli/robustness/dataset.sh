@@ -13,6 +13,8 @@
 #  - `gen` into a directory holding a user's own file: exit 2, the file untouched;
 #  - a tar index edited by hand with its checksum recomputed: each member's header, read with it,
 #    gives it away (exit 1 naming the shard, the member and the offset);
+#  - a bad sample's error comes after the batches before it (a damaged TFRecord record 50: 50
+#    records delivered first);
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
 dataset_dir=$scratch/robustness-dataset
@@ -213,4 +215,32 @@ if dataset_gen "$dataset_dir/rehashed" "${dataset_tar[@]}" --seed 6; then
   else
     fail "test setup: could not edit $dataset_dir/rehashed/shard-000001.tar.idx"
   fi
+fi
+
+# --- an error comes after the batches before it ------------------------------------------------
+# A TFRecord file whose record 50 is damaged (its data's CRC), read in order in batches of 10:
+# batches 0-4 (records 0-49) are delivered, then the error naming the file and the record's
+# offset. The same order for a tar shard whose index was edited (a data error at read time).
+dataset_tfr=$dataset_dir/tfrecord-damaged
+if "$bin" --version | grep -q "isal: yes" && dataset_gen "$dataset_tfr" --format tfrecord --samples 100 \
+     --sample-size 1000 --samples-per-file 100; then
+  rm -f -- "$dataset_tfr/.feedline-dataset"
+  "$py" -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[50 * 1016 + 22] ^= 0xff; open(p, "wb").write(b)' \
+    "$dataset_tfr/shard-000000.tfrecord"
+  expect_runtime "a damaged TFRecord record 50, batches of 10 in order" "shard-000000.tfrecord" \
+    "at offset 50800" "CRC32C" -- run "$dataset_tfr" --no-shuffle --batch-size 10 --json "$dataset_dir/tfr.json"
+  checks=$((checks + 1))
+  v=$(json_check "$dataset_dir/tfr.json" "d['delivered']['samples'] == 50" \
+    "expected the 50 records before the damaged one delivered (5 batches of 10) before the error")
+  if [[ -z $v ]]; then echo "ok: a damaged record's error comes after the 5 batches before it"
+  else fail "a damaged TFRecord record: $v"; fi
+fi
+if [[ -d $dataset_dir/rehashed ]]; then
+  # Member 000012.bin is sample 12 of 30: batches of 5 in order deliver samples 0-9 first.
+  run run "$dataset_dir/rehashed" --no-shuffle --batch-size 5 --json "$dataset_dir/rehashed-order.json"
+  checks=$((checks + 1))
+  v=$(json_check "$dataset_dir/rehashed-order.json" "d['delivered']['samples'] == 10" \
+    "expected samples 0-9 (2 batches of 5) delivered before the error of sample 12")
+  if ((rc == 1)) && [[ -z $v ]]; then echo "ok: a tar member's error comes after the batches before it"
+  else fail "the edited index, in order: exit $rc; $v"; show stderr "$err"; fi
 fi
