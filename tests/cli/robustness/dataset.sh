@@ -15,6 +15,8 @@
 #    gives it away (exit 1 naming the shard, the member and the offset);
 #  - a bad sample's error comes after the batches before it (a damaged TFRecord record 50: 50
 #    records delivered first);
+#  - a sample replaced mid-run by a FIFO, a directory or a socket: a data error naming it, never a
+#    hang (files kept open, and opened in the io_uring ring);
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
 dataset_dir=$scratch/robustness-dataset
@@ -244,3 +246,36 @@ if [[ -d $dataset_dir/rehashed ]]; then
   if ((rc == 1)) && [[ -z $v ]]; then echo "ok: a tar member's error comes after the batches before it"
   else fail "the edited index, in order: exit $rc; $v"; show stderr "$err"; fi
 fi
+
+# --- a sample replaced mid-run ------------------------------------------------------------------
+# By a FIFO (an open() of it would wait for a writer for ever, deaf to Ctrl-C), a directory or a
+# socket, after the listing: a data error naming it, within the run's time. Files opened one by
+# one (200 files: each opened once and kept) and in the io_uring ring with their reads (5,000
+# files: more than are kept open).
+dataset_replace() {  # dataset_replace NAME FILES VICTIM KIND NEEDLE
+  local name=$1 files=$2 victim=$3 kind=$4 needle=$5
+  local dir=$dataset_dir/replaced-$kind-$files
+  rm -rf -- "$dir"
+  if ! dataset_gen "$dir" --samples "$files" --sample-size 4KiB; then return; fi
+  rm -f -- "$dir/.feedline-dataset"
+  (
+    sleep 1
+    rm -f -- "$dir/$victim"
+    case $kind in
+      fifo) mkfifo "$dir/$victim" ;;
+      dir) mkdir "$dir/$victim" ;;
+      socket) "$py" -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$dir/$victim" ;;
+    esac
+  ) &
+  local setter=$!
+  # An emulated accelerator's time per batch of 10: about 3 s for the whole dataset, so the victim
+  # is read after it was replaced (a throttle would keep the ring from opening files).
+  local compute=$((3000 * 10 / files))ms
+  expect_runtime "$name" "$victim" "$needle" -- run "$dir" --no-shuffle --batch-size 10 --compute-time "$compute"
+  wait "$setter" || true
+}
+dataset_replace "a sample replaced by a FIFO mid-run (files kept open)" 200 000180.bin fifo "named pipe (FIFO)"
+dataset_replace "a sample replaced by a directory mid-run (files kept open)" 200 000180.bin dir "directory"
+dataset_replace "a sample replaced by a socket mid-run (files kept open)" 200 000180.bin socket "socket"
+dataset_replace "a sample replaced by a FIFO mid-run (opened in the ring)" 5000 004000.bin fifo "named pipe (FIFO)"
+dataset_replace "a sample replaced by a directory mid-run (opened in the ring)" 5000 004000.bin dir "directory"
