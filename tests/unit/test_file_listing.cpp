@@ -70,29 +70,35 @@ TEST_CASE("file listing: a tree's files, sorted, with their sizes, links followe
   testing::write_file(root / "sub" / "deeper" / "d.bin", {});
   fs::create_symlink("a.bin", root / "link-to-file");
   fs::create_symlink("sub", root / "link-to-dir");        // not walked: its files would list twice
-  fs::create_symlink("missing", root / "dangling");       // names nothing: left out
+  fs::create_symlink("missing", root / "dangling");       // names nothing
   REQUIRE(::mkfifo((root / "fifo").c_str(), 0600) == 0);  // listed as special, never opened
 
   auto b = file_backend();
   for (const std::string& given : {root.string(), root.string() + "/"}) {
     auto l = b->list(given);
     REQUIRE(l);
-    REQUIRE(l->size() == 6);
+    REQUIRE(l->size() == 8);
     const std::string r = root.string() + "/";
     CHECK(l->at(0).key == r + "a.bin");
     CHECK(l->at(0).size == 5000);
+    CHECK(l->at(0).left_out == storage::LeftOut::kNo);
     CHECK(l->at(1).key == r + "b.bin");
     CHECK(l->at(1).size == 300);
-    CHECK(l->at(2).key == r + "fifo");
-    CHECK(l->at(2).special);
-    CHECK(l->at(2).size == 0);
-    CHECK(l->at(3).key == r + "link-to-file");
-    CHECK(l->at(3).size == 5000);
-    CHECK_FALSE(l->at(3).special);
-    CHECK(l->at(4).key == r + "sub/c.bin");
-    CHECK(l->at(4).size == 7);
-    CHECK(l->at(5).key == r + "sub/deeper/d.bin");
-    CHECK(l->at(5).size == 0);
+    // Left out, and listed as such so the dataset can say so: never skipped without a word.
+    CHECK(l->at(2).key == r + "dangling");
+    CHECK(l->at(2).left_out == storage::LeftOut::kDanglingLink);
+    CHECK(l->at(3).key == r + "fifo");
+    CHECK(l->at(3).left_out == storage::LeftOut::kSpecialFile);
+    CHECK(l->at(3).size == 0);
+    CHECK(l->at(4).key == r + "link-to-dir");
+    CHECK(l->at(4).left_out == storage::LeftOut::kLinkToDirectory);
+    CHECK(l->at(5).key == r + "link-to-file");
+    CHECK(l->at(5).size == 5000);
+    CHECK(l->at(5).left_out == storage::LeftOut::kNo);
+    CHECK(l->at(6).key == r + "sub/c.bin");
+    CHECK(l->at(6).size == 7);
+    CHECK(l->at(7).key == r + "sub/deeper/d.bin");
+    CHECK(l->at(7).size == 0);
   }
 }
 
@@ -121,7 +127,7 @@ TEST_CASE("file listing: a missing root is an error naming it") {
   CHECK(missing.error().object().find("nope") != std::string::npos);
 }
 
-TEST_CASE("file listing: a subdirectory it may not read is skipped") {
+TEST_CASE("file listing: a subdirectory it may not read is listed as left out") {
   const fs::path root = fresh("locked");
   testing::write_file(root / "ok.bin", testing::pattern_bytes(5, 1));
   fs::create_directories(root / "locked");
@@ -135,8 +141,11 @@ TEST_CASE("file listing: a subdirectory it may not read is skipped") {
   auto l = file_backend()->list(root.string());
   fs::permissions(root / "locked", fs::perms::owner_all);
   REQUIRE(l);
-  REQUIRE(l->size() == 1);
-  CHECK(l->at(0).key == (root / "ok.bin").string());
+  REQUIRE(l->size() == 2);
+  CHECK(l->at(0).key == (root / "locked").string() + "/");
+  CHECK(l->at(0).left_out == storage::LeftOut::kUnreadableDirectory);
+  CHECK(l->at(1).key == (root / "ok.bin").string());
+  CHECK(l->at(1).left_out == storage::LeftOut::kNo);
 }
 
 TEST_CASE(

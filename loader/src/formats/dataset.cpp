@@ -189,19 +189,53 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     }
   }
   if (listing.empty() && list_error) return fail(std::move(*list_error));
-  // Not regular objects (local FIFOs, sockets, devices): opening a FIFO would block, a device has
-  // no size. Left out, and said so.
+  // What the listing left out, each kind in one note naming the first: not regular objects
+  // (local FIFOs, sockets, devices: opening a FIFO would block, a device has no size), links to
+  // directories (not followed), links to nothing, directories that may not be read.
   {
-    std::vector<std::string> special;
+    struct Kind {
+      storage::LeftOut why;
+      const char* what;
+      const char* hint;
+      std::vector<std::string> names;
+    };
+    Kind kinds[] = {
+        {storage::LeftOut::kSpecialFile,
+         "object(s) that are not regular files (FIFOs, sockets or devices)",
+         "",
+         {}},
+        {storage::LeftOut::kLinkToDirectory,
+         "symbolic link(s) to directories, not followed",
+         " (links to directories are not followed, as find and tar do not: their files could "
+         "list twice, or loop; open the link's target as a dataset of its own, or put the files "
+         "themselves, or a bind mount, under the root)",
+         {}},
+        {storage::LeftOut::kDanglingLink,
+         "symbolic link(s) to nothing (or a loop of links)",
+         "",
+         {}},
+        {storage::LeftOut::kUnreadableDirectory,
+         "directory(ies) this user may not read (permission denied)",
+         " (their files are not in the dataset: check the directories' permissions)",
+         {}},
+    };
     std::erase_if(listing, [&](const storage::ObjectInfo& o) {
-      if (o.special) special.push_back(shown(backend, o.key));
-      return o.special;
+      if (o.left_out == storage::LeftOut::kNo) return false;
+      if (detail::hidden(std::string_view(o.key).substr(std::min(prefix.size(), o.key.size())))) {
+        return true;  // hidden, as every hidden object is: nothing to say
+      }
+      for (Kind& k : kinds) {
+        if (k.why == o.left_out) k.names.push_back(shown(backend, o.key));
+      }
+      return true;
     });
-    if (!special.empty()) {
-      ds.notes.push_back(fmt::format(
-          "left out {} object(s) that are not regular files (FIFOs, sockets or devices): "
-          "{}{}",
-          special.size(), special.front(), special.size() > 1 ? ", ..." : ""));
+    for (const Kind& k : kinds) {
+      if (k.names.empty()) continue;
+      ds.notes.push_back(
+          fmt::format("left out {} {}: {}{}{}", k.names.size(), k.what,
+                      fmt::join(k.names.begin(),
+                                k.names.begin() + std::min<std::size_t>(k.names.size(), 3), ", "),
+                      k.names.size() > 3 ? ", ..." : "", k.hint));
     }
   }
   if (format == DatasetFormat::kAuto) {

@@ -17,6 +17,7 @@
 #    records delivered first);
 #  - a sample replaced mid-run by a FIFO, a directory or a socket: a data error naming it, never a
 #    hang (files kept open, and opened in the io_uring ring);
+#  - a symlinked subdirectory and a dangling link named in notes;
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
 dataset_dir=$scratch/robustness-dataset
@@ -279,3 +280,21 @@ dataset_replace "a sample replaced by a directory mid-run (files kept open)" 200
 dataset_replace "a sample replaced by a socket mid-run (files kept open)" 200 000180.bin socket "socket"
 dataset_replace "a sample replaced by a FIFO mid-run (opened in the ring)" 5000 004000.bin fifo "named pipe (FIFO)"
 dataset_replace "a sample replaced by a directory mid-run (opened in the ring)" 5000 004000.bin dir "directory"
+
+# --- a symlinked subdirectory is named, not skipped without a word ---------------------------
+dataset_links=$dataset_dir/links
+if dataset_gen "$dataset_dir/links-target" --samples 3 --sample-size 100; then
+  mkdir -p -- "$dataset_links"
+  printf 'abc' >"$dataset_links/own.bin"
+  ln -s -- "$dataset_dir/links-target" "$dataset_links/linked"
+  ln -s -- "$dataset_dir/nothing-there" "$dataset_links/dangling.bin"
+  checks=$((checks + 1))
+  run run "$dataset_links" --json "$dataset_dir/links.json"
+  v=$(json_check "$dataset_dir/links.json" 'd["samples"] == 1' "one sample expected (the link not followed)")
+  if ((rc == 0)) && [[ -z $v ]] && grep -q "links-target\|linked" "$err" && grep -q "not followed" "$err" &&
+     grep -q "dangling.bin" "$err"; then
+    echo "ok: a symlinked subdirectory and a dangling link are named in notes"
+  else
+    fail "a symlinked subdirectory: exit $rc; $v; no note naming it"; show stderr "$err"
+  fi
+fi

@@ -42,12 +42,21 @@ namespace feedline::storage {
 // would cost a round trip each. Such an object is read whole, with ReadOp::length_unknown.
 inline constexpr std::uint64_t kUnknownSize = ~std::uint64_t{0};
 
+// Why a listing left an entry out of its objects (ObjectInfo::left_out): such entries are listed
+// anyway, so that the dataset layer can say what it left out and why, rather than skip it
+// without a word. Opening one for reads is refused.
+enum class LeftOut : std::uint8_t {
+  kNo,                  // an object
+  kSpecialFile,         // a FIFO, socket or device in a local directory
+  kLinkToDirectory,     // a symbolic link to a directory: not followed (as find and tar do not)
+  kDanglingLink,        // a symbolic link that names nothing
+  kUnreadableDirectory  // a directory the listing may not read (permissions)
+};
+
 struct ObjectInfo {
   std::string key;
-  std::uint64_t size = 0;  // kUnknownSize: not known (see above)
-  // Not a regular object (a FIFO, socket or device in a local directory): listed so that the
-  // dataset layer can say it left it out; opening one for reads is refused.
-  bool special = false;
+  std::uint64_t size = 0;           // kUnknownSize: not known (see above)
+  LeftOut left_out = LeftOut::kNo;  // kNo unless the entry is not an object (then size is 0)
 };
 
 // An opened object (a file descriptor, a memory blob, an HTTP URL, an NFS path). Backend-specific.
