@@ -12,6 +12,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -566,6 +567,29 @@ class FileBackend final : public Backend {
     if (!fd) return fail(Error::from_errno(errno, "creating").with_object(path.string()));
     ::fchmod(fd.get(), 0644);
     return std::make_unique<FileWriter>(path.string(), std::move(tmp), std::move(fd));
+  }
+
+  std::optional<SpaceInfo> free_space(std::string_view key) override {
+    // The nearest directory on the way to key that exists: gen creates the rest.
+    fs::path p{std::string(key)};
+    if (p.empty()) p = ".";
+    struct statvfs vfs {};
+    for (;;) {
+      if (::statvfs(p.c_str(), &vfs) == 0) break;
+      if (errno != ENOENT && errno != ENOTDIR) return std::nullopt;
+      if (!p.has_parent_path() || p.parent_path() == p) {
+        if (::statvfs(".", &vfs) != 0) return std::nullopt;
+        break;
+      }
+      p = p.parent_path();
+    }
+    SpaceInfo info;
+    const std::uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
+    info.free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * unit;
+    info.block_size = std::max<std::uint64_t>(vfs.f_bsize, 1);
+    // Filesystems that do not count inodes (btrfs, some network ones) report 0 of 0.
+    if (vfs.f_files > 0) info.free_objects = static_cast<std::uint64_t>(vfs.f_favail);
+    return info;
   }
 
   // A kDevice queue reads through cuFile (GPUDirect Storage, or its compatibility mode) with the

@@ -17,6 +17,8 @@
 #    records delivered first);
 #  - a sample replaced mid-run by a FIFO, a directory or a socket: a data error naming it, never a
 #    hang (files kept open, and opened in the io_uring ring);
+#  - gen: Ctrl-C inside a 1 GiB sample within a second; a dataset larger than the free space (or
+#    5 PiB) refused before anything is written;
 #  - a symlinked subdirectory and a dangling link named in notes;
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
@@ -130,7 +132,12 @@ rm -rf -- "$dataset_int"
 dataset_tmpfs=$dataset_dir/tmpfs
 mkdir -p -- "$dataset_tmpfs"
 if mount -t tmpfs -o size=2m none "$dataset_tmpfs" 2>/dev/null; then
-  expect_runtime "gen onto a full disk" "No space left" -- gen "$dataset_tmpfs/ds" --samples 100 --sample-size 64KiB
+  # 6.4 MB into 2 MiB: refused before anything is written, naming both.
+  expect_usage "gen of more than the disk holds" "needs about" "free" -- \
+    gen "$dataset_tmpfs/ds" --samples 100 --sample-size 64KiB
+  # Told to go ahead (a filesystem that compresses could hold it), it fills the disk.
+  expect_runtime "gen onto a full disk" "No space left" -- \
+    gen "$dataset_tmpfs/ds" --samples 100 --sample-size 64KiB --no-space-check
   expect_runtime "run over a gen that hit a full disk" ".feedline-dataset" "incomplete" -- run "$dataset_tmpfs/ds"
   umount "$dataset_tmpfs" || fail "could not unmount the tmpfs at $dataset_tmpfs"
 else
@@ -280,6 +287,40 @@ dataset_replace "a sample replaced by a directory mid-run (files kept open)" 200
 dataset_replace "a sample replaced by a socket mid-run (files kept open)" 200 000180.bin socket "socket"
 dataset_replace "a sample replaced by a FIFO mid-run (opened in the ring)" 5000 004000.bin fifo "named pipe (FIFO)"
 dataset_replace "a sample replaced by a directory mid-run (opened in the ring)" 5000 004000.bin dir "directory"
+
+# --- gen: Ctrl-C inside a large sample, and no room -------------------------------------------
+# A sample of 1 GiB is drawn, written (and compressed) in chunks of 8 MiB with the stop checked
+# between them: Ctrl-C ends gen within a second, not after the sample.
+# (3 GiB: where the disk has less room, the space check would refuse it before the signal.)
+rm -rf -- "$dataset_dir/huge"
+if (($(df -Pk -- "$dataset_dir" | awk 'NR == 2 {print $4}') >= 8 * 1024 * 1024)); then
+  expect_interrupt "Ctrl-C during gen of 1 GiB samples" --after 2 -- \
+    gen "$dataset_dir/huge" --samples 3 --sample-size 1GiB
+  rm -rf -- "$dataset_dir/huge"
+  if "$bin" --version | grep -q "zstd: yes"; then
+    expect_interrupt "Ctrl-C during gen of 1 GiB zstd samples" --after 3 -- \
+      gen "$dataset_dir/huge" --samples 3 --sample-size 1GiB --compress zstd --compressibility 0.5
+    rm -rf -- "$dataset_dir/huge"
+  fi
+else
+  echo "skip: Ctrl-C during gen of 1 GiB samples (less than 8 GiB free under $dataset_dir)"
+fi
+# 5 PiB (--for-host 1PiB), 512 TiB (2^32 samples of 128 KiB), 4 GiB samples x 2^20: refused before
+# anything is written, naming what it needs and what is free.
+# (--for-host says first, in a note, how many samples it makes that.)
+checks=$((checks + 1))
+run gen "$dataset_dir/toolarge" --for-host 1PiB --sample-size 1GiB
+if ((rc == 2)) && [[ ! -s $out ]] && tail -n 1 "$err" | grep -q "^feedline: error: .*needs about 5.00 PiB.* free"; then
+  echo "ok: gen --for-host 1PiB: exit 2, naming the 5 PiB it needs and the free space"
+else
+  fail "gen --for-host 1PiB: exit $rc, expected 2 naming what it needs and what is free"; show stderr "$err"
+fi
+expect_usage "gen --samples 2^32" "needs about" "free" -- gen "$dataset_dir/toolarge" --samples 4294967296
+expect_usage "gen of 10^6 files of 1 GiB as tar" "needs about" "free" -- \
+  gen "$dataset_dir/toolarge" --format tar --samples 1000000 --sample-size 1GiB
+checks=$((checks + 1))
+if [[ -e $dataset_dir/toolarge ]]; then fail "a refused gen wrote something: $(ls -A "$dataset_dir/toolarge" | head -3)"
+else echo "ok: a gen refused for room wrote nothing"; fi
 
 # --- a symlinked subdirectory is named, not skipped without a word ---------------------------
 dataset_links=$dataset_dir/links

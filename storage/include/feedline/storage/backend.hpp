@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -314,6 +315,13 @@ class ObjectWriter {
   virtual Result<void> commit() = 0;  // abandoning a writer without commit leaves no object
 };
 
+// Room for new objects, where a backend can tell (SpaceInfo: Backend::free_space()).
+struct SpaceInfo {
+  std::uint64_t free_bytes = 0;  // what an unprivileged writer may still use
+  std::uint64_t block_size = 1;  // the allocation unit: an object takes whole blocks
+  std::uint64_t free_objects = ~std::uint64_t{0};  // inodes left (unlimited where not counted)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -348,6 +356,13 @@ class Backend {
     return open_known(info);
   }
   virtual Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) = 0;
+  // The room left for objects written under key (a local filesystem's statvfs() of the nearest
+  // directory there is on the way to key), or nothing where the backend cannot tell (object
+  // stores, NFS, memory: the default).
+  virtual std::optional<SpaceInfo> free_space(std::string_view key) {
+    (void)key;
+    return std::nullopt;
+  }
   // A queue for one thread. options.memory = kDevice where caps().device_reads is false:
   // kUnsupported.
   virtual Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) = 0;
