@@ -522,6 +522,36 @@ TEST_CASE("the memory budget bounds the pipeline and rejects a sample that canno
   CHECK(refused.error().what().find("memory budget") != std::string::npos);
 }
 
+TEST_CASE("the dataset's tables count against the memory budget, in the report too",
+          "[loader][pipeline]") {
+  // 20,000 tiny samples: their table (keys, members, names, offsets) is held for the whole run,
+  // as the buffers are; a budget it does not fit is refused naming it, one it fits reports it.
+  MemDataset ds(20'000, 16);
+  const std::uint64_t table = dataset_table_bytes(ds.dataset);
+  CHECK(table >= 20'000 * (sizeof(Sample) + sizeof(Member)));
+  auto config = small_config(100, 1);
+  config.memory_budget = 1 << 20;
+  REQUIRE(table > config.memory_budget);
+  auto refused = Loader::open(*ds.backend, ds.dataset, config);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == Errc::kInvalidArgument);
+  CHECK(refused.error().message().find("dataset's tables take") != std::string::npos);
+  CHECK(refused.error().message().find("20000 samples") != std::string::npos);
+
+  config.memory_budget = 16 << 20;
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  while (true) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (b->end()) break;
+  }
+  auto r = loader->report();
+  CHECK(r.consumer.samples == 20'000);
+  CHECK(r.memory.peak >= table);
+  CHECK(r.memory.peak <= config.memory_budget);
+  CHECK(r.memory.overshoot == 0);
+}
+
 TEST_CASE("a read error fails the run naming the object; skip counts it instead",
           "[loader][pipeline]") {
   const auto dir = testing::scratch_dir("pipeline-errors");

@@ -422,4 +422,18 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   return ds;
 }
 
+std::uint64_t dataset_table_bytes(const Dataset& d) {
+  // A string's heap block as glibc's malloc rounds it (none while it fits std::string's inline
+  // buffer).
+  auto heap = [](const std::string& s) -> std::uint64_t {
+    return s.capacity() > 15 ? std::max<std::uint64_t>(32, align_up(s.capacity() + 1 + 8, 16)) : 0;
+  };
+  std::uint64_t bytes = d.samples.size() * sizeof(Sample) + d.members.size() * sizeof(Member) +
+                        d.objects.size() * sizeof(storage::ObjectInfo);
+  for (const Sample& s : d.samples) bytes += heap(s.key);
+  for (const Member& m : d.members) bytes += heap(m.name);
+  for (const storage::ObjectInfo& o : d.objects) bytes += heap(o.key);
+  return bytes;
+}
+
 }  // namespace feedline::loader

@@ -19,6 +19,7 @@
 #    hang (files kept open, and opened in the io_uring ring);
 #  - gen: Ctrl-C inside a 1 GiB sample within a second; a dataset larger than the free space (or
 #    5 PiB) refused before anything is written;
+#  - per-entry metadata within the memory budget (an npz of 100,000 arrays; 200,000 tar members);
 #  - a symlinked subdirectory and a dangling link named in notes;
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
@@ -321,6 +322,36 @@ expect_usage "gen of 10^6 files of 1 GiB as tar" "needs about" "free" -- \
 checks=$((checks + 1))
 if [[ -e $dataset_dir/toolarge ]]; then fail "a refused gen wrote something: $(ls -A "$dataset_dir/toolarge" | head -3)"
 else echo "ok: a gen refused for room wrote nothing"; fi
+
+# --- metadata held per entry counts against the memory budget ----------------------------------
+# An npz of 100,000 arrays: the open read each array's header into a buffer of its own, all at
+# once (912 MB under a 64 MiB budget); now a bounded batch at a time.
+dataset_npz=$dataset_dir/npz-many
+mkdir -p -- "$dataset_npz"
+"$py" -c 'import numpy as np, sys; np.savez(sys.argv[1], **{"a%06d" % i: np.arange(4, dtype=np.uint8) for i in range(100000)})' \
+  "$dataset_npz/big.npz"
+# dataset_bounded_ok NAME LIMIT_MB -- ARGS...: feedline ARGS must exit 0 within LIMIT_MB (+ the
+# fixed overhead) of max RSS, and report a peak within its budget.
+dataset_bounded_ok() {
+  local name=$1 limit=$2; shift 3
+  checks=$((checks + 1))
+  local json=$dataset_dir/bounded.json
+  rm -f -- "$json"
+  run_as "$timer" -q -o "$rss_file" -f %M -- "$@" --json "$json"
+  local v
+  v=$(json_check "$json" 'd["memory"]["peak_bytes"] <= d["memory"]["budget_bytes"]' "the report's peak is over its budget")
+  if ((rc == 0)) && [[ -z $v ]]; then echo "ok: $name: exit 0, peak within the budget"
+  else fail "$name: exit $rc; $v"; show stderr "$err"; fi
+  check_rss "$name" "$limit"
+}
+dataset_bounded_ok "an npz of 100,000 arrays under a 64 MiB budget" 64 -- run "$dataset_npz" --memory-budget 64MiB
+# 100,000 tiny tar samples (200,000 members) under the smallest budget: the table the run holds
+# (keys, names, offsets: ~20 MB) does not fit, and that is said before anything is read.
+if dataset_gen "$dataset_dir/tiny-members" --format tar --samples 100000 --sample-size 1 --samples-per-shard 50000; then
+  expect_usage "200,000 tar members under a 1 MiB budget" "dataset's tables take" "memory budget" -- \
+    run "$dataset_dir/tiny-members" --memory-budget 1MiB
+  dataset_bounded_ok "200,000 tar members under a 64 MiB budget" 64 -- run "$dataset_dir/tiny-members" --memory-budget 64MiB
+fi
 
 # --- a symlinked subdirectory is named, not skipped without a word ---------------------------
 dataset_links=$dataset_dir/links

@@ -154,6 +154,12 @@ struct DatasetOptions {
 // (FIFOs, sockets, devices in a local directory) are left out with a note; a root naming one is
 // an error. Errors name the object and offset
 // (a truncated tar, a non-tar object in a tar dataset, an empty dataset).
+// The memory the dataset's tables hold (samples, members, objects and their names, as open_dataset
+// left them): about 130 bytes a sample of one member with a short name, more with long names.
+// A loader counts it against its memory budget (LoaderConfig::memory_budget), as it holds the
+// table for the whole run.
+std::uint64_t dataset_table_bytes(const Dataset& dataset);
+
 // Where each object's samples start in Dataset::samples (which lists them object by object, in
 // storage order): SamplerConfig::shard_starts.
 std::vector<std::uint32_t> shard_starts(const Dataset& dataset);
