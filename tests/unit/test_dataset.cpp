@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/dataset.hpp"
@@ -14,6 +15,8 @@
 #include "feedline/loader/gen.hpp"
 #include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar_index.hpp"
+#include "feedline/loader/tfrecord.hpp"
+#include "feedline/storage/decorators.hpp"
 #include "feedline/storage/registry.hpp"
 #include "formats_support.hpp"
 #include "test_support.hpp"
@@ -543,6 +546,42 @@ TEST_CASE("dataset: a stop request ends the open with kCancelled, also with skip
   }
   o.stop = {};
   CHECK(open_dataset(*st.backend, st.root, o));
+}
+
+TEST_CASE("dataset: a stop while a read of the open is in flight says what was being opened",
+          "[dataset][formats]") {
+  // Every read takes 30 s (a stalled server, a slow disk): the stop cancels the one in flight,
+  // whose error names no object (only an offset). The open's error must still say what it was
+  // opening: "interrupted while opening the dataset ROOT", naming an object, no bare offset.
+  for (const DatasetFormat f : {DatasetFormat::kTar, DatasetFormat::kTfRecord}) {
+    if (f == DatasetFormat::kTfRecord && !tfrecord_available()) continue;
+    INFO(format_name(f));
+    Store st = make_store("mem", fmt::format("stop-in-flight-{}", format_name(f)));
+    GenConfig c;
+    c.format = f;
+    c.samples = 20;
+    c.samples_per_shard = 10;
+    REQUIRE(generate_dataset(*st.backend, st.root, c));
+    auto slow =
+        storage::make_throttle(std::move(st.backend), {.latency = std::chrono::seconds(30)});
+    std::stop_source stop;
+    std::jthread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      stop.request_stop();
+    });
+    DatasetOptions o;
+    o.format = f;
+    o.stop = stop.get_token();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = open_dataset(*slow, st.root, o);
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCancelled);
+    CHECK(r.error().message().find("interrupted while opening the dataset") != std::string::npos);
+    CHECK(r.error().message().find(st.root) != std::string::npos);
+    CHECK_FALSE(r.error().object().empty());
+    CHECK_FALSE(r.error().offset().has_value());
+  }
 }
 
 TEST_CASE("dataset: shards made by GNU tar, with directories and links", "[dataset][formats]") {

@@ -98,8 +98,10 @@ std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
   return starts;
 }
 
-Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
-                             const DatasetOptions& options) {
+namespace {
+
+Result<Dataset> open_dataset_impl(storage::Backend& backend, std::string_view root,
+                                  const DatasetOptions& options) {
   Dataset ds;
   ds.root = std::string(root);
   // kAuto: from the names (listed, or named by the pattern), in this order of precedence.
@@ -410,7 +412,10 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
     return fail(Error(Errc::kNotFound, fmt::format("no samples under {}", shown(backend, root)))
                     .with_object(shown(backend, root))
                     .with_hint(ds.objects.empty() ? "check the path, or run feedline gen first"
-                                                  : "the shards hold no regular members"));
+                               : format == DatasetFormat::kTfRecord ? "its files hold no records"
+                               : format == DatasetFormat::kNpz
+                                   ? "its archives hold no arrays"
+                                   : "the shards hold no regular members"));
   }
   ds.total_bytes = 0;
   ds.max_sample_bytes = 0;
@@ -421,6 +426,8 @@ Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
   }
   return ds;
 }
+
+}  // namespace
 
 std::uint64_t dataset_table_bytes(const Dataset& d) {
   // A string's heap block as glibc's malloc rounds it (none while it fits std::string's inline
@@ -434,6 +441,19 @@ std::uint64_t dataset_table_bytes(const Dataset& d) {
   for (const Member& m : d.members) bytes += heap(m.name);
   for (const storage::ObjectInfo& o : d.objects) bytes += heap(o.key);
   return bytes;
+}
+
+// A stop request (Ctrl-C) met anywhere in the open, a read cancelled under it included (whose
+// error may name no object, only an offset), is said one way: interrupted while opening what.
+Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
+                             const DatasetOptions& options) {
+  auto r = open_dataset_impl(backend, root, options);
+  if (r || r.error().code() != Errc::kCancelled) return r;
+  const Error& e = r.error();
+  const std::string dataset = shown(backend, root);
+  return fail(
+      Error(Errc::kCancelled, fmt::format("interrupted while opening the dataset {}", dataset))
+          .with_object(e.object().empty() ? dataset : e.object()));
 }
 
 }  // namespace feedline::loader

@@ -169,8 +169,10 @@ Result<void> members_from_scan(storage::Backend& backend, storage::IoQueue& queu
   detail::SequentialReader source(queue, *handle, align, chunk, stop);
   tar::Reader reader(
       shard.key, handle->size(),
-      [&source, &stop](std::uint64_t offset, std::size_t length) -> Result<ConstBytes> {
-        if (stop.stop_requested()) return fail(cancelled("scanning a shard's headers"));
+      [&source, &stop, &shard](std::uint64_t offset, std::size_t length) -> Result<ConstBytes> {
+        if (stop.stop_requested()) {
+          return fail(cancelled("scanning a shard's headers").with_object(shard.key));
+        }
         return source.read(offset, length);
       });
   tar::Entry e;

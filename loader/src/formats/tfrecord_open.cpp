@@ -49,7 +49,9 @@ Result<void> scan(OpenContext& ctx, const FoundObject& f, const storage::ObjectH
   SequentialReader source(ctx.queue, handle, ctx.align, SequentialReader::kDefaultChunk,
                           ctx.options.stop);
   for (std::uint64_t offset = 0; offset < size;) {
-    if (ctx.options.stop.stop_requested()) return fail(cancelled("scanning TFRecord headers"));
+    if (ctx.options.stop.stop_requested()) {
+      return fail(cancelled("scanning TFRecord headers").with_object(name));
+    }
     FEEDLINE_ASSIGN_OR_RETURN(ConstBytes header,
                               source.read(offset, static_cast<std::size_t>(kTfRecordHeaderBytes)));
     FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t n, parse_tfrecord_header(header, offset, size, name));

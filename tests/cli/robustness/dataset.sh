@@ -21,6 +21,7 @@
 #    5 PiB) refused before anything is written;
 #  - per-entry metadata within the memory budget (an npz of 100,000 arrays; 200,000 tar members);
 #  - a symlinked subdirectory and a dangling link named in notes;
+#  - Ctrl-C while the dataset opens: "interrupted while opening the dataset", exit 130.
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
 dataset_dir=$scratch/robustness-dataset
@@ -368,5 +369,20 @@ if dataset_gen "$dataset_dir/links-target" --samples 3 --sample-size 100; then
     echo "ok: a symlinked subdirectory and a dangling link are named in notes"
   else
     fail "a symlinked subdirectory: exit $rc; $v; no note naming it"; show stderr "$err"
+  fi
+fi
+
+# --- Ctrl-C while the dataset opens ------------------------------------------------------------
+# Two shards of 100 MiB without indexes: their headers are scanned when Ctrl-C comes.
+if dataset_gen "$dataset_dir/scan" --format tar --samples 3200 --sample-size 64KiB --samples-per-shard 1600; then
+  rm -f -- "$dataset_dir"/scan/*.idx "$dataset_dir/scan/.feedline-dataset"
+  expect_interrupt "Ctrl-C while the dataset opens" --after 1 -- run "$dataset_dir/scan" --throttle-bw 10MiB
+  checks=$((checks + 1))
+  e=$scratch/Ctrl-C_while_the_dataset_opens.err
+  if grep -q "interrupted while opening the dataset" "$e" && ! grep -q "cancelled at offset" "$e"; then
+    echo "ok: Ctrl-C while the dataset opens says so, naming it"
+  else
+    fail "Ctrl-C while the dataset opens: stderr does not say 'interrupted while opening the dataset'"
+    show stderr "$e"
   fi
 fi
