@@ -21,7 +21,8 @@
 #    5 PiB) refused before anything is written;
 #  - per-entry metadata within the memory budget (an npz of 100,000 arrays; 200,000 tar members);
 #  - a symlinked subdirectory and a dangling link named in notes;
-#  - Ctrl-C while the dataset opens: "interrupted while opening the dataset", exit 130.
+#  - Ctrl-C while the dataset opens: "interrupted while opening the dataset", exit 130;
+#  - every format's object cut at each byte near its structure's boundaries (truncations.py).
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
 dataset_dir=$scratch/robustness-dataset
@@ -385,4 +386,17 @@ if dataset_gen "$dataset_dir/scan" --format tar --samples 3200 --sample-size 64K
     fail "Ctrl-C while the dataset opens: stderr does not say 'interrupted while opening the dataset'"
     show stderr "$e"
   fi
+fi
+
+# --- every object cut short at its structure's boundaries ---------------------------------------
+# Each format's first object cut at every byte near a header, a record's framing or a zip record
+# (truncations.py): exit 0 (a shorter valid dataset) or 1 naming the object, never 2, a crash or
+# a hang, and --on-error skip never fails.
+checks=$((checks + 1))
+if "$py" "$here/robustness/truncations.py" "$bin" "$dataset_dir" \
+     tar tar-index tfrecord tfrecord-index npz npy files >"$dataset_dir/truncations.log" 2>&1; then
+  echo "ok: objects cut short at every structure boundary: $(tail -n 1 "$dataset_dir/truncations.log")"
+else
+  fail "objects cut short: $(grep -c '^FAIL' "$dataset_dir/truncations.log") format(s) misbehaved"
+  grep -A5 '^FAIL' "$dataset_dir/truncations.log" | head -40
 fi
