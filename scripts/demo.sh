@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The README's first command: install what is missing, build, and run feedline's main job on an
-# embedded default. It generates (once) a resnet50-like dataset in a scratch folder — 10,000
+# embedded default. It generates (once) a resnet50-like dataset in a scratch folder — 12,800
 # samples of 114,660 bytes in TFRecord files of 1,251 records, as MLPerf Storage's resnet50 has
 # them, with DALI-style indexes — and runs it through `feedline run` with an emulated accelerator
 # (MLPerf Storage's resnet50 settings: batch 400, 224 ms of compute per step on an H100, AU target
 # 90%), ending with the stall report and writing an HTML report and a trace of the run for Perfetto; then it asks how many such accelerators the disk feeds
 # (`bench accelerators`, O_DIRECT, under a minute).
 # Idempotent: the build and the dataset are reused when present.
-# Environment: FEEDLINE_SCRATCH (default ./.scratch), FEEDLINE_SAMPLES (default 10000).
+# Environment: FEEDLINE_SCRATCH (default ./.scratch), FEEDLINE_SAMPLES (default 12800: every trial
+# of the search below can measure, up to its 16 accelerators: each gets 2 full batches of 400 an
+# epoch, 16 x 2 x 400; bench accelerators runs no trial a dataset is too small for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +19,7 @@ cmake --build build/release --target feedline
 
 bin=build/release/tools/feedline
 scratch=${FEEDLINE_SCRATCH:-.scratch}
-samples=${FEEDLINE_SAMPLES:-10000}
+samples=${FEEDLINE_SAMPLES:-12800}
 ds="$scratch/resnet50-tfrecord-$samples"
 if [[ ! -f "$ds/.complete" ]]; then
   rm -rf "$ds"

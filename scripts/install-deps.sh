@@ -7,7 +7,7 @@
 #           tests and benches: nginx, aws-cli 2, boto3/botocore (the independent SigV4 check),
 #           rclone, curl, openssl, and node + npm for s3rver (installed by tests/servers/setup.sh);
 #           nfs-ganesha and libnfs-utils (nfs-cat) for the NFS tests and bench/compare-nfs.sh;
-#           ccache, which scripts/test.sh puts in front of the compilers; pytest and torch (CPU) for
+#           ccache, which scripts/test.sh puts in front of the compilers, and mold, the linker it uses; pytest and torch (CPU) for
 #           the Python binding's tests; python3-crc32c, the independent TFRecord CRC32C of
 #           tests/cli/formats.sh). The build itself takes python3-dev, pybind11-dev,
 #           libdlpack-dev and numpy for the Python package (python/), and libisal-dev (ISA-L) for
@@ -24,7 +24,7 @@ pkgs=(build-essential cmake ninja-build pkg-config liburing-dev libboost-dev lib
       libxxhash-dev libnfs-dev libpugixml-dev python3-dev pybind11-dev libdlpack-dev python3-numpy
       libisal-dev libjpeg62-turbo-dev libexif-dev libopenmpi-dev openmpi-bin prometheus-cpp-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  pkgs+=(ccache fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard python3-crc32c zstd tar
+  pkgs+=(ccache mold fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard python3-crc32c zstd tar
          nginx awscli python3-boto3 python3-botocore rclone curl openssl
          nfs-ganesha nfs-ganesha-vfs libnfs-utils python3-pytest python3-torch python3-pil python3-torchvision
          prometheus python3-prometheus-client chromium)

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "feedline/core/text.hpp"
+
 namespace feedline {
 
 std::string_view errc_name(Errc code) noexcept {
@@ -98,7 +100,9 @@ std::string Error::what() const {
   out += ": ";
   out += message_;
   if (!hint_.empty()) out += fmt::format(" ({})", hint_);
-  return out;
+  // Names are bytes (a file name, an S3 key): shown on one line, with no control character and
+  // nothing that is not UTF-8, wherever the line goes (a terminal, a JSON document, Python).
+  return printable(out);
 }
 
 }  // namespace feedline

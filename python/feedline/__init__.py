@@ -7,13 +7,17 @@
         t, lengths = batch.to_torch(".bin")
     print(loader.report()["bottleneck"])
 
-Options are `feedline run`'s flags with "_" for "-" (``io_depth=64`` is ``--io-depth 64``); a
-flag without a value takes True (``direct=True``); ``shuffle=False`` is ``--no-shuffle``; None
-leaves an option at its default. The pipeline (storage reads, decode threads, collate into a
+Options are `feedline run`'s flags with "_" for "-" (``io_depth=64`` is ``--io-depth 64``): a
+count takes an int, a size or duration a str ("64MiB", "2ms"; a size also an int of bytes), a
+flag without a value True or False (``direct=True``; 1 and 0 too); ``shuffle=False`` is
+``--no-shuffle``; None leaves an option at its default. Each value is checked as the CLI checks
+it, and an error names the keyword. The pipeline (storage reads, decode threads, collate into a
 bounded pool of batch buffers) runs in C++ threads: iterating waits for a batch with the GIL
 released, and the time between two batches is counted as your training step's compute.
 """
+import atexit
 import json
+import operator
 import os
 import re
 
@@ -21,14 +25,22 @@ from . import _feedline
 
 Error = _feedline.Error  # storage and data errors: an OSError whose message names the object
 
-__all__ = ["Loader", "Batch", "Error", "decode_image"]
+# Loaders still open at exit are closed while the interpreter is whole: freed during its
+# finalization, a pipeline thread waiting for the GIL would be ended mid-call.
+atexit.register(_feedline._close_all)
+
+__all__ = ["Loader", "Batch", "Error", "decode_image", "MAX_PIXELS"]
 
 # `feedline run` flags that make no sense for an embedded loader (the CLI's own output, its
 # emulated accelerators and its after-run measurements).
 _CLI_ONLY = {"json", "compute-time", "stages-alone", "stages-alone-samples", "au-target", "config",
              "accelerators", "runs", "help"}
-_FLAGS = frozenset(_feedline._run_flags()) - _CLI_ONLY
-_KEYWORDS = {f.replace("-", "_") for f in _FLAGS} | {"shuffle"}
+# Each keyword's kind, from the native parser's options: "flag" (True/False), "int", "float"
+# or "text" (sizes and durations such as "64MiB" and "2ms", names, modes).
+_KINDS = {name.replace("-", "_"): kind for name, kind in _feedline._run_flags()
+          if name not in _CLI_ONLY}
+_KINDS["shuffle"] = "flag"  # --no-shuffle, the other way round
+_PATHS = {"ca_bundle"}  # keywords that take a path (str or os.PathLike)
 
 
 def _flag_to_keyword(message):
@@ -36,30 +48,83 @@ def _flag_to_keyword(message):
     return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
 
 
+def _keyword_value(key, value):
+    """The text of keyword `key`'s value for the parser (a flag's: True or False). TypeError for
+    a value of the wrong type (a bool for a number, a float for a count), ValueError for an
+    empty text or a path that cannot be read; each names the keyword."""
+    kind = _KINDS[key]
+    if kind == "flag":
+        # True/False, and 0/1 as C and the CLI's config files write them.
+        if isinstance(value, bool) or (type(value) is int and value in (0, 1)):
+            return bool(value)
+        raise TypeError("%s is a flag: True or False, not %r" % (key, value))
+    if isinstance(value, bool):
+        raise TypeError("%s takes a value, not %r (None leaves it at its default)" % (key, value))
+    if kind == "int":
+        try:
+            return str(operator.index(value))  # int, numpy integers; not float, not str
+        except TypeError:
+            raise TypeError("%s must be an int, not %s" % (key, type(value).__name__)) from None
+    if kind == "float":
+        if isinstance(value, (int, float)):
+            return repr(float(value))
+        raise TypeError("%s must be a number, not %s" % (key, type(value).__name__))
+    if key in _PATHS and isinstance(value, os.PathLike):
+        value = os.fsdecode(os.fspath(value))
+    elif isinstance(value, (int, float)):
+        value = str(value)  # a size in bytes (memory_budget=256 << 20)
+    elif not isinstance(value, str):
+        raise TypeError("%s must be a str%s, not %s" % (
+            key, " or a path" if key in _PATHS else "", type(value).__name__))
+    if value == "":
+        raise ValueError("%s='' is empty: give a value, or None for the default" % key)
+    if key in _PATHS:
+        _check_readable_file(key, value)
+    return value
+
+
+def _check_readable_file(key, path):
+    if os.path.isdir(path):
+        raise ValueError("%s: %s is a directory, not a file" % (key, path))
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise ValueError("%s: cannot read %s: %s" % (key, path, e.strerror)) from None
+
+
 def _args(url, options):
-    if not isinstance(url, (str, os.PathLike)):
-        raise TypeError("url must be a str or a path, not %s" % type(url).__name__)
-    args = [os.fspath(url)]
+    """The parser's argument list (bytes, as Linux's names are: a URL that is not UTF-8 stays
+    as it is)."""
+    if not isinstance(url, (str, bytes, os.PathLike)):
+        raise TypeError("url must be a str, bytes or a path, not %s" % type(url).__name__)
+    url = os.fsencode(url)
+    if not url:
+        raise ValueError("url is empty: give a directory or a file://, s3://, http(s):// or "
+                         "nfs:// URL")
+    args = [url]
     for key, value in options.items():
-        if key not in _KEYWORDS:
+        if key not in _KINDS:
             raise TypeError("Loader() got an unexpected keyword argument %r" % key)
         if value is None:
             continue
+        text = _keyword_value(key, value)
         if key == "shuffle":
-            if not isinstance(value, bool):
-                raise TypeError("shuffle must be True or False")
-            if not value:
-                args.append("--no-shuffle")
-            continue
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            if value:
-                args.append(flag)
-            continue
-        if not isinstance(value, (int, float, str, os.PathLike)):
-            raise TypeError("%s must be a number or a str, not %s" % (key, type(value).__name__))
-        args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+            if not text:
+                args.append(b"--no-shuffle")
+        elif text is True:
+            args.append(os.fsencode("--" + key.replace("_", "-")))
+        elif text is not False:
+            args += [os.fsencode("--" + key.replace("_", "-")), os.fsencode(text)]
     return args
+
+
+def _suffix(suffix):
+    """A member name's ending as the native side compares it: bytes (os.fsencode, so a str
+    from Batch.keys or a transform's dict matches a name that is not UTF-8)."""
+    if not isinstance(suffix, (str, bytes)):
+        raise TypeError("suffix must be a str, not %s" % type(suffix).__name__)
+    return os.fsencode(suffix)
 
 
 class Batch:
@@ -80,7 +145,8 @@ class Batch:
 
     @property
     def keys(self):
-        """The samples' keys, in batch order."""
+        """The samples' keys, in batch order: str as os.fsdecode() makes them, so that a name
+        that is not UTF-8 (Linux names are bytes) comes back with os.fsencode(key)."""
         return self._b.keys
 
     @property
@@ -108,18 +174,18 @@ class Batch:
         return self._b.transformed
 
     def member(self, suffix=""):
-        return self._b.member(suffix)
+        return self._b.member(_suffix(suffix))
 
     def padded(self, suffix=""):
         """(numpy uint8 array [len, longest] zero-padded, numpy int64 lengths): one copy."""
-        return self._b.padded(suffix)
+        return self._b.padded(_suffix(suffix))
 
     def dlpack(self, suffix=""):
         """A DLPack capsule of the members ending in suffix as one [len, size] uint8 tensor over
         the batch's buffer (its GPU copy with device=), without a copy; None when the members
         differ in size (padded() then gives one, with a copy). What takes it (torch.from_dlpack)
         keeps the batch alive, and may write to the buffer: DLPack has no read-only tensors."""
-        return self._b.dlpack(suffix)
+        return self._b.dlpack(_suffix(suffix))
 
     def __dlpack__(self, stream=None):
         """DLPack for a batch whose samples have one member each (files): torch.from_dlpack(b)."""
@@ -137,6 +203,7 @@ class Batch:
         Decoded images of one shape (image_size=) come as [len, height, width, 3] (NHWC; for
         NCHW, ``.permute(0, 3, 1, 2)``), lengths their bytes."""
         import torch  # only when asked for: feedline works without torch
+        suffix = _suffix(suffix)
         capsule = self._b.dlpack(suffix)
         if capsule is not None:
             data = torch.utils.dlpack.from_dlpack(capsule)
@@ -159,10 +226,16 @@ class Loader:
     ``transform`` (a callable) runs on each sample on the decode threads, holding the GIL only
     while it runs: it gets a dict of "__key__" and each member's decoded bytes under its name
     after the key, as WebDataset names them (".bin", ".cls"),
-    and what it returns is in ``Batch.transformed``. The report's "transform" tells its time,
+    and what it returns is in ``Batch.transformed``, its bytes (an array's or a tensor's
+    nbytes) counted in memory_budget until the batch holding it dies: the loader reads ahead only
+    as far as the budget holds such results. The transform may not use its own loader (next(),
+    report(), close(): RuntimeError). The report's "transform" tells its time,
     and the decode threads' wait for the GIL, apart from feedline's own decode. ``rank`` and
     ``world_size`` default to torch.distributed's when it is initialised, then to the launcher's
-    environment (RANK/WORLD_SIZE, Open MPI, SLURM), as `feedline run` reads it."""
+    environment (RANK/WORLD_SIZE, Open MPI, SLURM), as `feedline run` reads it.
+
+    A process fork()ed after the Loader was made cannot use it (RuntimeError: its pipeline's
+    threads stay in the parent); it may close it and exit."""
 
     def __init__(self, url, state=None, transform=None, _start_epoch=0, **options):
         if options.get("rank") is None and options.get("world_size") is None:
@@ -173,6 +246,8 @@ class Loader:
             state = json.dumps(state)
         elif state is not None and not isinstance(state, str):
             raise TypeError("state must be a dict from state_dict() or its JSON text")
+        if options.get("image_size") is not None:
+            _check_image_size(options["image_size"], MAX_PIXELS, "feedline.MAX_PIXELS")
         args = _args(url, options)
         try:
             self._native = _feedline._Loader(args, state, _start_epoch, transform)
@@ -212,8 +287,10 @@ class Loader:
         return json.loads(self._native.state_json())
 
     def close(self):
-        """Stops the pipeline and frees what it holds but the batches still alive; report()
-        still gives the run's report."""
+        """Stops the pipeline and frees what it holds but the batches still alive, and the
+        metrics endpoint; report() still gives the run's report. It does not wait for a
+        transform call under way (longer than a moment): the pipeline then ends on its own once
+        the call returns, and the report is the run's figures at close()."""
         self._done = True
         self._native.close()
 
@@ -224,18 +301,57 @@ class Loader:
         self.close()
 
 
-def decode_image(data, image_size=None, crop=None, dct_scaling=True, seed=0, sample=0, epoch=0):
+# The most pixels one decoded image may have, as Pillow's Image.MAX_IMAGE_PIXELS (beyond it
+# Pillow calls the file a decompression bomb): a 12 KB JPEG may claim 65500 x 65500 pixels,
+# and image_size=16384 alone makes 805 MB images.
+MAX_PIXELS = 89_478_485
+_MAX_IMAGE_SIZE = 16384  # the loader's largest image_size (feedline/loader/image.hpp)
+
+
+def _whole(name, value, lo, hi):
+    if isinstance(value, bool):
+        raise TypeError("%s must be an int, not bool" % name)
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError("%s must be an int, not %s" % (name, type(value).__name__)) from None
+    if not lo <= value <= hi:
+        raise ValueError("%s=%d is out of range: %d..%d" % (name, value, lo, hi))
+    return value
+
+
+def _check_image_size(image_size, max_pixels, limit_name):
+    size = _whole("image_size", image_size, 1, _MAX_IMAGE_SIZE)
+    if size * size > max_pixels:
+        raise ValueError("image_size=%d makes images of %d x %d = %d pixels, more than %s=%d "
+                         "(Pillow's limit for one image)" % (size, size, size, size * size,
+                                                               limit_name, max_pixels))
+    return size
+
+
+def decode_image(data, image_size=None, crop=None, dct_scaling=True, seed=0, sample=0, epoch=0,
+                 max_pixels=MAX_PIXELS):
     """One JPEG (bytes) decoded as the loader decodes sample ``sample`` of ``epoch`` with these
     settings (``image_size``, ``crop`` and ``dct_scaling`` as Loader's image_size=, crop= and
     no_dct_scaling=; ``seed`` the run's): (a uint8 numpy array [height, width, 3], a dict of what
     was found and done: the image's size as displayed and as stored, its colour space, EXIF
     orientation, whether progressive, the crop (x, y, width, height) and the DCT scale). To see
     what an augmentation makes of a picture; raises feedline.Error for a file it cannot
-    decode, naming why."""
+    decode, naming why. No image of more than ``max_pixels`` pixels is made or decoded
+    (Pillow's limit by default): an image_size beyond it is a ValueError, a file whose
+    pixels (or its crop's) are more a feedline.Error."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError("data must be bytes, not %s" % type(data).__name__)
-    return _feedline._decode_image(bytes(data), image_size or 0, crop or "", bool(dct_scaling),
-                                   seed, sample, epoch)
+    max_pixels = _whole("max_pixels", max_pixels, 1, 2 ** 40)
+    size = 0 if image_size is None else _check_image_size(image_size, max_pixels, "max_pixels")
+    if crop is not None and (not isinstance(crop, str) or not crop):
+        raise (TypeError if not isinstance(crop, str) else ValueError)(
+            "crop must be 'random-resized', 'center' or 'none', not %r" % (crop,))
+    seed = _whole("seed", seed, 0, 2 ** 64 - 1)
+    sample = _whole("sample", sample, 0, 2 ** 32 - 1)
+    epoch = _whole("epoch", epoch, 0, 2 ** 32 - 1)
+    return _feedline._decode_image(bytes(data), size, crop or "", bool(dct_scaling), seed,
+                                   sample, epoch, max_pixels)
 
 
 def _torch_distributed():

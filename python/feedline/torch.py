@@ -18,6 +18,12 @@ from . import Loader
 
 __all__ = ["IterableDataset"]
 
+_IN_WORKERS = (
+    "feedline.torch.IterableDataset runs its own threads (storage, decode, collate) and its "
+    "batches cannot cross processes: give DataLoader num_workers=0, as in "
+    "DataLoader(dataset, batch_size=None, num_workers=0) (feedline's decode_threads= sets its "
+    "parallelism)")
+
 
 class IterableDataset(torch.utils.data.IterableDataset):
     """One pass over the dataset per iteration: epoch ``set_epoch(n)`` (as DistributedSampler),
@@ -37,15 +43,18 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._resume = None
 
     def set_epoch(self, epoch):
-        if not isinstance(epoch, int) or epoch < 0:
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError("epoch must be a whole number >= 0")
         self._epoch = epoch
 
     def __iter__(self):
-        info = torch.utils.data.get_worker_info()
-        if info is not None and info.num_workers > 1:
-            raise RuntimeError("feedline.torch.IterableDataset runs its own threads: use "
-                               "DataLoader(..., num_workers=0)")
+        # Not a generator: DataLoader's worker process calls iter() as it starts, and hears at
+        # once (it sends the error to the main process, which raises it at its first next()).
+        if torch.utils.data.get_worker_info() is not None:
+            raise RuntimeError(_IN_WORKERS)
+        return self._iterate()
+
+    def _iterate(self):
         state, self._resume = self._resume, None
         epoch = state["epoch"] if state else self._epoch
         loader = Loader(self._url, state=state["loader"] if state else None, _start_epoch=epoch,
@@ -56,6 +65,11 @@ class IterableDataset(torch.utils.data.IterableDataset):
                 yield batch
         finally:
             loader.close()  # its state_dict() and report() stay
+
+    def __reduce__(self):
+        # DataLoader's workers under the spawn and forkserver start methods get the dataset
+        # pickled: refused here, in the main process, before a worker starts.
+        raise TypeError(_IN_WORKERS)
 
     def report(self):
         """The last (or current) pass's report, as Loader.report()."""

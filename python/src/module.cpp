@@ -15,6 +15,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -31,6 +33,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "cli_error.hpp"
@@ -51,17 +54,62 @@ namespace {
 
 PyObject* g_error = nullptr;  // feedline.Error (an OSError)
 
+// A name from storage (a key, a member's name) as os.fsdecode() makes it: Linux names and S3
+// keys are bytes, and one that is not UTF-8 keeps each such byte as a lone surrogate
+// (surrogateescape), so that os.fsencode() gives the name back.
+py::str name_str(std::string_view s) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// A message, which may quote such a name, as text that prints anywhere (\xe9 for those bytes).
+py::str message_str(std::string_view s) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// A ValueError's (KeyError's, RuntimeError's) message, thrown from any thread (the opening
+// thread's too) and raised in Python by the module's translator, with message_str's text.
+class PythonError : public std::runtime_error {
+ public:
+  PythonError(PyObject* type, std::string_view what)
+      : std::runtime_error(std::string(what)), type_(type) {}
+  PyObject* type() const noexcept { return type_; }
+
+ private:
+  PyObject* type_;
+};
+
+[[noreturn]] void raise_python(PyObject* type, std::string_view what) {
+  throw PythonError(type, what);
+}
+
 [[noreturn]] void raise_error(const fl::Error& e) {
   const int err = e.code() == fl::Errc::kNotFound            ? ENOENT
                   : e.code() == fl::Errc::kPermissionDenied  ? EACCES
                   : e.code() == fl::Errc::kResourceExhausted ? ENOBUFS
                                                              : EIO;
-  py::object exc = py::reinterpret_borrow<py::object>(g_error)(err, e.what());
+  py::object exc = py::reinterpret_borrow<py::object>(g_error)(err, message_str(e.what()));
   PyErr_SetObject(g_error, exc.ptr());
   throw py::error_already_set();
 }
 
-[[noreturn]] void raise_value(const std::string& what) { throw py::value_error(what); }
+[[noreturn]] void raise_value(std::string_view what) { raise_python(PyExc_ValueError, what); }
+
+// fork(): the child has none of its parent's threads, so a loader made before it (and its
+// batches, whose buffers go back to its pool) is the parent's. The child may close it and exit,
+// which leave what it holds as it is, and is refused any other use of it.
+[[noreturn]] void raise_forked(pid_t owner) {
+  raise_python(PyExc_RuntimeError,
+               fmt::format("this Loader was made by process {} before a fork(): its pipeline's "
+                           "threads are not in this process ({}). Make a new Loader in this "
+                           "process (close() and the exit are safe)",
+                           owner, ::getpid()));
+}
 
 // A zstd member's name as its decoded bytes are: "000123.bin.zst" -> "000123.bin", so
 // member(".bin") finds it as it would the stored ".bin".
@@ -79,45 +127,107 @@ bool finalizing() {
 #endif
 }
 
+// The bytes a transform's result holds, as Python tells them: an array's nbytes (numpy), a
+// tensor's elements (torch), a buffer's length (bytes, bytearray, memoryview), what the items of
+// a tuple, list or dict hold (two levels down, the first 1024 items), else sys.getsizeof().
+// Counted in the loader's memory budget (TransformCall::result_bytes). With the GIL held.
+std::uint64_t held_bytes(py::handle o, int depth = 0) {
+  PyObject* p = o.ptr();
+  if (PyBytes_Check(p)) return static_cast<std::uint64_t>(PyBytes_GET_SIZE(p));
+  if (PyByteArray_Check(p)) return static_cast<std::uint64_t>(PyByteArray_GET_SIZE(p));
+  try {
+    if (py::hasattr(o, "nbytes")) {
+      py::object n = o.attr("nbytes");
+      if (PyLong_Check(n.ptr())) return n.cast<std::uint64_t>();
+    }
+    if (py::hasattr(o, "element_size") && py::hasattr(o, "numel")) {
+      return o.attr("element_size")().cast<std::uint64_t>() *
+             o.attr("numel")().cast<std::uint64_t>();
+    }
+    if (PyObject_CheckBuffer(p)) {
+      Py_buffer view;
+      if (PyObject_GetBuffer(p, &view, PyBUF_SIMPLE) == 0) {
+        const auto n = static_cast<std::uint64_t>(view.len);
+        PyBuffer_Release(&view);
+        return n;
+      }
+      PyErr_Clear();
+    }
+    std::uint64_t n = static_cast<std::uint64_t>(
+        py::module_::import("sys").attr("getsizeof")(o).cast<std::uint64_t>());
+    if (depth < 2 && (PyTuple_Check(p) || PyList_Check(p) || PyDict_Check(p))) {
+      std::size_t items = 0;
+      const py::object each =
+          PyDict_Check(p) ? o.attr("values")() : py::reinterpret_borrow<py::object>(o);
+      for (py::handle item : each) {
+        if (++items > 1024) break;
+        n += held_bytes(item, depth + 1);
+      }
+    }
+    return n;
+  } catch (py::error_already_set&) {  // a strange object: counted as nothing
+    return 0;
+  } catch (py::cast_error&) {
+    return 0;
+  }
+}
+
+class PyTransform;
+// The transform whose call this thread is in (a decode thread's, while fn runs): its loader's
+// next(), report() and close() would wait for this very thread.
+thread_local const PyTransform* t_in_transform = nullptr;
+
 // transform=fn on the decode threads (feedline/loader/transform.hpp). Each call takes the GIL
 // for fn only, and reports how long it waited for it. fn gets a dict: "__key__" and each member's
 // decoded bytes (a copy, so fn may keep it) under the member's name after the sample's key, as
 // WebDataset names them (".bin", ".cls"; a zstd member's without ".zst": the bytes are decoded);
-// what it returns rides in the
-// batch (Batch.transformed). The first exception fn raises is kept, to be raised again from the
-// loop with the sample named.
+// what it returns rides in the batch (Batch.transformed), its bytes counted in the memory
+// budget. The first exception fn raises is kept, to be raised again from the loop with the
+// sample named. close() makes later calls return at once without fn; wait_idle() waits (a
+// while) for those under way.
 class PyTransform final : public ld::SampleTransform {
  public:
   explicit PyTransform(py::object fn) : fn_(std::move(fn)) {}
   ~PyTransform() override {
     if (finalizing()) {  // leaked rather than touched: the interpreter is going away
       fn_.release();
-      first_error_.release();
+      for (auto& kept : errors_) kept.second.release();
       return;
     }
     py::gil_scoped_acquire gil;
     fn_ = py::object();
-    first_error_ = py::object();
+    errors_.clear();
   }
 
   fl::Result<ld::TransformResult> apply(const ld::TransformInput& in,
                                         ld::TransformCall& call) override {
-    if (finalizing()) return fl::fail(fl::Errc::kCancelled, "the interpreter is shutting down");
+    InFlight counted(*this);  // declared before the GIL is taken: ends after it is let go
+    if (closed_.load() || finalizing()) return cancelled();
     const std::uint64_t asked = fl::now_ns();
     py::gil_scoped_acquire gil;
     call.lock_wait = std::chrono::nanoseconds(fl::now_ns() - asked);
+    if (closed_.load()) return cancelled();  // closed while this thread waited for the GIL
     try {
       py::dict sample;
-      sample["__key__"] = py::str(in.key.data(), in.key.size());
+      sample["__key__"] = name_str(in.key);
       for (const ld::TransformMember& m : in.members) {
         // WebDataset's keys: the name after the sample's key (".bin" of "000123.bin.zst").
         std::string_view name = decoded_name(m.name);
         if (name.starts_with(in.key)) name.remove_prefix(in.key.size());
-        sample[py::str(name.data(), name.size())] =
+        sample[name_str(name)] =
             py::bytes(reinterpret_cast<const char*>(m.bytes.data()), m.bytes.size());
       }
-      py::object out = fn_(sample);
+      py::object out;
+      {
+        const PyTransform* outer = std::exchange(t_in_transform, this);
+        struct Restore {
+          const PyTransform* outer;
+          ~Restore() { t_in_transform = outer; }
+        } restore{outer};
+        out = fn_(sample);
+      }
       if (out.is_none()) return ld::TransformResult();
+      call.result_bytes = held_bytes(out);
       PyObject* held = out.release().ptr();
       return ld::TransformResult(held, [](const void* p) {
         if (finalizing()) return;      // see finalizing()
@@ -126,26 +236,57 @@ class PyTransform final : public ld::SampleTransform {
       });
     } catch (py::error_already_set& e) {
       std::string what = e.what();
-      if (!first_error_) {
-        first_error_ = e.value();
-        first_key_ = std::string(in.key);
-      }
+      if (errors_.size() < kKeptErrors) errors_.emplace_back(std::string(in.key), e.value());
       return fl::fail(fl::Errc::kInvalidArgument, std::move(what));
     }
   }
 
-  // The exception fn raised for `key`'s sample, if it was the first (with the GIL held).
-  py::object take_error(const std::string& message) {
-    if (!first_error_ || message.find(fmt::format("sample '{}'", first_key_)) == std::string::npos)
-      return py::object();
-    return std::exchange(first_error_, py::object());
+  // No call runs fn from now on; those under way go on (wait_idle()).
+  void close() noexcept { closed_.store(true); }
+  // Waits (without the GIL) at most `timeout` for the calls under way to end: true once none is.
+  bool wait_idle(std::chrono::milliseconds timeout) {
+    py::gil_scoped_release nogil;
+    std::unique_lock lock(mu_);
+    return idle_.wait_for(lock, timeout, [&] { return in_flight_ == 0; });
   }
-  const std::string& error_key() const noexcept { return first_key_; }
+
+  // The exception fn raised for the sample the run's error names, with its key (with the GIL
+  // held); none when it is not one of those kept.
+  std::pair<std::string, py::object> take_error(const std::string& message) {
+    for (auto it = errors_.begin(); it != errors_.end(); ++it) {
+      if (message.find(fmt::format("sample '{}'", it->first)) == std::string::npos) continue;
+      auto out = std::move(*it);
+      errors_.erase(it);
+      return out;
+    }
+    return {};
+  }
 
  private:
+  struct InFlight {
+    PyTransform& t;
+    explicit InFlight(PyTransform& owner) : t(owner) {
+      std::lock_guard lock(t.mu_);
+      ++t.in_flight_;
+    }
+    ~InFlight() {
+      std::lock_guard lock(t.mu_);
+      if (--t.in_flight_ == 0) t.idle_.notify_all();
+    }
+  };
+  static fl::Result<ld::TransformResult> cancelled() {
+    return fl::fail(fl::Errc::kCancelled, "the loader was closed");
+  }
+
   py::object fn_;
-  py::object first_error_;  // guarded by the GIL
-  std::string first_key_;
+  // The exceptions fn raised, by sample key (the first few: decode threads fail samples in any
+  // order, and the run's error is the first to reach it). Guarded by the GIL.
+  static constexpr std::size_t kKeptErrors = 16;
+  std::vector<std::pair<std::string, py::object>> errors_;
+  std::atomic<bool> closed_{false};
+  std::mutex mu_;
+  std::condition_variable idle_;
+  unsigned in_flight_ = 0;  // calls under way (under mu_)
 };
 
 // What outlives the Loader for its batches: the backend and the dataset they were read from.
@@ -153,13 +294,23 @@ struct Opened {
   fl::tools::RunOptions options;
   fl::tools::RunSetup setup;
   fl::tools::RunDataset data;
-  std::shared_ptr<ld::MetricsEndpoint> metrics;  // metrics_port=: while the loader lives
+  std::shared_ptr<ld::MetricsEndpoint> metrics;  // metrics_port=: until close()
 };
 
 class PyBatch {
  public:
-  PyBatch(std::shared_ptr<const Opened> opened, ld::Batch b)
-      : opened_(std::move(opened)), batch_(std::move(b)) {}
+  PyBatch(std::shared_ptr<const Opened> opened, ld::Batch b, pid_t owner)
+      : opened_(std::move(opened)), batch_(std::move(b)), owner_(owner) {}
+  PyBatch(PyBatch&&) noexcept = default;
+  PyBatch& operator=(PyBatch&&) = delete;
+  ~PyBatch() {
+    // A fork()ed child's copy: handing the buffer back would touch the parent's pool, whose
+    // lock a thread that is not here may have held at the fork. Left as it is.
+    if (::getpid() != owner_ && !batch_.end()) {
+      new ld::Batch(std::move(batch_));
+      new std::shared_ptr<const Opened>(std::move(opened_));
+    }
+  }
 
   std::size_t size() const { return batch_.samples().size(); }
   std::uint32_t epoch() const { return batch_.epoch(); }
@@ -178,10 +329,10 @@ class PyBatch {
     return out;
   }
 
-  std::vector<std::string> keys() const {
-    std::vector<std::string> out;
-    out.reserve(size());
-    for (const auto& s : batch_.samples()) out.emplace_back(s.key);
+  py::list keys() const {
+    py::list out(size());
+    std::size_t i = 0;
+    for (const auto& s : batch_.samples()) out[i++] = name_str(s.key);
     return out;
   }
 
@@ -206,11 +357,11 @@ class PyBatch {
       if (!found) {
         std::string names;
         for (const auto& m : batch_.members_of(s)) names += fmt::format(" '{}'", m.name);
-        throw py::key_error(fmt::format("sample '{}' has no member {}(its members:{})", s.key,
-                                        suffix.empty()
-                                            ? std::string("of its own: name one by its ending ")
-                                            : fmt::format("ending in '{}' ", suffix),
-                                        names));
+        raise_python(PyExc_KeyError,
+                     fmt::format("sample '{}' has no member {}(its members:{})", s.key,
+                                 suffix.empty() ? std::string("of its own: name one by its ending ")
+                                                : fmt::format("ending in '{}' ", suffix),
+                                 names));
       }
       out.push_back(found);
     }
@@ -290,6 +441,7 @@ class PyBatch {
  private:
   std::shared_ptr<const Opened> opened_;  // keys and member names point into its dataset
   ld::Batch batch_;
+  pid_t owner_;  // the process it was made in
 };
 
 // A DLPack tensor over a batch's buffer (dlpack.h 0.6): what its consumer (torch.from_dlpack)
@@ -350,6 +502,13 @@ py::capsule dlpack_capsule(py::object batch, const std::uint8_t* data, DLDevice 
   });
 }
 
+class PyLoader;
+// The loaders not yet destroyed (under the GIL), for close_all_loaders().
+std::unordered_set<PyLoader*>& live_loaders() {
+  static auto* live = new std::unordered_set<PyLoader*>;  // never destroyed: used at exit
+  return *live;
+}
+
 class PyLoader {
  public:
   // metrics_port=: where the endpoint serves (None without one).
@@ -387,10 +546,10 @@ class PyLoader {
       interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
         Opened& o = *job->opened;
         o.setup = fl::tools::make_run_setup(o.options, token);
-        std::optional<std::uint64_t> saved_samples;
-        if (state_json) saved_samples = resume_from(o, *state_json);
+        std::optional<fl::tools::LoaderState> saved;
+        if (state_json) saved = resume_from(o, *state_json);
         o.data = fl::tools::open_run_dataset(o.options, o.setup);
-        if (saved_samples) check_dataset(o, *saved_samples);
+        if (saved) check_dataset(o, *saved);
         if (start_epoch > 0) start_at_epoch(o, start_epoch, state_json.has_value());
         o.setup.ctx.config.transform = t;
         // A Python loop keeps the last batch (and views of it) alive until next() returned the
@@ -429,13 +588,37 @@ class PyLoader {
     sampler_.emplace(std::move(*sampler));
     opened_ = std::move(opened);
     loader_ = std::move(loader);
+    live_loaders().insert(this);
   }
 
-  ~PyLoader() { close(); }
+  ~PyLoader() {
+    live_loaders().erase(this);
+    if (!loader_) return;
+    // In a fork()ed child, and while the interpreter finalizes (close_all_loaders() closed
+    // every loader before, unless one was made after it ran): a pipeline thread waiting for the
+    // GIL would be ended by Python as the GIL is let go for a join, so nothing is joined.
+    if (!made_here() || finalizing()) {
+      abandon();
+      return;
+    }
+    try {
+      if (in_own_transform()) {  // its last reference dropped by its own transform
+        stop();
+        transform_->close();
+        reap(take_loader());
+        stop_metrics();
+      } else {
+        close_now();
+      }
+    } catch (...) {  // nothing may leave a destructor; the loader is freed all the same
+    }
+  }
 
   // The next batch, or None after the last one. Waits on this thread with the GIL released,
   // waking every 100 ms for Python's signal handlers (Ctrl-C interrupts within a second).
   std::optional<PyBatch> next() {
+    if (!made_here()) raise_forked(owner_);
+    refuse_in_own_transform("next()");
     if (!loader_) raise_value("the loader is closed");
     if (finished_) return std::nullopt;
     // The time since the last batch was handed over: the training step's compute.
@@ -469,13 +652,15 @@ class PyLoader {
       return std::nullopt;
     }
     ++delivered_;
-    return PyBatch(opened_, std::move(**r));
+    return PyBatch(opened_, std::move(**r), owner_);
   }
 
   // The report as `feedline run --json` writes it (a JSON text): the run's so far while it goes
   // on ("snapshot": true), its final one once it is over (or with final=true: that ends it).
   std::string report_json(bool final) {
     if (report_) return *report_;
+    if (!made_here()) raise_forked(owner_);
+    refuse_in_own_transform("report()");
     if (!loader_) raise_value("the loader is closed");
     ld::PipelineReport rep;
     const bool snapshot = !finished_ && !final;
@@ -488,8 +673,8 @@ class PyLoader {
     nlohmann::json doc = fl::tools::run_document(rep, opened_->setup, opened_->data.dataset,
                                                  snapshot ? nullptr : &mismatch);
     doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
-    if (snapshot) return doc.dump();
-    report_ = doc.dump();
+    if (snapshot) return dump(doc);
+    report_ = dump(doc);
     return *report_;
   }
 
@@ -498,32 +683,126 @@ class PyLoader {
   std::string state_json() const {
     if (!opened_) raise_value("the loader is closed");
     return fl::tools::format_loader_state(fl::tools::loader_state(
-        opened_->setup.ctx.url, opened_->data.dataset.samples.size(),
-        opened_->setup.ctx.config.sampler, sampler_->resume_point_after(delivered_)));
+        opened_->setup.ctx.url, opened_->data.dataset, opened_->setup.ctx.config.sampler,
+        sampler_->resume_point_after(delivered_)));
   }
 
   void stop() {
+    if (!made_here()) raise_forked(owner_);
     with_loader([](ld::Loader& l) { l.stop(); });
   }
 
-  // Stops the run and frees the pipeline; its report stays (report() works after close()).
+  // Stops the run and frees the pipeline, and the metrics endpoint; the report stays (report()
+  // works after close()). A transform call under way is waited for a moment (kTransformGrace),
+  // not more: the pipeline is then freed on a thread of its own once the call returns, and the
+  // report is the run's figures at close() ("snapshot": true). In a fork()ed child: forgets it.
   void close() {
     if (!loader_) return;
-    if (!report_) {
-      try {
-        (void)report_json(true);
-      } catch (const py::error_already_set&) {
-      }
+    if (!made_here()) {
+      abandon();
+      return;
     }
-    py::gil_scoped_release nogil;  // the pipeline's threads may want it while they end
-    std::lock_guard consumer(consumer_mu_);
-    if (loader_) loader_->stop();
-    loader_.reset();
+    refuse_in_own_transform("close()");
+    close_now();
   }
 
   bool interrupted() const { return interrupted_; }
 
  private:
+  // How long close() waits for a transform call under way to return before it leaves the
+  // pipeline to end on its own: Ctrl-C ends a loop within a second whatever the transform does.
+  static constexpr std::chrono::milliseconds kTransformGrace{300};
+
+  bool made_here() const { return ::getpid() == owner_; }
+  bool in_own_transform() const { return transform_ && t_in_transform == transform_.get(); }
+
+  // A transform that used its own loader would wait for the thread it runs on.
+  void refuse_in_own_transform(const char* what) const {
+    if (!in_own_transform()) return;
+    raise_python(PyExc_RuntimeError,
+                 fmt::format("a transform called {} on its own loader: it runs on the "
+                             "loader's decode threads, which {} would wait for. Use the loader "
+                             "from the loop that iterates it",
+                             what, what));
+  }
+
+  void close_now() {
+    with_loader([](ld::Loader& l) { l.stop(); });
+    if (transform_) transform_->close();  // after stop(): what it cancels fails nothing
+    const bool idle = !transform_ || transform_->wait_idle(kTransformGrace);
+    if (!report_) {
+      try {
+        if (idle) {
+          (void)report_json(true);
+        } else {
+          closed_report();
+        }
+      } catch (...) {  // no report is no reason not to close
+      }
+    }
+    std::unique_ptr<ld::Loader> loader = take_loader();
+    if (idle) {
+      py::gil_scoped_release nogil;  // the pipeline's threads may want it while they end
+      loader.reset();
+    } else {
+      reap(std::move(loader));
+    }
+    stop_metrics();
+  }
+
+  // The report of a run closed while a transform call was under way: its figures so far
+  // (snapshot() waits for nothing), as stopped.
+  void closed_report() {
+    ld::PipelineReport rep;
+    if (!with_loader([&](ld::Loader& l) { rep = l.snapshot(); })) return;
+    nlohmann::json doc =
+        fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, nullptr);
+    doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
+    if (rep.snapshot) {
+      doc["interrupted"] = true;
+      doc["bottleneck"]["evidence"] =
+          "closed while a transform call was still running: the run's figures at close(), "
+          "without the verdict";
+    }
+    report_ = dump(doc);
+  }
+
+  std::unique_ptr<ld::Loader> take_loader() {
+    py::gil_scoped_release nogil;
+    std::lock_guard consumer(consumer_mu_);
+    return std::move(loader_);
+  }
+
+  // Frees a stopped pipeline on a thread of its own, once the transform call under way returns
+  // and its threads end: what it reads (the backend, the dataset) goes with it.
+  void reap(std::unique_ptr<ld::Loader> loader) {
+    if (!loader) return;
+    std::thread([loader = std::move(loader), opened = opened_, t = transform_]() mutable {
+      loader.reset();
+    }).detach();
+  }
+
+  // metrics_port=: the endpoint closes with the loader (a pipeline being reaped keeps serving
+  // its last figures until it ends).
+  void stop_metrics() {
+    if (!opened_) return;
+    opened_->metrics.reset();
+    opened_->setup.ctx.config.watchers.clear();
+  }
+
+  // In a fork()ed child (raise_forked): leaves the parent's pipeline, backend and transform as
+  // they are, never freed: its threads are not here to join, its locks may be held.
+  void abandon() noexcept {
+    (void)loader_.release();
+    if (opened_) new std::shared_ptr<Opened>(std::move(opened_));
+    if (transform_) new std::shared_ptr<PyTransform>(std::move(transform_));
+  }
+
+  // The report's JSON text; a name that is not UTF-8 (in an error, a skipped sample) comes out
+  // with U+FFFD for its bad bytes rather than failing the whole document.
+  static std::string dump(const nlohmann::json& doc) {
+    return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   // Runs f(loader) with the GIL released, under the lock that keeps the loader alive and its
   // consumer side one caller's at a time; false (f not run) once close() freed it.
   template <typename F>
@@ -582,28 +861,28 @@ class PyLoader {
   // The exception transform= raised, raised again with a note naming the sample, its object and
   // offset (the C++ error's text); returns when the error was not the transform's.
   void raise_transform_error(const fl::Error& e) {
-    py::object exc = transform_->take_error(e.message());
+    auto [key, exc] = transform_->take_error(e.message());
     if (!exc) return;
     if (py::hasattr(exc, "add_note")) {  // Python 3.11: the traceback shows the note
-      exc.attr("add_note")(fmt::format(
-          "feedline: in the transform of sample '{}' of {}{}", transform_->error_key(), e.object(),
-          e.offset() ? fmt::format(" at offset {}", *e.offset()) : std::string()));
+      exc.attr("add_note")(message_str(
+          fmt::format("feedline: in the transform of sample '{}' of {}{}", key, e.object(),
+                      e.offset() ? fmt::format(" at offset {}", *e.offset()) : std::string())));
     }
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     throw py::error_already_set();
   }
 
   // Checks a state_dict against this loader's settings (all but rank and world size: the rest is
-  // split over this run's ranks) and starts where it stopped. Returns the sample count the state
-  // was saved on (checked once the dataset is open).
-  static std::uint64_t resume_from(Opened& o, const std::string& text) {
+  // split over this run's ranks) and starts where it stopped. Returns the state (its dataset is
+  // checked once the dataset is open).
+  static fl::tools::LoaderState resume_from(Opened& o, const std::string& text) {
     auto s = fl::tools::parse_loader_state(text);
     if (!s) raise_value(s.error().message());
     ld::SamplerConfig& c = o.setup.ctx.config.sampler;
     if (auto why = fl::tools::loader_state_mismatch(*s, c)) raise_value(*why);
     // Where it stopped: the sampler checks the numbers against the dataset and settings.
-    c.resume = std::move(s->resume);
-    return s->num_samples;
+    c.resume = s->resume;
+    return std::move(*s);
   }
 
   // Starts the run at epoch `epoch` (feedline.torch's set_epoch: each pass a fresh Loader).
@@ -621,11 +900,10 @@ class PyLoader {
     if (!resumed || rp.epoch < epoch) rp = ld::ResumePoint{epoch, {}};
   }
 
-  static void check_dataset(const Opened& o, std::uint64_t n) {
-    if (n != o.data.dataset.samples.size()) {
-      raise_value(fmt::format(
-          "state: it was saved on a dataset of {} samples, and {} has {}: the dataset changed", n,
-          o.setup.ctx.url, o.data.dataset.samples.size()));
+  // The same samples: the same count, and the same listing (its fingerprint).
+  static void check_dataset(const Opened& o, const fl::tools::LoaderState& s) {
+    if (auto why = fl::tools::loader_state_dataset_mismatch(s, o.data.dataset, o.setup.ctx.url)) {
+      raise_value(*why);
     }
   }
 
@@ -641,28 +919,51 @@ class PyLoader {
   std::shared_ptr<PyTransform> transform_;
   std::uint64_t delivered_ = 0;
   std::uint64_t handed_ns_ = 0;
+  pid_t owner_ = ::getpid();  // the process that made it (fork: raise_forked)
   bool finished_ = false;
   bool interrupted_ = false;
   std::optional<std::string> report_;
 };
 
-// The names of `feedline run`'s flags (without "--"), for the Python layer's keyword check.
-std::vector<std::string> run_flags() {
+// atexit (the package registers it): closes every loader still open while the interpreter is
+// whole. Freed during its finalization instead, a pipeline thread waiting for the GIL to run a
+// transform would be ended by Python mid-call (pthread_exit through C++ frames): a crash at exit.
+void close_all_loaders() {
+  const std::vector<PyLoader*> open(live_loaders().begin(), live_loaders().end());
+  for (PyLoader* l : open) {
+    if (!live_loaders().contains(l)) continue;  // gone meanwhile
+    try {
+      l->close();
+    } catch (const py::error_already_set&) {
+    }
+  }
+}
+
+// `feedline run`'s flags (without "--") and the kind of value each takes, for the Python
+// layer's keyword checks: "flag" (none: True/False), "int", "float" or "text".
+std::vector<std::pair<std::string, std::string>> run_flags() {
   fl::tools::RunOptions o;
   CLI::App app("feedline");
   fl::tools::add_run_options(app, o);
   fl::tools::add_metrics_options(app, o);
-  std::vector<std::string> out;
+  std::vector<std::pair<std::string, std::string>> out;
   for (const CLI::Option* opt : app.get_options()) {
-    for (const auto& name : opt->get_lnames()) out.push_back(name);
+    const std::string type = opt->get_type_name();  // "UINT:INT in [1 - 64]", "TEXT", "FLOAT"
+    const char* kind = opt->get_expected_max() == 0                          ? "flag"
+                       : type.starts_with("UINT") || type.starts_with("INT") ? "int"
+                       : type.starts_with("FLOAT")                           ? "float"
+                                                                             : "text";
+    for (const auto& name : opt->get_lnames()) out.emplace_back(name, kind);
   }
   return out;
 }
 
 // feedline.decode_image(): one JPEG as the loader decodes it (image_size, crop as run's flags).
+// No image of more than max_pixels is made or decoded (the Python layer checks image_size
+// against it; a file whose own size or crop's region is more fails here).
 py::tuple decode_image(py::bytes data, unsigned image_size, const std::string& crop,
                        bool dct_scaling, std::uint64_t seed, std::uint32_t sample,
-                       std::uint32_t epoch) {
+                       std::uint32_t epoch, std::uint64_t max_pixels) {
   ld::ImageConfig c;
   c.decode = true;
   c.size = image_size;
@@ -680,9 +981,15 @@ py::tuple decode_image(py::bytes data, unsigned image_size, const std::string& c
     py::gil_scoped_release nogil;
     return ld::decode_jpeg(
         fl::ConstBytes(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()), c, seed,
-        sample, epoch, &pixels);
+        sample, epoch, &pixels, max_pixels * 3);
   }();
-  if (!info) raise_error(info.error());
+  if (!info) {
+    if (info.error().code() != fl::Errc::kResourceExhausted) raise_error(info.error());
+    raise_error(fl::Error(info.error().code(),
+                          fmt::format("{} (max_pixels={} bounds what decode_image makes and "
+                                      "decodes: raise it for larger images)",
+                                      info.error().message(), max_pixels)));
+  }
   const ld::JpegInfo& i = *info;
   py::array_t<std::uint8_t> out({static_cast<py::ssize_t>(i.shape.height),
                                  static_cast<py::ssize_t>(i.shape.width),
@@ -708,6 +1015,13 @@ PYBIND11_MODULE(_feedline, mod) {
   mod.doc() = "feedline's native module (use the feedline package)";
   static py::exception<fl::tools::CommandError> error(mod, "Error", PyExc_OSError);
   g_error = error.ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const PythonError& e) {
+      PyErr_SetObject(e.type(), message_str(e.what()).ptr());
+    }
+  });
 
   py::class_<PyBatch>(mod, "_Batch")
       .def("__len__", &PyBatch::size)
@@ -788,7 +1102,8 @@ PYBIND11_MODULE(_feedline, mod) {
       .def_property_readonly("interrupted", &PyLoader::interrupted);
 
   mod.def("_run_flags", &run_flags);
+  mod.def("_close_all", &close_all_loaders);
   mod.def("_decode_image", &decode_image, py::arg("data"), py::arg("image_size") = 0,
           py::arg("crop") = "", py::arg("dct_scaling") = true, py::arg("seed") = 0,
-          py::arg("sample") = 0, py::arg("epoch") = 0);
+          py::arg("sample") = 0, py::arg("epoch") = 0, py::arg("max_pixels") = 89'478'485);
 }

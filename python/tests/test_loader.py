@@ -413,7 +413,7 @@ def test_a_transform_that_raises_fails_with_its_exception_or_is_skipped(files_ds
 def test_a_gil_bound_transform_is_named_in_the_verdict(files_ds):
     def busy(sample):  # pure Python: holds the GIL throughout
         x = 0
-        for i in range(20000):
+        for i in range(60000):
             x += i
         return x
     # Three decode threads queue for one GIL: each spends about two thirds of its calls off

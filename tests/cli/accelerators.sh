@@ -4,7 +4,8 @@
 # the per-accelerator documents add up to the host's (samples, digest mod 2^64), with ranks
 # 0..N-1 of N (of world x N under --world-size); AU per accelerator with min <= mean <= max and
 # the AU target passed only when every accelerator meets it; `accelerators` from a workload TOML;
-# bad requests are usage errors. And MLPerf Storage's dataset-size rule: gen --for-host, and the
+# bad requests are usage errors (accelerators whose every step would be a short batch among them).
+# And MLPerf Storage's dataset-size rule: gen --for-host, and the
 # potential_caching flag; and --runs.
 #
 # usage: accelerators.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
@@ -152,6 +153,52 @@ done
 expect_usage "zero runs" "--runs" -- run "$files" --runs 0
 
 expect_usage "for-host without a size" "--for-host" -- gen "$scratch/sized2" --for-host lots
+
+# Accelerators whose every emulated step would be a short batch (960 samples over 16 is 60 each,
+# batches of 100) are refused: each step's compute counts in full for AU whatever it holds, so AU
+# would hold up however slowly the storage fed them. More accelerators than samples leave some
+# with none. Epochs that end in a short batch are run, with a note.
+expect_usage "only short batches" "each accelerator gets 60 samples an epoch" \
+  "every emulated step would be a short batch" "at most 9 accelerator(s)" -- \
+  run "$files" --accelerators 16 --batch-size 100 --compute-time 1ms
+expect_usage "more accelerators than samples" "--accelerators 1000: 960 samples leave each accelerator none" \
+  -- run "$files" --accelerators 1000 --batch-size 1
+must_run "a short batch each epoch" run "$files" --accelerators 3 --batch-size 100 --compute-time 1ms || true
+checks=$((checks + 1))
+if grep -q "short batch of 20 sample(s) after 3 full one(s) of 100" "$err"; then
+  echo "ok: epochs that end in a short batch are run, with a note saying what it does to AU"
+else
+  fail "no note on the short batch ending each accelerator's epoch"
+  show stderr "$err"
+fi
+must_run "drop-last: no short batch" run "$files" --accelerators 3 --batch-size 100 --compute-time 1ms --drop-last || true
+checks=$((checks + 1))
+if ! grep -q "short batch" "$err"; then echo "ok: --drop-last: no short batch, no note"
+else fail "a note on short batches under --drop-last"; show stderr "$err"; fi
+
+# Open files: 64 accelerators over 384 files each kept every file it had read open (24,576
+# descriptors over a long run: EMFILE); now each keeps its share of the process's limit and
+# opens per read beyond it. And feedline raises its soft limit to the hard one at start, so a
+# shell's low soft limit (ulimit -Sn 256) is no limit of its own.
+must_gen "$scratch/files384" --format files --samples 384 --sample-size 4KiB
+if (($(ulimit -Hn) >= 4096)); then
+  for how in "-n 4096" "-Sn 256"; do
+    checks=$((checks + 1))
+    # shellcheck disable=SC2016
+    run_as bash -c "ulimit $how && exec \"\$@\"" limited -- run "$scratch/files384" --accelerators 64 \
+      --batch-size 2 --epochs 30 --io-depth 8 --json "$scratch/fds.json"
+    v=$(json_check "$scratch/fds.json" 'd["samples"] == 384 * 30 and d["delivered"]["verified"] is True' \
+      "not every sample of every epoch")
+    if ((rc == 0)) && [[ -z $v ]]; then
+      echo "ok: 64 accelerators x 30 epochs over 384 files under ulimit $how"
+    else
+      fail "64 accelerators over 384 files under ulimit $how: exit $rc; $v"
+      show stderr "$err"
+    fi
+  done
+else
+  echo "skip: open-file limits: the hard limit here is $(ulimit -Hn), below 4096"
+fi
 
 expect_usage "zero accelerators" "--accelerators" -- run "$files" --accelerators 0
 expect_usage "too many accelerators" "--accelerators" -- run "$files" --accelerators 100000

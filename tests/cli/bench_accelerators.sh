@@ -4,7 +4,10 @@
 # per step of T seconds, the answer must be B x T / D (the bandwidth over one accelerator's
 # demand) within one; the trials must be the doubling-then-bisection sequence, the JSON must hold
 # `accelerators` and `trials` (accelerators, au_min, au_mean, samples_per_second, passed), and the
-# last line must give the answer and what held the next trial back. Bad requests are usage errors.
+# last line must give the answer and what held the next trial back. A trial runs only where every
+# accelerator gets two full batches an epoch (short batches never count, as in MLPerf Storage):
+# the search stops where the dataset is too small and says how many samples the next N needs, and
+# a dataset too small for one accelerator is a usage error. Bad requests are usage errors.
 #
 # usage: bench_accelerators.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -euo pipefail
@@ -13,7 +16,7 @@ source "$(dirname "$0")/lib.sh"
 cli_init "$@"
 
 ds=$scratch/ds
-must_gen "$ds" --format files --samples 2000 --sample-size 16KiB
+must_gen "$ds" --format files --samples 2048 --sample-size 16KiB
 # D = 8 x 16 KiB = 128 KiB a step, T = 20 ms: 6.25 MiB/s an accelerator. B = 25 MiB/s: 4.
 must_run "search" bench accelerators "$ds" --batch-size 8 --compute-time 20ms --throttle-bw 25MiB \
   --trial-time 1.5s --max-accelerators 16 --json "$scratch/search.json" || true
@@ -66,6 +69,28 @@ else
   fail "memory-bound search: $(tail -n 1 "$out")"
   show document "$scratch/memory.json"
 fi
+
+# Batches of 400 on 2,048 samples: 2 accelerators get 2 full steps an epoch each, 3 would get
+# one full and one short. The search stops at 2 and says what 3 need; no trial of more runs (each
+# accelerator's steps would be short batches, AU near 100% for no samples).
+must_run "dataset-bound search" bench accelerators "$ds" --batch-size 400 --compute-time 100ms \
+  --au-target 0.1 --trial-time 1s --max-accelerators 16 --json "$scratch/small.json" || true
+checks=$((checks + 1))
+v=$(json_check "$scratch/small.json" "(
+d['accelerators'] == 2 and d['capped'] and max(t['accelerators'] for t in d['trials']) == 2
+and d['dataset_too_small'] == {'accelerators': 3, 'samples_needed': 2400, 'samples': 2048})" \
+  "the search went past what the dataset can measure")
+if [[ -z $v ]] && grep -q "note: the dataset lets a trial measure at most 2 accelerator(s)" "$out" &&
+  tail -n 1 "$out" | grep -q "feeds at least 2 emulated accelerator(s) .*; the dataset needs at least 2400 samples to try 3 accelerators"; then
+  echo "ok: the search stops where the dataset is too small for a trial, and says what the next needs"
+else
+  fail "dataset-bound search: $v $(tail -n 1 "$out")"
+  show stdout "$out"
+  show document "$scratch/small.json"
+fi
+expect_usage "dataset too small for one accelerator" "2048 samples give one accelerator 1 full batch(es) of 1025" \
+  "needs at least 2050 samples to try 1 accelerator" -- \
+  bench accelerators "$ds" --batch-size 1025 --compute-time 10ms --trial-time 1s
 
 expect_usage "no compute time" "--compute-time" -- bench accelerators "$ds"
 expect_usage "accelerators given" "--max-accelerators" -- bench accelerators "$ds" --compute-time 1ms --accelerators 2

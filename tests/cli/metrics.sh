@@ -10,7 +10,8 @@
 # more than its capacity. Scraping does not disturb the run: it exits 0 with its digest verified,
 # and the totals scraped mid-run are at most the JSON report's (equal to them in a scrape after
 # the run ended, when one was taken). With --accelerators N each series carries
-# accelerator="0".."N-1". A port in use, an address that is not an IP address or not one of this
+# accelerator="0".."N-1". Clients that send their request a byte a second do not hold a scrape
+# back (each connection has 2 s for its request). A port in use, an address that is not an IP address or not one of this
 # host's, and a port out of range are usage errors (exit 2, one line naming the address:port).
 # A build without prometheus-cpp has nothing to check here (exit 77).
 #
@@ -366,6 +367,57 @@ if start_scraped run run "$tar_ds" --epochs "$epochs" --compute-time 100us --met
   if [[ -s $report ]]; then
     scrape_check "the totals scraped are at most the JSON report's (samples, io.reads)" "$dir" report --report "$report"
   fi
+fi
+
+# --- clients that trickle their request cannot hold a scrape back --------------------------------
+# Twelve clients connect and send a request a byte a second: more than the server has workers,
+# and each would hold one for civetweb's default 30 s request timeout (with one worker a scrape
+# waited ~25 s behind four). A scrape sent meanwhile is answered within 4 s: the slow clients are
+# dropped 2 s after they connected.
+slow_report=$scratch/slow.json
+if start_scraped slow run "$tar_ds" --runtime 40s --compute-time 100us --metrics-port 0 --json "$slow_report"; then
+  port=${metrics_url##*:}
+  port=${port%%/*}
+  "$py" - "$port" 12 "$scratch/slow.ready" <<'PY' &
+import socket, sys, time
+port, n, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+socks = []
+for _ in range(n):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"G")
+    socks.append(s)
+open(ready, "w").close()
+request = b"ET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+for i in range(20):  # 20 s of trickling, a byte a second each
+    time.sleep(1)
+    for s in list(socks):
+        try:
+            s.sendall(request[i:i + 1])
+        except OSError:
+            socks.remove(s)  # the server gave up on it: what it should do
+PY
+  trickler=$!
+  bg_pids+=("$trickler")
+  for ((i = 0; i < 100; i++)); do
+    [[ -e $scratch/slow.ready ]] && break
+    sleep 0.1
+  done
+  sleep 1  # the slow clients hold every worker, and the queue, by now
+  checks=$((checks + 1))
+  t0=$(now_ms)
+  code=$(curl -s --max-time 4 -o "$scratch/slow-scrape.txt" -w '%{http_code}' "$metrics_url" 2>/dev/null) || code=failed
+  elapsed=$(($(now_ms) - t0))
+  if [[ $code == 200 ]] && grep -q '^feedline_samples_total' "$scratch/slow-scrape.txt"; then
+    echo "ok: a scrape is answered in ${elapsed} ms while 12 clients trickle their requests a byte a second"
+  else
+    fail "a scrape while 12 clients trickle their requests: HTTP $code after ${elapsed} ms (expected 200 within 4 s)"
+  fi
+  kill "$trickler" 2>/dev/null || true
+  wait "$trickler" 2>/dev/null || true
+  forget "$trickler"
+  kill "$run_pid" 2>/dev/null || true
+  wait "$run_pid" 2>/dev/null || true
+  forget "$run_pid"
 fi
 
 # --- usage errors ----------------------------------------------------------------------------------

@@ -5,7 +5,10 @@
 # shards; every rank's document, its host and its accelerators' AU are in rank 0's JSON; a
 # planted straggler (one rank throttled, or with a planted decode cost) is named with its cause;
 # a rank that cannot reach its storage ends every rank with an error naming it, and a rank killed
-# mid-run ends the job, both within seconds; `bench accelerators` searches over every rank. In a
+# mid-run ends the job, both within seconds; ranks given other epochs, seed, batch size, drop-last,
+# accelerators or dataset are refused before anyone reads, naming the option and the ranks;
+# `bench accelerators` searches over every rank (and checks its own options alike); a dataset
+# name that is not UTF-8 reaches the job document as \xHH. In a
 # build without MPI, a process mpirun started is refused ("built without MPI").
 #
 # usage: mpi.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
@@ -213,6 +216,15 @@ else
   fail "--rank under mpirun: exit $rc"
   show stderr "$err"
 fi
+# --runtime was taken and ignored under mpirun (the job ran one epoch, exit 0).
+checks=$((checks + 1))
+mpi_run 60 -np 2 "$bin" run "$files" --runtime 5s
+if ((rc == 2)) && grep -q -- "--runtime bounds one process's run: under mpirun give the job --epochs" "$err"; then
+  echo "ok: --runtime under mpirun is a usage error"
+else
+  fail "--runtime under mpirun: exit $rc"
+  show stderr "$err"
+fi
 checks=$((checks + 1))
 mpi_run 60 -np 2 "$bin" run "$files" --trace "$scratch/mpi.trace.json"
 if ((rc == 2)) && grep -q -- "--trace is not taken under mpirun" "$err" && [[ ! -e $scratch/mpi.trace.json ]]; then
@@ -221,6 +233,45 @@ else
   fail "--trace under mpirun: exit $rc"
   show stderr "$err"
 fi
+
+# Options every rank must share, given otherwise on rank 1 (mpirun's MPMD syntax): rank 0 names
+# the option and the ranks before anyone reads, and every rank exits 2 at once (a rank of other
+# epochs waited for ever at a barrier nobody else reached; another seed, batch size or dataset
+# sharded another order: samples delivered twice and others never, exit 0).
+disagree() {
+  local name=$1 needle=$2; shift 2
+  local -a first=() second=()
+  while [[ $1 != : ]]; do first+=("$1"); shift; done
+  shift
+  second=("$@")
+  checks=$((checks + 1))
+  rm -f "$scratch/disagree.json"
+  mpi_run 30 -np 1 "$bin" "${first[@]}" --json "$scratch/disagree.json" : -np 1 "$bin" "${second[@]}"
+  local bad=() hung=""
+  ((rc == 124)) && hung=" (hung)"
+  ((rc == 2)) || bad+=("exit $rc, expected 2$hung")
+  (($(grep -c "^feedline: error:" "$err") == 1)) || bad+=("not exactly one error line")
+  grep -q "^feedline: error: the ranks of this job differ in $needle: rank 0 of 2 (host .*) has .*, rank 1 of 2 (host .*) has " "$err" ||
+    bad+=("the error does not name $needle and both ranks")
+  [[ -z $(json_check "$scratch/disagree.json" "d['exit_code'] == 2 and '$needle' in d['error']" "doc") ]] ||
+    bad+=("rank 0's --json does not hold the error")
+  check_no_crash "$out" "$err"
+  conclude "ranks that differ in $name" "ranks that differ in $name: exit 2 naming it and both ranks" stderr "$err" stdout "$out" || true
+}
+disagree "--epochs" "--epochs" run "$files" --batch-size 16 --epochs 1 --compute-time 1ms : \
+  run "$files" --batch-size 16 --epochs 3 --compute-time 1ms
+disagree "--seed" "--seed" run "$files" --batch-size 16 : run "$files" --batch-size 16 --seed 7
+disagree "--batch-size" "--batch-size" run "$files" --batch-size 16 : run "$files" --batch-size 32
+disagree "--drop-last" "--drop-last" run "$files" --batch-size 16 : run "$files" --batch-size 16 --drop-last
+disagree "--accelerators" "--accelerators" run "$files" --batch-size 16 : run "$files" --batch-size 16 --accelerators 2
+must_gen "$scratch/files-900" --format files --samples 900 --sample-size 8KiB
+disagree "the dataset" "the dataset" run "$files" --batch-size 16 : run "$scratch/files-900" --batch-size 16
+disagree "bench accelerators' --max-accelerators" "--max-accelerators" \
+  bench accelerators "$files" --batch-size 16 --compute-time 10ms --max-accelerators 4 : \
+  bench accelerators "$files" --batch-size 16 --compute-time 10ms --max-accelerators 8
+disagree "bench accelerators' --seed" "--seed" \
+  bench accelerators "$files" --batch-size 16 --compute-time 10ms : \
+  bench accelerators "$files" --batch-size 16 --compute-time 10ms --seed 3
 
 # The accelerator search over 2 ranks, each behind its own 24 MiB/s link: an accelerator asks
 # 16 x 8 KiB per 10 ms = 12.5 MiB/s, so each rank feeds 1 (24 / 12.5), the job 2 (within one a
@@ -237,6 +288,25 @@ if ((rc == 0)) && [[ -z $v ]] && grep -q "from 2 rank(s) on 1 host(s)" "$out"; t
 else
   fail "bench accelerators under mpirun: exit $rc ${v}"
   show stdout "$out"
+  show stderr "$err"
+fi
+
+# A dataset whose directory name is not UTF-8 (names are bytes): rank 0's job document, built
+# from every rank's, is strict UTF-8 JSON with the byte as \xHH.
+checks=$((checks + 1))
+odd=$scratch/$'odd\xff'
+mkdir -p "$odd"
+cp "$files"/0000[0-3]*.bin "$odd/"
+mpi_run 120 -np 2 "$bin" run "$odd" --batch-size 16 --json "$scratch/odd.json"
+v=$("$py" -c '
+import json, sys
+d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+assert d["url"].endswith("/odd\\xff") and len(d["ranks"]) == 2, d["url"]
+assert all(r["url"].endswith("/odd\\xff") for r in d["ranks"])' "$scratch/odd.json" 2>&1 || true)
+if ((rc == 0)) && [[ -z $v ]]; then
+  echo "ok: 2 ranks on a dataset whose name is not UTF-8: the job document holds it as \\xff"
+else
+  fail "2 ranks, dataset name not UTF-8: exit $rc; $v"
   show stderr "$err"
 fi
 

@@ -142,6 +142,23 @@ TEST_CASE("accelerators: a stop request ends them all", "[loader][accelerators]"
   CHECK(host->samples < 2000);
 }
 
+TEST_CASE("accelerators: a run for a time lasts that long once open, and is no interruption",
+          "[loader][accelerators]") {
+  MemDataset mem(2000, 1000);
+  LoaderConfig c = small_config();
+  c.sampler.epochs = 1u << 20;  // the time bounds it, as a trial's
+  ComputeModel compute;
+  compute.mean = std::chrono::milliseconds(5);
+  auto host = run_accelerators(*mem.backend, mem.dataset, c, 2, compute, {}, nullptr, nullptr,
+                               std::chrono::milliseconds(400));
+  REQUIRE(host);
+  CHECK_FALSE(host->error);
+  CHECK_FALSE(host->interrupted);
+  CHECK(host->wall_seconds >= 0.39);
+  CHECK(host->wall_seconds < 30);
+  CHECK(host->au_measured);
+}
+
 TEST_CASE("accelerators: bad requests are refused before anything runs", "[loader][accelerators]") {
   MemDataset mem(64, 100);
   CHECK(run_accelerators(*mem.backend, mem.dataset, small_config(), 0, {}, {}, nullptr)
@@ -297,4 +314,26 @@ TEST_CASE("emulate: a stop ends a wait at an epoch barrier", "[loader][accelerat
   CHECK(r.interrupted);
   CHECK(r.consumer.samples == 0);
   CHECK(r.consumer.sync_seconds > 0.05);
+}
+
+TEST_CASE("accelerators: a trial needs two full steps an epoch for each accelerator",
+          "[loader][accelerators]") {
+  // 2,000 resnet50 samples, batch 400: 16 accelerators get 125 each, no full step.
+  CHECK(full_steps_per_epoch(2000, 400, 1, 16) == 0);
+  CHECK(full_steps_per_epoch(2000, 400, 1, 2) == 2);
+  CHECK(full_steps_per_epoch(2000, 400, 1, 3) == 1);  // 666 each: one full, a short one dropped
+  CHECK(most_accelerators_measurable(2000, 400, 1) == 2);
+  CHECK(samples_needed(3, 400, 1) == 2400);
+  // The README's demo: 10,000 samples measure up to 12 accelerators (14 got one full step).
+  CHECK(most_accelerators_measurable(10000, 400, 1) == 12);
+  CHECK(full_steps_per_epoch(10000, 400, 1, 14) == 1);
+  CHECK(most_accelerators_measurable(12800, 400, 1) == 16);
+  // Over a job's ranks: each rank's accelerators share its part.
+  CHECK(most_accelerators_measurable(12800, 400, 2) == 8);
+  CHECK(samples_needed(9, 400, 2) == 14400);
+  // Too few for one accelerator.
+  CHECK(most_accelerators_measurable(799, 400, 1) == 0);
+  CHECK(samples_needed(1, 400, 1) == 800);
+  // Never more than a run may have.
+  CHECK(most_accelerators_measurable(1ull << 40, 1, 1) == kMaxAccelerators);
 }

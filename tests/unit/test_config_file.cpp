@@ -133,6 +133,45 @@ TEST_CASE("config: unknown keys, wrong types and refused values name the file, l
   }
 }
 
+TEST_CASE("config: an unknown key's error says where the keys are, and the likely one",
+          "[config]") {
+  Cmd c;
+  c.parse("");
+  const std::string what =
+      usage_error_of([&] { apply_config_text(*c.run, "seed = 1\nfrobnicate = 1\n", "w.toml"); });
+  INFO(what);
+  // It once read "(keys are `` option names, e.g. batch-size)": the command's name was lost.
+  CHECK(what.find("``") == std::string::npos);
+  CHECK(what.find("--config w.toml: line 2: unknown key 'frobnicate': the keys are the long "
+                  "options of `feedline run` without their dashes") != std::string::npos);
+  CHECK(what.find("`feedline run --help` lists them") != std::string::npos);
+  CHECK(what.find("did you mean") == std::string::npos);  // nothing is close to it
+  // A typo a letter or two away, and underscores for dashes, name the key meant.
+  CHECK_THAT(usage_error_of([&] { apply_config_text(*c.run, "batch-sise = 4\n", "w.toml"); }),
+             Catch::Contains("unknown key 'batch-sise': did you mean 'batch-size'? the keys are"));
+  CHECK_THAT(usage_error_of([&] { apply_config_text(*c.run, "au_target = 0.5\n", "w.toml"); }),
+             Catch::Contains("did you mean 'au-target'?"));
+  // "config" and "help" are options, but not settings: never suggested.
+  CHECK_THAT(usage_error_of([&] { apply_config_text(*c.run, "helq = 1\n", "w.toml"); }),
+             !Catch::Contains("did you mean"));
+  // A long key is cut, before a character and not in the middle of one.
+  std::string long_key = "k";
+  for (int i = 0; i < 60; ++i) long_key += "\xc3\xa9";
+  const std::string cut =
+      usage_error_of([&] { apply_config_text(*c.run, "\"" + long_key + "\" = 1\n", "w.toml"); });
+  CHECK_THAT(cut, Catch::Contains("unknown key 'k\xc3\xa9\xc3\xa9"));
+  CHECK_THAT(cut, Catch::Contains("\xc3\xa9...'"));
+  CHECK_THAT(cut, !Catch::Contains("\\x"));
+  // A nested command is named whole.
+  CLI::App app{"test"};
+  CLI::App* bench = app.add_subcommand("bench", "bench");
+  CLI::App* acc = bench->add_subcommand("accelerators", "accelerators");
+  unsigned n = 0;
+  acc->add_option("--max-accelerators", n, "n");
+  CHECK_THAT(usage_error_of([&] { apply_config_text(*acc, "bogus = 1\n", "w.toml"); }),
+             Catch::Contains("the long options of `feedline bench accelerators`"));
+}
+
 TEST_CASE("config: UTF-8 in strings and comments is read", "[config]") {
   Cmd c;
   c.parse("");

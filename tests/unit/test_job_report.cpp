@@ -152,3 +152,43 @@ TEST_CASE("job report: the first failing rank's error is the job's, naming rank 
   CHECK(j["samples"] == 20);  // the ranks that ran
   CHECK(job_text(j).find("failed: not found") != std::string::npos);
 }
+
+TEST_CASE("job agreement: the first option a rank has otherwise is named with the ranks",
+          "[tools][mpi]") {
+  using feedline::tools::agreement_json;
+  using feedline::tools::first_disagreement;
+  auto who = [](unsigned r) { return "rank " + std::to_string(r) + " of 3 (host h)"; };
+  const feedline::tools::Agreement base = {
+      {"--epochs", "1"}, {"--seed", "0"}, {"--batch-size", "32"}, {"the dataset", "600 samples"}};
+  auto with = [&](const std::string& name, const std::string& value) {
+    auto a = base;
+    for (auto& [n, v] : a) {
+      if (n == name) v = value;
+    }
+    return agreement_json(a);
+  };
+  CHECK_FALSE(
+      first_disagreement({agreement_json(base), agreement_json(base), agreement_json(base)}, who));
+  auto why =
+      first_disagreement({agreement_json(base), with("--epochs", "3"), agreement_json(base)}, who);
+  REQUIRE(why);
+  CHECK(why->find("--epochs: rank 0 of 3 (host h) has 1, rank 1 of 3 (host h) has 3") !=
+        std::string::npos);
+  CHECK(why->find("give every rank the same --epochs") != std::string::npos);
+  // Rank 0's order decides which is named first; every rank that differs is listed.
+  why = first_disagreement({agreement_json(base), with("--batch-size", "16"), with("--seed", "7")},
+                           who);
+  REQUIRE(why);
+  CHECK(why->find("--seed: rank 0 of 3 (host h) has 0, rank 2 of 3 (host h) has 7") !=
+        std::string::npos);
+  why = first_disagreement({agreement_json(base), agreement_json(base), with("the dataset", "1")},
+                           who);
+  REQUIRE(why);
+  CHECK(why->find("every rank must read the same dataset") != std::string::npos);
+  // A rank that lacks an item (another build) differs in it.
+  auto fewer = base;
+  fewer.pop_back();
+  why = first_disagreement({agreement_json(base), agreement_json(fewer)}, who);
+  REQUIRE(why);
+  CHECK(why->find("rank 1 of 3 (host h) has none") != std::string::npos);
+}

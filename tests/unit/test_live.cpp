@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "feedline/core/text.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "feedline/loader/live.hpp"
 #include "feedline/loader/loader.hpp"
@@ -315,4 +316,19 @@ TEST_CASE("the metrics endpoint: exposition over a socket, totals kept past a lo
   auto v6 = MetricsEndpoint::start("::1", 0);
   REQUIRE_FALSE(v6);
   CHECK_THAT(v6.error().what(), Catch::Contains("IPv4"));
+}
+
+TEST_CASE("the metrics endpoint: label values are escaped and UTF-8 whatever their bytes",
+          "[live][metrics][text]") {
+  auto ep = MetricsEndpoint::start("127.0.0.1", 0);
+  if (!ep && ep.error().code() == Errc::kUnsupported) {
+    testing::skip_test("built without prometheus-cpp");
+    return;
+  }
+  REQUIRE(ep);
+  const auto a = (*ep)->attach([] { return figures(7); }, {{"accelerator", "q\"b\\s\nn\xff"}});
+  const std::string body = http_get((*ep)->port());
+  CHECK(feedline::is_utf8(body));
+  CHECK(sample(body, "feedline_samples_total{accelerator=\"q\\\"b\\\\s\\nn\\\\xff\"}") == 7);
+  (*ep)->detach(a);
 }

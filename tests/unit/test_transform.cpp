@@ -7,9 +7,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
@@ -152,4 +155,118 @@ TEST_CASE("a transform bound by its lock is told apart, and more threads are not
   CHECK(r.verdict.stage == StageId::kDecode);
   CHECK_THAT(r.verdict.advice, Catch::Matchers::Contains("GIL"));
   for (const auto& k : r.verdict.next) CHECK(k.knob != Knob::kDecodeThreads);
+}
+
+namespace {
+
+// Returns a block of `bytes` per sample (as a Python function returning an array does), says
+// how large, and counts how many of them are alive at once.
+struct LargeResults : SampleTransform {
+  std::uint64_t bytes = 4 << 20;
+  std::atomic<int> alive{0};
+  std::atomic<int> most{0};
+
+  Result<TransformResult> apply(const TransformInput&, TransformCall& call) override {
+    const int now = ++alive;
+    for (int m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+    }
+    call.result_bytes = bytes;
+    auto block = std::make_shared<std::vector<char>>(bytes);
+    return TransformResult(block.get(), [block, this](const void*) mutable {
+      --alive;
+      block.reset();
+    });
+  }
+};
+
+// Blocks every call until released (a Python function that sleeps), counting the calls made.
+struct BlockingTransform : SampleTransform {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  std::atomic<int> calls{0};
+
+  Result<TransformResult> apply(const TransformInput&, TransformCall&) override {
+    ++calls;
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return released; });
+    return TransformResult();
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("what a transform returns is held in the memory budget", "[loader][transform][memory]") {
+  // 4 MiB results of 3 KB samples, a 32 MiB budget: without them in it, reads ahead (16 deep,
+  // 64 decoded, 4 batch buffers) would keep ~80 results (320 MiB) alive.
+  MemDataset ds(120, 3000);
+  auto t = std::make_shared<LargeResults>();
+  auto config = config_with(t, 2);
+  config.memory_budget = 32 << 20;
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  std::size_t samples = 0;
+  for (;;) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (b->end()) break;
+    samples += b->samples().size();
+    std::this_thread::sleep_for(1ms);  // the pipeline runs ahead while the caller computes
+  }
+  CHECK(samples == 120);
+  const PipelineReport r = loader->report();
+  REQUIRE_FALSE(r.error);
+  // The budget's 8 results, and the batch being filled beyond it (results only the consumer
+  // frees never hold that one up).
+  INFO("results alive at most: " << t->most.load());
+  CHECK(t->most.load() <= 8 + 2);
+  CHECK(r.memory.peak >= 4u * (4 << 20));
+  CHECK(r.memory.peak <= (32u << 20) + 2u * (4 << 20));
+}
+
+TEST_CASE("a result larger than the whole budget still goes on, a batch at a time",
+          "[loader][transform][memory]") {
+  MemDataset ds(20, 3000);
+  auto t = std::make_shared<LargeResults>();
+  t->bytes = 40 << 20;  // more than the 32 MiB budget
+  auto config = config_with(t, 2);
+  config.memory_budget = 32 << 20;
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  std::size_t samples = 0;
+  for (;;) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (b->end()) break;
+    samples += b->samples().size();
+  }
+  CHECK(samples == 20);
+  CHECK(t->most.load() <= 2 + 2);  // the caller's batch and the one being filled
+}
+
+TEST_CASE("stop() starts no queued transform and snapshot() waits for none under way",
+          "[loader][transform]") {
+  MemDataset ds(64, 3000);
+  auto t = std::make_shared<BlockingTransform>();
+  auto loader = Loader::open(*ds.backend, ds.dataset, config_with(t, 4)).value();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (t->calls.load() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(t->calls.load() == 2);  // both decode threads are in a call, samples queue behind
+  loader->stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  const PipelineReport mid = loader->snapshot();
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+  CHECK(mid.snapshot);
+  CHECK(mid.transform.samples == 0);
+  t->release();
+  const PipelineReport end = loader->report();
+  CHECK_FALSE(end.snapshot);
+  CHECK_FALSE(end.error);  // what stop() cut short is no failure
+  CHECK(t->calls.load() == 2);
 }

@@ -13,7 +13,10 @@
 #include "feedline/core/time_limit.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
+#include "job_report.hpp"
+#include "job_run.hpp"
 #include "json_file.hpp"
+#include "json_render.hpp"
 #include "mpi_job.hpp"
 #include "output.hpp"
 #include "run_options.hpp"
@@ -243,14 +246,17 @@ bool is_local(const std::string& url) {
 // end, or Ctrl-C: then *stopped). In a job the ranks start each epoch together.
 Trial run_trial(RunDataset& rd, const RunSetup& st, unsigned n, std::chrono::nanoseconds trial_ns,
                 std::stop_token stop, MpiJob* job, bool* stopped) {
-  const TimeLimit trial(trial_ns, stop);
   loader::LoaderConfig c = st.ctx.config;
   c.sampler.epochs = static_cast<std::uint32_t>(kMaxEpochs);  // the trial's time bounds it
+  // Full steps only, as MLPerf Storage counts them (accelerators.hpp: kMinFullStepsPerEpoch).
+  c.sampler.drop_last = true;
   Trial t;
   t.accelerators = n;
   if (job) job->begin_series();
-  auto host = loader::run_accelerators(*rd.backend, rd.dataset, c, n, st.compute, trial.token(),
-                                       nullptr, job);
+  // The trial's time starts once its accelerators are open (their buffers allocated and
+  // registered: seconds, for many accelerators of large batches).
+  auto host = loader::run_accelerators(*rd.backend, rd.dataset, c, n, st.compute, stop, nullptr,
+                                       job, trial_ns);
   *stopped = stop_token().stop_requested();
   // One accelerator that cannot open is the run's own configuration error; more that cannot
   // share the budget are a limit of this host, which the search stays under.
@@ -290,13 +296,24 @@ int run(const Options& o, MpiJob* job) {
   std::optional<RunDataset> rd;
   std::optional<std::string> setup_error;
   int setup_code = kExitOk;
+  unsigned most = 0;  // per rank: the most accelerators whose trial can measure on this dataset
+  auto write_failure = [&](const std::string& error, int code, bool interrupted) {
+    const nlohmann::json doc = {{"url", st.ctx.url.empty() ? ro.url : st.ctx.url},
+                                {"error", error},
+                                {"exit_code", code},
+                                {"interrupted", interrupted}};
+    if (auto w = json.commit(doc); !w) out::error(w.error().what());
+  };
   try {
     st = make_run_setup(ro, stop.get_token());
     if (job) {
       st.ctx.config.sampler.rank = job->rank();
       st.ctx.config.sampler.world_size = job->size();
     }
-    if (ro.json_path && root) json = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
+    if (ro.json_path && root) {
+      value_or_usage(check_output_paths({{"--json", &ro.json_path}}, ro.url));
+      json = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
+    }
     if (st.compute.mean.count() <= 0) {
       throw UsageError(
           "bench accelerators needs an accelerator's step: give --compute-time (or a workload "
@@ -309,20 +326,65 @@ int run(const Options& o, MpiJob* job) {
     }
     trial = *t;
     rd = open_run_dataset(ro, st);
+    most = loader::most_accelerators_measurable(rd->dataset.samples.size(),
+                                                st.ctx.config.sampler.batch_size, ranks);
+    if (most == 0) {
+      const std::uint64_t each = loader::full_steps_per_epoch(
+          rd->dataset.samples.size(), st.ctx.config.sampler.batch_size, ranks, 1);
+      throw UsageError(fmt::format(
+          "bench accelerators: {} samples give one accelerator{} {} full batch(es) of {} an "
+          "epoch, and a trial needs {} to measure (short batches do not count, as in MLPerf "
+          "Storage): the dataset needs at least {} samples to try 1 accelerator{} (or a smaller "
+          "--batch-size)",
+          rd->dataset.samples.size(), job ? fmt::format(" on each of {} ranks", ranks) : "", each,
+          st.ctx.config.sampler.batch_size, loader::kMinFullStepsPerEpoch,
+          loader::samples_needed(1, st.ctx.config.sampler.batch_size, ranks),
+          job ? " per rank" : ""));
+    }
   } catch (const CommandError& e) {
-    if (!job) throw;
+    if (!job) {
+      // A search that did not get to its first trial still leaves a document saying why.
+      write_failure(e.error().what(), e.code(), e.error().code() == Errc::kCancelled);
+      throw;
+    }
     setup_error = fmt::format("{}: {}", job->who(), e.error().what());
     setup_code = e.code();
   }
   if (job) {
+    // Before the first trial: a rank that could not set up ends the search on every rank, and
+    // what must agree (the dataset, the batch size, the search's own settings) is compared with
+    // rank 0's. Every rank learns the same, and takes the same step.
+    Agreement agreement;
+    if (!setup_error) {
+      agreement = sharding_agreement(st, 1, rd->dataset);
+      std::erase_if(agreement, [](const auto& item) { return item.first == "--accelerators"; });
+      agreement.insert(agreement.end(), {{"--max-accelerators", std::to_string(o.max_accelerators)},
+                                         {"--trial-time", o.trial_time},
+                                         {"--au-target", fmt::format("{}", st.ctx.au_target)}});
+    }
     const auto all = job->allgather(
-        setup_error ? nlohmann::json{{"error", *setup_error}, {"code", setup_code}}.dump() : "");
+        setup_error ? dump_json(nlohmann::json{{"error", *setup_error}, {"code", setup_code}})
+                    : dump_json(nlohmann::json{{"agree", agreement_json(agreement)}}));
+    std::vector<nlohmann::json> agree;
+    std::optional<nlohmann::json> failed;  // the first rank's that failed
     for (const std::string& r : all) {
-      if (r.empty()) continue;
-      const auto e = nlohmann::json::parse(r);
-      if (root) out::error(e["error"].get<std::string>());
-      setup_code = e["code"].get<int>();
-      break;
+      auto e = nlohmann::json::parse(r);
+      if (e.contains("agree")) {
+        agree.push_back(std::move(e["agree"]));
+      } else if (!failed) {
+        failed = std::move(e);
+      }
+    }
+    if (failed) {
+      if (root) out::error((*failed)["error"].get<std::string>());
+      setup_code = (*failed)["code"].get<int>();
+      if (root) write_failure((*failed)["error"].get<std::string>(), setup_code, false);
+    } else if (auto why = first_disagreement(agree, [&job](unsigned r) { return job->who(r); })) {
+      if (root) {
+        out::error(*why);
+        write_failure(*why, kExitUsage, false);
+      }
+      setup_code = kExitUsage;
     }
     if (setup_code != kExitOk) {
       job->watch(nullptr);
@@ -338,10 +400,21 @@ int run(const Options& o, MpiJob* job) {
         "feedline bench accelerators: {} ({} samples), {} accelerators at AU >= {:.0f}%, {} "
         "per trial, at most {}{}\n",
         st.ctx.url, rd->dataset.samples.size(), workload, target * 100, o.trial_time,
-        o.max_accelerators, job ? fmt::format(" per rank, from {}", where) : "");
+        std::min(o.max_accelerators, most), job ? fmt::format(" per rank, from {}", where) : "");
+    if (most < o.max_accelerators) {
+      out::print(
+          "  note: the dataset lets a trial measure at most {} accelerator(s){} ({} full "
+          "batches of {} an epoch each, short batches left out as MLPerf Storage does), not "
+          "--max-accelerators {}\n",
+          most, job ? " per rank" : "", loader::kMinFullStepsPerEpoch,
+          st.ctx.config.sampler.batch_size, o.max_accelerators);
+    }
     if (auto n = potential_caching_note(st.ctx); !n.empty()) out::print("  note: {}\n", n);
   }
-  loader::AcceleratorSearch search(o.max_accelerators);
+  // The search goes no further than the dataset lets a trial measure: there it stops, and says
+  // how many samples the next N would need.
+  const bool dataset_bound = most < o.max_accelerators;
+  loader::AcceleratorSearch search(std::min(o.max_accelerators, most));
   std::vector<Outcome> trials;
   bool stopped = false;
   std::optional<std::string> failure;
@@ -349,7 +422,7 @@ int run(const Options& o, MpiJob* job) {
     bool mine_stopped = false;
     Trial t = run_trial(*rd, st, *n, *trial, stop.get_token(), job, &mine_stopped);
     if (job && t.error) job->announce_failure(fmt::format("{}: {}", job->who(), t.error->what()));
-    const std::string summary = trial_summary(t, mine_stopped).dump();
+    const std::string summary = dump_json(trial_summary(t, mine_stopped));
     Outcome out =
         combine(job ? job->allgather(summary) : std::vector<std::string>{summary}, *n, target, job);
     if (out.stopped) {
@@ -396,6 +469,8 @@ int run(const Options& o, MpiJob* job) {
     if (search.first_failure() && t.per_rank == *search.first_failure()) next = &t;
   }
   const std::string what = is_local(ro.url) && !job ? "this disk" : "this storage";
+  const std::uint64_t dataset_needs =
+      loader::samples_needed(most + 1, st.ctx.config.sampler.batch_size, ranks);
   const std::string from =
       job ? fmt::format("from {} ({} per rank)", where, search.answer()) : "from this host";
   std::string summary;
@@ -423,6 +498,12 @@ int run(const Options& o, MpiJob* job) {
     } else if (next) {
       summary += fmt::format("; the next trial, {}, reached {:.1f}% AU, limited by {}",
                              next->accelerators, next->au_min * 100, next->limit_text);
+    } else if (search.capped() && dataset_bound) {
+      summary += fmt::format(
+          "; the dataset needs at least {} samples to try {} accelerators ({} full batches of "
+          "{} an epoch each; it has {})",
+          dataset_needs, (most + 1) * ranks, loader::kMinFullStepsPerEpoch,
+          st.ctx.config.sampler.batch_size, rd->dataset.samples.size());
     } else if (search.capped()) {
       summary += fmt::format(" (the search stops at --max-accelerators {}{})", o.max_accelerators,
                              job ? " per rank" : "");
@@ -431,16 +512,24 @@ int run(const Options& o, MpiJob* job) {
   int code = failure ? kExitRuntime : stopped ? exit_code_for_stop() : kExitOk;
   if (root) {
     out::print("{}\n", summary);
-    nlohmann::json doc = {{"url", st.ctx.url},
-                          {"workload", workload},
-                          {"au_target", target},
-                          {"trial_seconds", std::chrono::duration<double>(*trial).count()},
-                          {"max_accelerators", o.max_accelerators},
-                          {"accelerators", best ? best->accelerators : 0u},
-                          {"capped", search.capped()},
-                          {"summary", summary},
-                          {"interrupted", stopped},
-                          {"error", failure ? nlohmann::json(*failure) : nullptr}};
+    nlohmann::json doc = {
+        {"url", st.ctx.url},
+        {"workload", workload},
+        {"au_target", target},
+        {"trial_seconds", std::chrono::duration<double>(*trial).count()},
+        {"max_accelerators", o.max_accelerators},
+        {"accelerators", best ? best->accelerators : 0u},
+        {"capped", search.capped()},
+        // The search stopped where the dataset is too small for a trial to
+        // measure: what the next N would need.
+        {"dataset_too_small", search.capped() && dataset_bound
+                                  ? nlohmann::json{{"accelerators", (most + 1) * ranks},
+                                                   {"samples_needed", dataset_needs},
+                                                   {"samples", rd->dataset.samples.size()}}
+                                  : nlohmann::json(nullptr)},
+        {"summary", summary},
+        {"interrupted", stopped},
+        {"error", failure ? nlohmann::json(*failure) : nullptr}};
     if (job) {
       doc["accelerators_per_rank"] = search.answer();
       doc["ranks"] = ranks;

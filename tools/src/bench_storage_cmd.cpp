@@ -5,6 +5,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -16,6 +17,7 @@
 #include "feedline/storage/device_stats.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/storage/url_pattern.hpp"
+#include "json_file.hpp"
 #include "json_render.hpp"
 #include "net_options.hpp"
 #include "output.hpp"
@@ -141,17 +143,21 @@ struct Report {
   double bandwidth() const {
     return result.seconds > 0 ? static_cast<double>(result.stats.bytes) / result.seconds : 0;
   }
+  // The reads that completed, as fio counts them: the queue's ops less those cancelled (Ctrl-C
+  // ends the reads in flight: they read nothing) and those that failed.
+  std::uint64_t ios() const {
+    const auto& s = result.stats;
+    return s.ops - std::min(s.ops, s.cancelled + s.errors);
+  }
   double iops() const {
-    return result.seconds > 0 ? static_cast<double>(result.stats.ops) / result.seconds : 0;
+    return result.seconds > 0 ? static_cast<double>(ios()) / result.seconds : 0;
   }
   double cpu_per_gib() const {
     return result.stats.bytes
                ? result.cpu.total() / (static_cast<double>(result.stats.bytes) / (1u << 30))
                : 0;
   }
-  double cpu_per_io() const {
-    return result.stats.ops ? result.cpu.total() / static_cast<double>(result.stats.ops) : 0;
-  }
+  double cpu_per_io() const { return ios() ? result.cpu.total() / static_cast<double>(ios()) : 0; }
 
   nlohmann::json json() const {
     const auto& s = result.stats;
@@ -168,7 +174,8 @@ struct Report {
         {"notes", result.info.notes},
         {"direct", plan.backend.file.direct},
         {"bytes", s.bytes},
-        {"ios", s.ops},
+        {"ios", ios()},
+        {"cancelled", s.cancelled},
         {"seconds", result.seconds},
         {"bandwidth_bytes_per_second", bandwidth()},
         {"iops", iops()},
@@ -206,7 +213,7 @@ struct Report {
   std::string text() const {
     const auto& s = result.stats;
     std::string out;
-    auto line = [&out](std::string l) { out += l + "\n"; };
+    auto line = [&out](std::string_view l) { out::add_line(out, l); };
     const auto& b = plan.bench;
     line(fmt::format("feedline bench storage: {}", redact_url(options.url)));
     if (!created.empty()) line(fmt::format("  {}", created));
@@ -373,7 +380,7 @@ int run_checked(const Options& o, const Plan& plan, TraceFile& trace) {
   if (o.output == "json") {
     nlohmann::json j = report.json();
     if (code != kExitOk) j["exit_code"] = code;
-    out::print("{}\n", j.dump(2));
+    out::print("{}\n", dump_json(j, 2, Json::kAscii));
   } else {
     out::write_stdout(report.text());
   }
@@ -385,6 +392,8 @@ int run(const Options& o) {
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
+  // The trace must not be the file it reads (nor, with --create, the one it lays out).
+  value_or_usage(check_output_paths({{"--trace", &o.trace_path}}, o.url));
   TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));
   try {
     Plan plan = make_plan(o);
@@ -396,7 +405,7 @@ int run(const Options& o) {
     if (o.output == "json") {
       nlohmann::json j = {
           {"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
-      out::print("{}\n", j.dump(2));
+      out::print("{}\n", dump_json(j, 2, Json::kAscii));
     }
     throw;
   }

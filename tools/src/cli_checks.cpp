@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 
 namespace feedline::tools {
 
@@ -52,6 +55,28 @@ CLI::Validator number_in(double lo, double hi, bool lo_inclusive) {
         return {};
       },
       fmt::format("NUMBER in {}{} - {}]", lo_inclusive ? "[" : "(", lo, hi));
+}
+
+CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](std::string& s) {
+        return s.empty() ? std::string("the value is empty: give one, or leave the option out")
+                         : std::string();
+      },
+      "");
+}
+
+CLI::Validator readable_file() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty()) return "the value is empty: give a file, or leave the option out";
+        std::error_code ec;
+        if (std::filesystem::is_directory(s, ec)) return fmt::format("{} is a directory", s);
+        if (::access(s.c_str(), R_OK) != 0)
+          return fmt::format("cannot read {}: {}", s, std::generic_category().message(errno));
+        return {};
+      },
+      "FILE");
 }
 
 std::uint64_t physical_memory_bytes() {

@@ -20,6 +20,11 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max);
 // A finite decimal number in (lo, hi] (lo_inclusive: [lo, hi]).
 CLI::Validator number_in(double lo, double hi, bool lo_inclusive);
 
+// Text that must not be empty ("--throttle-bw ''" is a mistake, not "no throttle").
+CLI::Validator non_empty();
+// A file that exists and can be read (a CA bundle): says which of the three it is not.
+CLI::Validator readable_file();
+
 // The same check for text from elsewhere (environment variables): the value, or why not.
 std::optional<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min,
                                                 std::uint64_t max, std::string* why = nullptr);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli_error.hpp"
+#include "feedline/core/text.hpp"
 #include "feedline/core/unique_fd.hpp"
 
 namespace feedline::tools {
@@ -171,19 +172,38 @@ class Unicode33Guard {
   std::unordered_map<char32_t, char32_t> back_;  // stand-in -> original
 };
 
-// A key as it may be shown on a terminal: control bytes escaped, at most 80 characters.
+// A key as it may be shown on a terminal: control characters and bytes that are not UTF-8
+// escaped (feedline/core/text.hpp), at most 80 bytes of it (cut before a character, not in one).
 std::string printable(std::string_view key) {
-  std::string out;
-  for (const char c : key.substr(0, 80)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
+  if (key.size() <= 80) return feedline::printable(key);
+  std::size_t n = 80;
+  while (n > 76 && (static_cast<unsigned char>(key[n]) & 0xC0) == 0x80) --n;
+  return feedline::printable(key.substr(0, n)) + "...";
+}
+
+// "feedline run", "feedline bench accelerators": the command a table's keys are options of.
+std::string command_path(const CLI::App& cmd) {
+  std::string path;
+  for (const CLI::App* a = &cmd; a && a->get_parent(); a = a->get_parent()) {
+    path.insert(0, " " + a->get_name());
+  }
+  return "feedline" + path;
+}
+
+// Edits (insertions, deletions, substitutions) from a to b.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
     }
   }
-  if (key.size() > 80) out += "...";
-  return out;
+  return row[b.size()];
 }
 
 // The option a key names, or null. "help" and "config" are options but not settings.
@@ -212,6 +232,32 @@ namespace {
 constexpr std::string_view kTypesKey = "accelerator-types";
 constexpr std::string_view kTypeKey = "accelerator-type";
 
+// What to write instead of an unknown key: the key it was likely meant to be (dashes for
+// underscores, or a long option a typo or two away), and where the keys are listed.
+std::string unknown_key_hint(CLI::App& cmd, const std::string& name) {
+  const std::string command = command_path(cmd);
+  std::string dashed = name;
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  std::string guess = dashed != name && option_for(cmd, dashed) ? dashed : std::string();
+  if (guess.empty() && name.size() <= 64) {
+    std::size_t best = std::max<std::size_t>(1, std::min<std::size_t>(2, dashed.size() / 4)) + 1;
+    for (const CLI::Option* o : cmd.get_options()) {
+      for (const std::string& long_name : o->get_lnames()) {
+        const std::size_t d = edit_distance(dashed, long_name);
+        if (d < best && option_for(cmd, long_name)) {
+          best = d;
+          guess = long_name;
+        }
+      }
+    }
+  }
+  std::string hint = guess.empty() ? std::string() : fmt::format("did you mean '{}'? ", guess);
+  return fmt::format(
+      "{}the keys are the long options of `{}` without their dashes (batch-size = 256 for "
+      "--batch-size 256): `{} --help` lists them",
+      hint, command, command);
+}
+
 // Gives each key of `table` to its option of cmd (unless the command line, or a table applied
 // before, set it). `where` names the table in errors ("" for the top level).
 void apply_table(CLI::App& cmd, const toml::table& table, const Unicode33Guard& guard,
@@ -222,16 +268,9 @@ void apply_table(CLI::App& cmd, const toml::table& table, const Unicode33Guard& 
     if (where.empty() && (name == kTypesKey || name == kTypeKey)) continue;  // read by the caller
     CLI::Option* opt = name == kTypeKey ? nullptr : option_for(cmd, name);
     if (!opt) {
-      std::string hint;
-      if (name.find('_') != std::string::npos) {
-        std::string dashed = name;
-        for (char& c : dashed) c = c == '_' ? '-' : c;
-        if (option_for(cmd, dashed)) hint = fmt::format(" (did you mean '{}'?)", dashed);
-      }
-      throw UsageError(fmt::format(
-          "--config {}: line {}: unknown key '{}'{}{} (keys are `{}` option names, e.g. "
-          "batch-size)",
-          source, line, printable(name), where.empty() ? "" : " in ", where, hint, cmd.get_name()));
+      throw UsageError(fmt::format("--config {}: line {}: unknown key '{}'{}{}: {}", source, line,
+                                   printable(name), where.empty() ? "" : " in ", where,
+                                   unknown_key_hint(cmd, name)));
     }
     std::string value;
     if (node.is_string()) {

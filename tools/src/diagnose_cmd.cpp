@@ -178,11 +178,12 @@ Result<double> realise(const WhatIf& w, const RunOptions& base_options, RunDatas
   std::optional<CpuAffinity> affinity;
   if (w.cores && *w.cores < usable_cores()) affinity.emplace(*w.cores);
   if (w.accelerators > 1) {
-    const TimeLimit limit(std::chrono::duration_cast<std::chrono::nanoseconds>(duration), stop);
+    // Timed from when the accelerators are open, as the single loader's run below is.
     FEEDLINE_ASSIGN_OR_RETURN(
         loader::HostReport host,
-        loader::run_accelerators(*data->backend, data->dataset, c, w.accelerators, st.compute,
-                                 limit.token(), nullptr));
+        loader::run_accelerators(*data->backend, data->dataset, c, w.accelerators, st.compute, stop,
+                                 nullptr, nullptr,
+                                 std::chrono::duration_cast<std::chrono::nanoseconds>(duration)));
     if (host.error) return fail(*host.error);
     double rate = 0;  // the accelerators' rates after their first batch, together
     for (const auto& a : host.accelerators) rate += loader::steady_samples_per_second(a.consumer);
@@ -230,6 +231,8 @@ int run(const Options& o) {
   }
   const std::chrono::duration<double> length = *duration;
   RunSetup st = make_run_setup(ro, stop_token());
+  value_or_usage(check_output_paths(
+      {{"--json", &ro.json_path}, {"--trace", &ro.trace_path}, {"--html", &ro.html_path}}, ro.url));
   JsonFile json_file;
   if (ro.json_path) json_file = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
   TraceFile trace = value_or_usage(TraceFile::prepare(ro.trace_path, "--trace", ro.trace_events));
@@ -242,9 +245,15 @@ int run(const Options& o) {
   try {
     return trace.finish(about, diagnose_checked(o, length, st, json_file, trace, html));
   } catch (const CommandError& e) {
+    // A diagnose that did not get to its report (a failed or interrupted controlled run, a
+    // what-if refused) still leaves a document saying why, as run's does: --json never goes on
+    // showing an older diagnosis as if it were this one.
     trace.finish(about, e.code());
-    const nlohmann::json doc = {
-        {"url", st.ctx.url}, {"error", e.error().what()}, {"exit_code", e.code()}};
+    const nlohmann::json doc = {{"url", st.ctx.url},
+                                {"error", e.error().what()},
+                                {"exit_code", e.code()},
+                                {"interrupted", e.error().code() == Errc::kCancelled}};
+    if (auto w = json_file.commit(doc); !w) out::error(w.error().what());
     html.finish({"feedline diagnose", &doc, nullptr, {}, nullptr}, e.code());
     throw;
   }

@@ -13,6 +13,7 @@
 #include "feedline/core/units.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/storage/registry.hpp"
+#include "json_render.hpp"
 #include "net_options.hpp"
 #include "output.hpp"
 #include "progress.hpp"
@@ -175,7 +176,7 @@ int run_checked(const Options& o, const loader::GenConfig& c) {
                         {"seed", c.seed},
                         {"manifest", s.manifest},
                         {"error", nullptr}};
-    out::print("{}\n", j.dump(2));
+    out::print("{}\n", dump_json(j, 2, Json::kAscii));
   } else {
     out::print("feedline gen: {} ({}, {} samples, {}, compress {}, seed {})\n", url,
                loader::format_name(c.format), s.samples,
@@ -211,7 +212,7 @@ int run(const Options& o) {
     if (o.output == "json") {
       nlohmann::json j = {
           {"url", redact_url(o.url)}, {"error", e.error().what()}, {"exit_code", e.code()}};
-      out::print("{}\n", j.dump(2));
+      out::print("{}\n", dump_json(j, 2, Json::kAscii));
     }
     throw;
   }

@@ -226,7 +226,7 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
 
 std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
   std::string out;
-  auto line = [&out](const std::string& l) { out += l + "\n"; };
+  auto line = [&out](std::string_view l) { out::add_line(out, l); };
   const auto& cfg = ctx.config;
   const auto& s = host.split;
   line(fmt::format("feedline run: {} ({}, {} samples, {}) on {} emulated accelerators", ctx.url,
@@ -291,9 +291,50 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
   return out;
 }
 
+std::string check_accelerator_share(const RunSetup& st, unsigned accelerators,
+                                    std::uint64_t samples) {
+  const loader::SamplerConfig& c = st.ctx.config.sampler;
+  const std::uint64_t ranks = std::max<std::uint32_t>(1, c.world_size);
+  if (accelerators * ranks <= 1) return {};
+  const std::uint64_t ways = accelerators * ranks;
+  const std::uint64_t share = samples / ways;
+  const std::string over =
+      ranks > 1 ? fmt::format(" over {} rank(s) x {}", ranks, accelerators) : std::string();
+  const std::string per_rank = ranks > 1 ? " per rank" : "";
+  if (share == 0) {
+    throw UsageError(fmt::format(
+        "--accelerators {}: {} samples{} leave each accelerator none an epoch: at most {} "
+        "accelerator(s){}",
+        accelerators, samples, over, samples / ranks, per_rank));
+  }
+  if (st.compute.mean.count() <= 0) return {};
+  const std::uint64_t batch = std::max<std::uint32_t>(1, c.batch_size);
+  const std::uint64_t full = share / batch;
+  if (full == 0) {
+    throw UsageError(fmt::format(
+        "--accelerators {}: each accelerator gets {} samples an epoch{}, less than one batch of "
+        "{}: every emulated step would be a short batch, its compute counted in full, so AU would "
+        "hold up however slowly the storage fed it (MLPerf Storage never counts a short batch); "
+        "give at most {} accelerator(s){}, a smaller --batch-size, or a dataset of at least {} "
+        "samples",
+        accelerators, share, over, batch, samples / (batch * ranks), per_rank, batch * ways));
+  }
+  const std::uint64_t rest = share % batch;
+  if (rest == 0 || c.drop_last) return {};
+  return fmt::format(
+      "each accelerator's epochs end in a short batch of {} sample(s) after {} full one(s) of "
+      "{}: its emulated step costs a full step's compute, which lifts AU; --drop-last leaves it "
+      "out, as MLPerf Storage does",
+      rest, full, batch);
+}
+
 int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json, HtmlFile& html) {
   RunContext& ctx = st.ctx;
   const loader::Dataset& dataset = rd.dataset;
+  if (const std::string note = check_accelerator_share(st, o.accelerators, dataset.samples.size());
+      !note.empty()) {
+    out::note(note);
+  }
   RunsRecord runs;
   runs.runs = o.runs;
   loader::HostReport host;

@@ -34,6 +34,15 @@ void sum_io_counts(const nlohmann::json& each, nlohmann::json& io);
 // The host's result in MLPerf Storage's words (run_report.hpp), for this one host.
 MlperfFigures host_mlperf(const loader::HostReport& host, const RunContext& ctx);
 
+// Whether each of `accelerators` emulated accelerators on each of the config's world-size ranks
+// gets whole batches of `samples` samples: a UsageError when one would get no sample an epoch, or,
+// with a compute time, not one full batch (every emulated step a short batch, whose compute
+// counts in full for AU, so AU would hold up however slow the storage: MLPerf Storage never
+// counts a short batch). Returns a note to print where each accelerator's epochs end in a short
+// batch (without --drop-last), empty otherwise. Nothing to check for one accelerator alone.
+std::string check_accelerator_share(const RunSetup& st, unsigned accelerators,
+                                    std::uint64_t samples);
+
 // Runs o's dataset (already opened: rd) on o.accelerators emulated accelerators, prints the
 // report, writes the JSON document; returns the exit code.
 int run_on_host(const RunOptions& o, RunSetup& st, RunDataset& rd, JsonFile& json, HtmlFile& html);

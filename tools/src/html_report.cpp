@@ -8,6 +8,7 @@
 #include "cli_error.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/report.hpp"
+#include "json_render.hpp"
 #include "output.hpp"
 #include "svg_plot.hpp"
 
@@ -421,9 +422,17 @@ std::string diagnose_section(const json& d) {
 
 }  // namespace
 
-std::string html_report(const HtmlInputs& in) {
-  static const json kEmpty = json::object();
-  const json& run = in.run ? *in.run : kEmpty;
+std::string html_report(const HtmlInputs& in_raw) {
+  // The documents' names made UTF-8 (json_render.hpp): a data-value holds one's JSON text.
+  json run_doc = in_raw.run ? *in_raw.run : json::object();
+  make_utf8(run_doc);
+  std::optional<json> diagnose_doc;
+  if (in_raw.diagnose) make_utf8(diagnose_doc.emplace(*in_raw.diagnose));
+  HtmlInputs in_safe = in_raw;
+  in_safe.run = &run_doc;
+  in_safe.diagnose = diagnose_doc ? &*diagnose_doc : nullptr;
+  const HtmlInputs& in = in_safe;
+  const json& run = run_doc;
   std::string body;
   const std::string url = in.diagnose ? str(*in.diagnose, "url") : str(run, "url");
   body += fmt::format("<h1>{}</h1><div class=\"sub\">{}</div>", escape(in.command), escape(url));

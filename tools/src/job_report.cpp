@@ -9,6 +9,7 @@
 
 #include "feedline/core/units.hpp"
 #include "host_run.hpp"
+#include "output.hpp"
 #include "run_report.hpp"
 
 namespace feedline::tools {
@@ -51,6 +52,53 @@ double median_of(std::vector<double> v) {
 }
 
 }  // namespace
+
+json agreement_json(const Agreement& a) {
+  json items = json::array();
+  for (const auto& [name, value] : a) items.push_back(json::array({name, value}));
+  return items;
+}
+
+std::optional<std::string> first_disagreement(const std::vector<json>& ranks,
+                                              const std::function<std::string(unsigned)>& who) {
+  if (ranks.empty() || !ranks.front().is_array()) return std::nullopt;
+  // rank r's value of `name`, or nullopt where it has none (a rank of another build).
+  auto value_of = [&](std::size_t r, const std::string& name) -> std::optional<std::string> {
+    if (!ranks[r].is_array()) return std::nullopt;
+    for (const json& item : ranks[r]) {
+      if (item.is_array() && item.size() == 2 && item[0] == name && item[1].is_string())
+        return item[1].get<std::string>();
+    }
+    return std::nullopt;
+  };
+  for (const json& item : ranks.front()) {
+    if (!item.is_array() || item.size() != 2 || !item[0].is_string() || !item[1].is_string())
+      continue;
+    const std::string name = item[0].get<std::string>(), mine = item[1].get<std::string>();
+    std::vector<std::string> others;
+    for (std::size_t r = 1; r < ranks.size(); ++r) {
+      const auto v = value_of(r, name);
+      if (v && *v == mine) continue;
+      others.push_back(fmt::format("{} has {}", who(static_cast<unsigned>(r)), v ? *v : "none"));
+    }
+    if (others.empty()) continue;
+    constexpr std::size_t kNamed = 4;  // the ranks named; the rest counted
+    std::string list;
+    for (std::size_t i = 0; i < std::min(others.size(), kNamed); ++i) list += ", " + others[i];
+    if (others.size() > kNamed)
+      list += fmt::format(", and {} more rank(s)", others.size() - kNamed);
+    const bool dataset = name.starts_with("the ");
+    return fmt::format(
+        "the ranks of this job differ in {}: {} has {}{}; {}", name, who(0), mine, list,
+        dataset ? "every rank must read the same dataset (the same samples, listed alike), or "
+                  "the shards overlap and leave samples out"
+                : fmt::format("give every rank the same {} (a rank that differs would wait at "
+                              "barriers the others never reach, or deliver some samples twice "
+                              "and others never)",
+                              name));
+  }
+  return std::nullopt;
+}
 
 std::string held_back_by(const std::string& stage) {
   if (stage == "storage") return "its own storage link (its reads)";
@@ -249,7 +297,7 @@ json job_document(std::vector<json> ranks, const JobSetup& setup) {
 
 std::string job_text(const json& j) {
   std::string out;
-  auto line = [&out](const std::string& l) { out += l + "\n"; };
+  auto line = [&out](std::string_view l) { out::add_line(out, l); };
   const json& ranks = j["ranks"];
   line(
       fmt::format("feedline run: {} ({}, {} samples) on {} rank(s) x {} accelerator(s), {} host(s)",
@@ -261,8 +309,11 @@ std::string job_text(const json& j) {
       "bottleneck");
   for (const json& r : ranks) {
     if (!r.contains("stages")) {
-      line(fmt::format("  {:>5}  {:<16}  failed: {}", r.value("rank", 0u), text(r, "host"),
-                       text(r, "error")));
+      // Failed before its run, or stopped before its first read by another rank's failure.
+      const bool failed = r.contains("error") && r["error"].is_string();
+      line(fmt::format("  {:>5}  {:<16}  {}: {}", r.value("rank", 0u), text(r, "host"),
+                       failed ? "failed" : "stopped",
+                       failed ? text(r, "error") : text(r, "stopped_by", "before its run")));
       continue;
     }
     std::string au = "-";

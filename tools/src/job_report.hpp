@@ -19,7 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace feedline::tools {
@@ -37,6 +40,18 @@ struct JobSetup {
 nlohmann::json job_document(std::vector<nlohmann::json> ranks, const JobSetup& setup);
 // The text report of job_document()'s document.
 std::string job_text(const nlohmann::json& job);
+
+// What every rank of a job must run with alike, in the words of its flags, in order: ("--epochs",
+// "3"), ("--seed", "0"), ..., ("the dataset", "2000 samples, listing 0123456789abcdef"). A rank
+// of another epoch count would wait at a barrier nobody else reaches; another seed, batch size,
+// format or dataset shards another order, delivering some samples twice and others never.
+using Agreement = std::vector<std::pair<std::string, std::string>>;
+nlohmann::json agreement_json(const Agreement& a);
+// The first of rank 0's items (ranks: each rank's agreement_json, in rank order) that another
+// rank has otherwise, named with every rank that differs and its value, as one error message;
+// nullopt when every rank agrees. who(r) names rank r ("rank 1 of 2 (host h2)").
+std::optional<std::string> first_disagreement(const std::vector<nlohmann::json>& ranks,
+                                              const std::function<std::string(unsigned)>& who);
 
 // What held a rank back, in words, from the stage its verdict names: "its own storage link",
 // "decode CPU", ...

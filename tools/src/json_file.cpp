@@ -6,11 +6,111 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
 #include <utility>
 
+#include "feedline/storage/registry.hpp"
+#include "feedline/storage/url_pattern.hpp"
+#include "json_render.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
+namespace {
+
+std::optional<std::string> real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) == nullptr) return std::nullopt;
+  return std::string(buf);
+}
+
+// The directory entry writing `path` replaces (the rename into place replaces that entry, a
+// symlink there included, not what it points to): its parent's real path and its own name.
+std::optional<std::string> entry_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string name = p.filename().string();
+  if (name.empty() || name == "." || name == "..") return real_path(path);
+  const std::string parent = p.has_parent_path() ? p.parent_path().string() : ".";
+  auto dir = real_path(parent.empty() ? "/" : parent);
+  if (!dir) return std::nullopt;
+  return *dir == "/" ? "/" + name : *dir + "/" + name;
+}
+
+// The local paths a dataset URL reads: its root (a directory or one file) as its real path, or
+// the files of its brace list; empty for a dataset that is not local.
+std::vector<std::string> dataset_paths(std::string_view url) {
+  auto parsed = storage::parse_url(url);
+  if (!parsed || parsed->scheme != "file" || parsed->path.empty()) return {};
+  std::vector<std::string> names;
+  if (storage::has_brace_pattern(parsed->path)) {
+    auto all = storage::expand_braces(parsed->path);
+    if (!all) return {};  // refused by the open, with its reason
+    names = std::move(*all);
+  } else {
+    names.push_back(parsed->path);
+  }
+  std::vector<std::string> paths;
+  for (const std::string& n : names) {
+    if (auto r = real_path(n)) {
+      paths.push_back(*r);
+    } else if (auto e = entry_of(n)) {
+      paths.push_back(*e);  // not there (yet): bench storage --create lays it out
+    }
+  }
+  return paths;
+}
+
+// Whether writing `entry` would replace or add to what `data` (a real path) holds.
+bool inside(const std::string& entry, const std::string& data) {
+  if (entry == data) return true;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(data, ec)) {
+    return entry == data + ".idx";  // the index beside a tar shard or TFRecord file
+  }
+  return data == "/" || entry.starts_with(data + "/");
+}
+
+}  // namespace
+
+Result<void> check_output_paths(const std::vector<OutputPath>& outputs, std::string_view url) {
+  const std::vector<std::string> data = dataset_paths(url);
+  std::vector<std::pair<const OutputPath*, std::string>> seen;
+  for (const OutputPath& o : outputs) {
+    if (o.path.empty()) continue;  // prepare() says it needs a name
+    const auto entry = entry_of(o.path);
+    if (!entry) continue;  // prepare() says the directory is missing
+    for (const std::string& d : data) {
+      if (!inside(*entry, d)) continue;
+      return fail(Error(Errc::kInvalidArgument,
+                        fmt::format("{} {}: {} the dataset {} being read: writing there would "
+                                    "overwrite or add to its data",
+                                    o.flag, o.path, *entry == d ? "is" : "is inside", url))
+                      .with_hint("write the report outside the dataset"));
+    }
+    for (const auto& [other, other_entry] : seen) {
+      if (other_entry != *entry) continue;
+      return fail(Error(Errc::kInvalidArgument,
+                        fmt::format("{} {} and {} {} name the same file ({}): one would "
+                                    "overwrite the other",
+                                    other->flag, other->path, o.flag, o.path, *entry))
+                      .with_hint("give each output a file of its own"));
+    }
+    seen.emplace_back(&o, *entry);
+  }
+  return {};
+}
+
+Result<void> check_output_paths(
+    std::initializer_list<std::pair<std::string_view, const std::optional<std::string>*>> given,
+    std::string_view url) {
+  std::vector<OutputPath> outputs;
+  for (const auto& [flag, path] : given) {
+    if (path && *path) outputs.push_back({flag, **path});
+  }
+  return check_output_paths(outputs, url);
+}
 
 Result<JsonFile> JsonFile::prepare(std::string path, std::string_view flag) {
   if (path.empty()) {
@@ -63,7 +163,7 @@ JsonFile::~JsonFile() {
 }
 
 Result<void> JsonFile::commit(const nlohmann::json& doc) {
-  const std::string text = out::scrub(doc.dump(2)) + "\n";
+  const std::string text = out::scrub(dump_json(doc, 2)) + "\n";
   return commit_streamed([&](const Sink& sink) { sink(text); }, "the JSON report");
 }
 

@@ -11,13 +11,36 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "feedline/core/error.hpp"
 #include "feedline/core/unique_fd.hpp"
 
 namespace feedline::tools {
+
+// A file a command writes, and the flag that named it ("--json", "--trace", "--html").
+struct OutputPath {
+  std::string_view flag;
+  std::string path;
+};
+
+// Checks the files a command will write against what it reads and against each other, before
+// anything is written: an output inside the dataset (a local dataset `url`: its directory, or the
+// file it names, an index beside it, or a file of its brace list), or two outputs naming one
+// file, are kInvalidArgument naming the flags and the path (a usage error). Paths compare as the
+// directory entry that will be replaced: the parent's real path (symlinks and ".." resolved)
+// and the file's name; the dataset as its real path. Paths whose directory does not exist are
+// left to JsonFile::prepare; a dataset that is not local (s3://, http://, nfs://, mem://) has
+// nothing here to overwrite.
+Result<void> check_output_paths(const std::vector<OutputPath>& outputs, std::string_view url);
+// The same for the outputs that were given: (flag, path if given) pairs.
+Result<void> check_output_paths(
+    std::initializer_list<std::pair<std::string_view, const std::optional<std::string>*>> given,
+    std::string_view url);
 
 class JsonFile {
  public:

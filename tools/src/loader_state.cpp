@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <type_traits>
 #include <utility>
+
+#include "feedline/loader/digest.hpp"
 
 namespace feedline::tools {
 namespace {
@@ -55,16 +58,33 @@ class Fields {
   std::string where_;
 };
 
+std::string fingerprint_text(std::uint64_t f) { return fmt::format("{:016x}", f); }
+
+// 16 hex digits (fingerprint_text's), or nullopt.
+std::optional<std::uint64_t> parse_fingerprint(const std::string& text) {
+  if (text.size() != 16) return std::nullopt;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
 constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
 constexpr std::uint64_t kU64 = std::numeric_limits<std::uint64_t>::max();
 
 }  // namespace
 
-LoaderState loader_state(std::string url, std::uint64_t num_samples, const loader::SamplerConfig& c,
-                         loader::ResumePoint where) {
-  return LoaderState{std::move(url), num_samples,  c.batch_size,    c.epochs,
-                     c.seed,         c.shuffle,    c.shard_shuffle, c.drop_last,
-                     c.rank,         c.world_size, std::move(where)};
+LoaderState loader_state(std::string url, std::uint64_t num_samples, std::uint64_t fingerprint,
+                         const loader::SamplerConfig& c, loader::ResumePoint where) {
+  return LoaderState{std::move(url), num_samples, fingerprint,  c.batch_size,
+                     c.epochs,       c.seed,      c.shuffle,    c.shard_shuffle,
+                     c.drop_last,    c.rank,      c.world_size, std::move(where)};
+}
+
+LoaderState loader_state(std::string url, const loader::Dataset& dataset,
+                         const loader::SamplerConfig& c, loader::ResumePoint where) {
+  return loader_state(std::move(url), dataset.samples.size(), loader::listing_fingerprint(dataset),
+                      c, std::move(where));
 }
 
 std::string format_loader_state(const LoaderState& s) {
@@ -72,6 +92,7 @@ std::string format_loader_state(const LoaderState& s) {
               {"version", kLoaderStateVersion},
               {"url", s.url},
               {"num_samples", s.num_samples},
+              {"dataset", fingerprint_text(s.dataset_fingerprint)},
               {"batch_size", s.batch_size},
               {"epochs", s.epochs},
               {"seed", s.seed},
@@ -94,6 +115,16 @@ Result<LoaderState> parse_loader_state(std::string_view text) {
       format->get<std::string>() != kLoaderStateFormat)
     return fail(bad("not a feedline loader state (from Loader.state_dict())"));
   auto version = doc.find("version");
+  if (version != doc.end() && version->is_number_integer() && version->get<std::int64_t>() == 1) {
+    // Before states named their dataset: a resume on another listing would duplicate some
+    // samples and lose others, and nothing here can tell.
+    const auto epoch = doc.find("epoch");
+    return fail(bad(fmt::format(
+        "version 1 (saved by an older feedline) does not say which dataset it was saved on, and "
+        "a state resumed on another dataset duplicates some samples and loses others: start "
+        "epoch {} afresh instead, without the state, and save states with this feedline",
+        epoch != doc.end() && epoch->is_number_unsigned() ? epoch->dump() : "its epoch")));
+  }
   if (version == doc.end() || !version->is_number_integer() ||
       version->get<std::int64_t>() != kLoaderStateVersion) {
     return fail(
@@ -112,6 +143,13 @@ Result<LoaderState> parse_loader_state(std::string_view text) {
   };
   take(f.text("url"), s.url);
   take(f.count("num_samples", kU64), s.num_samples);
+  if (auto t = f.text("dataset"); !t) {
+    if (!first) first = t.error();
+  } else if (auto fp = parse_fingerprint(*t)) {
+    s.dataset_fingerprint = *fp;
+  } else if (!first) {
+    first = bad("dataset is not a fingerprint (16 hex digits)");
+  }
   take(f.count("batch_size", kU32), s.batch_size);
   take(f.count("epochs", kU32), s.epochs);
   take(f.count("seed", kU64), s.seed);
@@ -158,6 +196,26 @@ std::optional<std::string> loader_state_mismatch(const LoaderState& s,
         differs("shard_shuffle", s.shard_shuffle, c.shard_shuffle),
         differs("drop_last", s.drop_last, c.drop_last)}) {
     if (m) return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> loader_state_dataset_mismatch(const LoaderState& s,
+                                                         const loader::Dataset& dataset,
+                                                         std::string_view url) {
+  if (s.num_samples != dataset.samples.size()) {
+    return fmt::format(
+        "state: it was saved on a dataset of {} samples, and {} has {}: the dataset changed",
+        s.num_samples, url, dataset.samples.size());
+  }
+  const std::uint64_t here = loader::listing_fingerprint(dataset);
+  if (s.dataset_fingerprint != here) {
+    return fmt::format(
+        "state: it was saved on a dataset whose listing's fingerprint is {}, and {} lists {}: "
+        "another dataset of the same size, or objects renamed, resized, replaced or with their "
+        "contents swapped since: resuming would deliver some samples twice and lose others; "
+        "resume on the dataset it was saved on, or start epoch {} afresh without the state",
+        fingerprint_text(s.dataset_fingerprint), url, fingerprint_text(here), s.resume.epoch);
   }
   return std::nullopt;
 }

@@ -4,13 +4,19 @@
 // checkpoint), so the parse trusts none of it: every field is checked for type and range, and a
 // refusal names the field.
 //
-//   {"format": "feedline.loader_state", "version": 1, "url": ..., "num_samples": N,
-//    "batch_size": B, "epochs": E, "seed": S, "shuffle": bool, "shard_shuffle": K,
-//    "drop_last": bool, "rank": r, "world_size": w,
+//   {"format": "feedline.loader_state", "version": 2, "url": ..., "num_samples": N,
+//    "dataset": "0123456789abcdef", "batch_size": B, "epochs": E, "seed": S, "shuffle": bool,
+//    "shard_shuffle": K, "drop_last": bool, "rank": r, "world_size": w,
 //    "epoch": e, "progress": [{"world_size": w0, "batches": b0}, ...]}
 //
 // rank and world_size say who saved it (any rank's state serves every rank); epoch and progress
-// are the sampler's ResumePoint (see feedline/loader/sampler.hpp).
+// are the sampler's ResumePoint (see feedline/loader/sampler.hpp). "dataset" is the listing's
+// fingerprint (loader::listing_fingerprint, 16 hex digits): the progress counts batches of sample
+// indices, which mean the same samples only on the same listing, so a state resumes only on a
+// dataset with the same fingerprint (another dataset of the same size, or shards whose contents
+// were swapped, would duplicate some samples and lose others). Version 1 states (before the
+// fingerprint) are refused: nothing says which dataset they were saved on; the message says to
+// start their epoch afresh instead.
 #pragma once
 
 #include <cstdint>
@@ -20,18 +26,20 @@
 #include <string_view>
 
 #include "feedline/core/error.hpp"
+#include "feedline/loader/dataset.hpp"
 #include "feedline/loader/sampler.hpp"
 
 namespace feedline::tools {
 
 inline constexpr std::string_view kLoaderStateFormat = "feedline.loader_state";
-inline constexpr int kLoaderStateVersion = 1;
+inline constexpr int kLoaderStateVersion = 2;
 // At most this many earlier runs in one epoch (the sampler's own bound).
 inline constexpr std::size_t kLoaderStateMaxRuns = 64;
 
 struct LoaderState {
   std::string url;
   std::uint64_t num_samples = 0;
+  std::uint64_t dataset_fingerprint = 0;  // loader::listing_fingerprint()
   std::uint32_t batch_size = 1;
   std::uint32_t epochs = 1;
   std::uint64_t seed = 0;
@@ -44,10 +52,13 @@ struct LoaderState {
   bool operator==(const LoaderState&) const = default;
 };
 
-// The state of a run with sampler settings `c` over `num_samples` samples of `url`, standing at
-// `where`.
-LoaderState loader_state(std::string url, std::uint64_t num_samples, const loader::SamplerConfig& c,
-                         loader::ResumePoint where);
+// The state of a run with sampler settings `c` over `num_samples` samples of `url` (a listing
+// whose fingerprint is `fingerprint`), standing at `where`.
+LoaderState loader_state(std::string url, std::uint64_t num_samples, std::uint64_t fingerprint,
+                         const loader::SamplerConfig& c, loader::ResumePoint where);
+// The same for a run over `dataset`.
+LoaderState loader_state(std::string url, const loader::Dataset& dataset,
+                         const loader::SamplerConfig& c, loader::ResumePoint where);
 
 std::string format_loader_state(const LoaderState& s);
 
@@ -59,6 +70,13 @@ Result<LoaderState> parse_loader_state(std::string_view text);
 // option), or nullopt. The rank and world size may differ: the rest is split over the new ranks.
 std::optional<std::string> loader_state_mismatch(const LoaderState& s,
                                                  const loader::SamplerConfig& c);
+
+// Why `s` cannot resume on `dataset` (opened at `url`): another sample count, or another listing
+// (the fingerprint differs: objects renamed, resized, replaced or with their contents swapped),
+// or nullopt.
+std::optional<std::string> loader_state_dataset_mismatch(const LoaderState& s,
+                                                         const loader::Dataset& dataset,
+                                                         std::string_view url);
 
 // {"epoch": e, "progress": [...]}, as the state and the report's "resumed_from" give it.
 nlohmann::json resume_point_json(const loader::ResumePoint& p);

@@ -1,5 +1,6 @@
 // feedline: the command-line tool. Only this layer reads argv, the environment and config files.
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <CLI/CLI.hpp>
 
 #include <array>
@@ -47,11 +48,24 @@ std::optional<std::string> unknown_command(int argc, char** argv, const CLI::App
   return std::nullopt;
 }
 
+// The soft limit on open files up to the hard one, as Go's runtime and systemd's services do:
+// the soft limit (often 1,024) is a guard for programs that use select(), and feedline does not.
+// A host's accelerators each keep their objects open and a read in flight each (64 accelerators
+// on 400 files would need 25,600 descriptors); the loader keeps within whatever this leaves
+// (stage_work.hpp's HandleCache), and names the limit when it is still too low.
+void raise_open_file_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  r.rlim_cur = r.rlim_max;
+  (void)::setrlimit(RLIMIT_NOFILE, &r);  // refused (a hard limit of "unlimited"): keep the soft
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace feedline::tools;
   out::init_standard_streams();
+  raise_open_file_limit();
   // libcurl's process-wide set-up, before any thread starts (the signal thread is the first).
   auto http_library = feedline::transports::HttpLibrary::init();
   if (!http_library) {

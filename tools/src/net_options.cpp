@@ -21,12 +21,15 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
       ->check(whole_number(0, 4096));
   cmd.add_option("--endpoint", o.endpoint,
                  "S3 endpoint URL (overrides AWS_ENDPOINT_URL), e.g. http://127.0.0.1:9000")
-      ->group(group);
+      ->group(group)
+      ->check(non_empty());
   cmd.add_option("--region", o.region, "S3 region (overrides AWS_REGION / AWS_DEFAULT_REGION)")
-      ->group(group);
+      ->group(group)
+      ->check(non_empty());
   cmd.add_option("--profile", o.profile,
                  "AWS profile in ~/.aws/credentials and ~/.aws/config (overrides AWS_PROFILE)")
-      ->group(group);
+      ->group(group)
+      ->check(non_empty());
   cmd.add_flag(
          "--no-sign-request", o.no_sign_request,
          "Send S3 requests unsigned, for public buckets, even where credentials are configured "
@@ -35,10 +38,12 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
   cmd.add_flag("--insecure", o.insecure, "Do not verify TLS certificates (says so in the report)")
       ->group(group);
   cmd.add_option("--ca-bundle", o.ca_bundle, "CA certificates file for TLS verification")
-      ->group(group);
+      ->group(group)
+      ->check(readable_file());
   cmd.add_option("--part-size", o.part_size,
                  "Large reads are split into parallel range requests of this size")
-      ->group(group);
+      ->group(group)
+      ->check(non_empty());
   cmd.add_option(
          "--http-loops", o.http_loops,
          "HTTP event-loop threads per job that share parts of 1 MiB and more, so that receiving "
@@ -50,10 +55,12 @@ void add_net_options(CLI::App& cmd, NetOptions& o) {
       ->group(group)
       ->check(whole_number(1, 100));
   cmd.add_option("--connect-timeout", o.connect_timeout, "Give up connecting after this long")
-      ->group(group);
+      ->group(group)
+      ->check(non_empty());
   cmd.add_option("--stall-timeout", o.stall_timeout,
                  "Fail an attempt that receives no byte for this long")
-      ->group(group);
+      ->group(group)
+      ->check(non_empty());
 }
 
 void apply_net_options(const NetOptions& o, std::string_view url, storage::BackendConfig& c,

@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <vector>
+
+#include "feedline/core/text.hpp"
 
 namespace feedline::tools::out {
 namespace {
@@ -39,8 +43,11 @@ std::string scrub_locked(const State& s, std::string_view text) {
   return out;
 }
 
-void write_locked(State& s, std::FILE* f, std::string_view text) {
-  const std::string clean = scrub_locked(s, text);
+// `text` as it is written: scrubbed, then printable (keeping newlines and tabs), then `prefix`
+// (a terminal control of our own) in front.
+void write_locked(State& s, std::FILE* f, std::string_view text, std::string_view prefix = {}) {
+  std::string clean(prefix);
+  clean += printable(scrub_locked(s, text), Newlines::kKeep);
   if (f == stdout) {
     s.stdout_written = true;
     if (s.stdout_closed || s.stdout_failed) {
@@ -71,10 +78,25 @@ void init_standard_streams() {
 
 void add_secret(std::string secret) {
   if (secret.size() < 4) return;
+  // The forms it takes where it is written, so that each is masked: as is, as an error line or a
+  // report shows it (printable()), and inside a JSON string (its escapes; \uXXXX past ASCII on
+  // stdout). Scrubbing comes last, after those renderings.
+  const std::string utf8 = utf8_text(secret);
+  const std::string quoted = nlohmann::json(utf8).dump();
+  const std::string quoted_ascii = nlohmann::json(utf8).dump(-1, ' ', true);
+  std::vector<std::string> forms = {secret,
+                                    printable(secret),
+                                    printable(secret, Newlines::kKeep),
+                                    utf8,
+                                    quoted.substr(1, quoted.size() - 2),
+                                    quoted_ascii.substr(1, quoted_ascii.size() - 2)};
   State& s = state();
   std::lock_guard lock(s.mu);
-  if (std::find(s.secrets.begin(), s.secrets.end(), secret) != s.secrets.end()) return;
-  s.secrets.push_back(std::move(secret));
+  for (std::string& form : forms) {
+    if (std::find(s.secrets.begin(), s.secrets.end(), form) == s.secrets.end()) {
+      s.secrets.push_back(std::move(form));
+    }
+  }
   std::sort(s.secrets.begin(), s.secrets.end(),
             [](const auto& a, const auto& b) { return a.size() > b.size(); });
 }
@@ -98,8 +120,23 @@ void write_stderr(std::string_view text) {
   std::fflush(stderr);
 }
 
-void error(std::string_view message) { eprint("feedline: error: {}\n", message); }
-void note(std::string_view message) { eprint("feedline: note: {}\n", message); }
+void error(std::string_view message) {
+  write_stderr(fmt::format("feedline: error: {}\n", printable(message)));
+}
+void note(std::string_view message) {
+  write_stderr(fmt::format("feedline: note: {}\n", printable(message)));
+}
+
+void redraw_line(std::string_view text) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  write_locked(s, stdout, printable(text), "\r\033[K");
+}
+
+void add_line(std::string& report, std::string_view text) {
+  report += printable(text);
+  report += '\n';
+}
 
 void flush_stdout() {
   State& s = state();

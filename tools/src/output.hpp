@@ -7,6 +7,12 @@
 //    closed stdout, a full disk behind a redirect) is remembered, and finish() turns the exit
 //    code into 1 with one line on stderr naming the cause. Failed writes to stderr cannot be
 //    reported anywhere; they are ignored (the exit code still says how the command went).
+//  - No name reaches the terminal raw: file names and S3 keys are bytes, and a control character
+//    in one (an ESC sequence that sets the title or clears the screen, a newline that forges a
+//    "feedline: error:" line) or a byte that is not UTF-8 is written as \xHH (printable(),
+//    feedline/core/text.hpp). Every write keeps only newlines and tabs; error() and note() lines
+//    keep neither (one message, one line); the progress line's own "\r\033[K" goes through
+//    redraw_line() alone.
 //  - No secret is printed: strings registered with add_secret() (a URL's password, signature
 //    query values, AWS keys) are replaced by "***" in everything written after, stdout, stderr
 //    and the JSON files alike (scrub()).
@@ -32,7 +38,7 @@ void add_secret(std::string secret);
 // The text with every registered secret replaced by "***".
 std::string scrub(std::string_view text);
 
-// Raw writes (scrubbed). `text` is written as is: add the newline yourself.
+// Writes (scrubbed, printable with newlines and tabs kept): add the newline yourself.
 void write_stdout(std::string_view text);
 void write_stderr(std::string_view text);
 
@@ -47,6 +53,13 @@ void eprint(fmt::format_string<Args...> f, Args&&... args) {
 // "feedline: error: <message>\n" / "feedline: note: <message>\n" on stderr.
 void error(std::string_view message);
 void note(std::string_view message);
+
+// The live progress line: "\r\033[K" (back to the start, clear the line), then `text` made
+// printable on one line.
+void redraw_line(std::string_view text);
+// A line of a text report built up in `report`: `text` made printable on one line (a newline
+// in a name cannot start a line of its own), then "\n".
+void add_line(std::string& report, std::string_view text);
 
 // Flushes stdout now (a live progress line); a failure is remembered as for writes.
 void flush_stdout();

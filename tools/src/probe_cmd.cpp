@@ -10,6 +10,7 @@
 #include "feedline/transports/cuda.hpp"
 #include "feedline/transports/cufile.hpp"
 #include "feedline/transports/system_probe.hpp"
+#include "json_render.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
@@ -106,7 +107,7 @@ int probe(const Options& o) {
   }
 
   if (o.output == "json") {
-    out::print("{}\n", doc.dump(2));
+    out::print("{}\n", dump_json(doc, 2, Json::kAscii));
   } else {
     out::print("feedline probe\n");
     if (cuda->available()) {

@@ -26,10 +26,10 @@ ProgressLine::ProgressLine(bool enabled, std::function<std::string(double)> rend
       cv.wait_for(lock, st, std::chrono::milliseconds(500), [&] { return st.stop_requested(); });
       if (st.stop_requested()) break;
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      out::write_stdout(fmt::format("\r\033[K{}", render(s)));
+      out::redraw_line(render(s));
       out::flush_stdout();
     }
-    out::write_stdout("\r\033[K");
+    out::redraw_line("");
     out::flush_stdout();
   });
 }

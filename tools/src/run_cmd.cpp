@@ -205,6 +205,8 @@ int run(const RunOptions& o) {
     return run_in_job(o, *job);
   }
   RunSetup st = make_run_setup(o, stop_token());
+  value_or_usage(check_output_paths(
+      {{"--json", &o.json_path}, {"--trace", &o.trace_path}, {"--html", &o.html_path}}, o.url));
   JsonFile json;
   if (o.json_path) json = value_or_usage(JsonFile::prepare(*o.json_path, "--json"));
   TraceFile trace = value_or_usage(TraceFile::prepare(o.trace_path, "--trace", o.trace_events));

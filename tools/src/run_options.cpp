@@ -9,11 +9,13 @@
 #include "cli_checks.hpp"
 #include "cli_error.hpp"
 #include "feedline/core/redact.hpp"
+#include "feedline/core/text.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "feedline/loader/image.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
+#include "json_render.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
@@ -274,14 +276,16 @@ void add_metrics_options(CLI::App& cmd, RunOptions& o) {
   cmd.add_option("--metrics-bind", o.metrics_bind,
                  "The IPv4 address --metrics-port listens on (0.0.0.0: every interface)")
       ->capture_default_str()
-      ->needs(port);
+      ->needs(port)
+      ->check(non_empty());
 }
 
 void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   CLI::App* cmd = &cmd_ref;
   cmd->add_option("--format", o.format,
                   "files, tar, tfrecord, npz, npy, or auto (from the objects' extensions)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty());
   cmd->add_option("--batch-size", o.batch_size, "Samples per batch")
       ->capture_default_str()
       ->check(whole_number(1, loader::kMaxBatchSize));
@@ -337,43 +341,55 @@ void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
       ->capture_default_str()
       ->check(whole_number(0, loader::kMaxPrefetchBatches));
   cmd->add_option("--memory-budget", o.memory_budget, "Bytes the pipeline may hold in buffers")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty());
   cmd->add_option("--max-sample-size", o.max_sample_size,
                   "Largest sample accepted, stored or decoded (default: what the memory budget "
                   "holds); larger ones, "
-                  "and zstd frames declaring more, are data errors");
+                  "and zstd frames declaring more, are data errors")
+      ->check(non_empty());
   cmd->add_option("--compute-time", o.compute_time,
-                  "Emulated accelerator time per batch: 50ms or normal:50ms:5ms");
+                  "Emulated accelerator time per batch: 50ms or normal:50ms:5ms")
+      ->check(non_empty());
   cmd->add_option("--decode-cost", o.decode_cost,
-                  "Extra CPU time per sample in decode (plants a decode bottleneck)");
-  cmd->add_option("--collate-cost", o.collate_cost, "Extra CPU time per batch in collate");
+                  "Extra CPU time per sample in decode (plants a decode bottleneck)")
+      ->check(non_empty());
+  cmd->add_option("--collate-cost", o.collate_cost, "Extra CPU time per batch in collate")
+      ->check(non_empty());
   cmd->add_option("--on-error", o.on_error, "fail, or skip bad samples and count them")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty());
   cmd->add_flag("--no-accounting", o.no_accounting,
                 "Turn stall accounting off (to measure its overhead)");
   cmd->add_option("--json", o.json_path,
                   "Write the report as one JSON document to FILE (also when the run fails)");
   cmd->add_option("--engine", o.engine, "Local I/O engine: uring, posix or auto")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty());
   cmd->add_flag("--direct", o.direct, "O_DIRECT reads of local files");
   cmd->add_option("--device", o.device,
-                  "Copy each batch to this GPU (cuda:N) with overlapped async copies");
+                  "Copy each batch to this GPU (cuda:N) with overlapped async copies")
+      ->check(non_empty());
   cmd->add_option(
          "--gpu-direct", o.gpu_direct,
          "Direct path for samples that need no decode: auto, on (an error when impossible) or off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_empty());
   cmd->add_option("--cuda-streams", o.cuda_streams,
                   "Host-to-device copies in flight (one per stream)")
       ->capture_default_str()
       ->check(whole_number(1, 64));
   add_net_options(*cmd, o.net);
   cmd->add_option("--throttle-bw", o.throttle_bw,
-                  "Cap storage bandwidth (bytes per second, e.g. 50MiB)");
+                  "Cap storage bandwidth (bytes per second, e.g. 50MiB)")
+      ->check(non_empty());
   cmd->add_option("--throttle-latency", o.throttle_latency,
-                  "Add latency to every read: 2ms, normal:2ms:500us or lognormal:2ms:1ms");
+                  "Add latency to every read: 2ms, normal:2ms:500us or lognormal:2ms:1ms")
+      ->check(non_empty());
   cmd->add_option("--throttle-seek", o.throttle_seek,
                   "Add latency to every read that does not go on from where the previous one "
-                  "ended (a rotational disk's seek): 8ms");
+                  "ended (a rotational disk's seek): 8ms")
+      ->check(non_empty());
   cmd->add_option("--image-size", o.image_size,
                   "Decode JPEG members (.jpg, .jpeg) into SIZE x SIZE x 3 RGB images (HWC uint8), "
                   "cropped by --crop")
@@ -381,7 +397,8 @@ void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   cmd->add_option("--crop", o.crop,
                   "With --image-size: random-resized (torchvision's RandomResizedCrop), center "
                   "(the central 87.5% square, as Resize(256) + CenterCrop(224)) or none (the "
-                  "whole image, squashed); --crop none alone: each image at its own size");
+                  "whole image, squashed); --crop none alone: each image at its own size")
+      ->check(non_empty());
   cmd->add_flag("--no-dct-scaling", o.no_dct_scaling,
                 "Decode JPEGs at full size before the resize (Pillow's pixels, more CPU), not at "
                 "the DCT scale M/8 the crop allows");
@@ -443,8 +460,10 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
         "neighbouring files do not coalesce)",
         loader::format_name(dataset.format)));
   }
-  for (const auto& n : dataset.notes) out::eprint("note: {}\n", n);
-  for (const auto& why : dataset.skipped) out::eprint("skipped (--on-error skip): {}\n", why);
+  for (const auto& n : dataset.notes) out::eprint("note: {}\n", printable(n));
+  for (const auto& why : dataset.skipped) {
+    out::eprint("skipped (--on-error skip): {}\n", printable(why));
+  }
   ctx.dataset_samples = dataset.samples.size();
   ctx.dataset_bytes = dataset.total_bytes;
   ctx.dataset_unknown_sizes = static_cast<std::uint64_t>(
@@ -505,6 +524,8 @@ nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
     doc["delivered"]["verified"] = *v;
     if (!*v && mismatch && *mismatch) doc["error"] = (*mismatch)->what();
   }
+  // Names are bytes: the document holds only UTF-8, whoever dumps it (the Python binding too).
+  make_utf8(doc);
   return doc;
 }
 

@@ -128,6 +128,8 @@ std::optional<bool> check_manifest_digest(const DeliveredWhole& d, const loader:
                                           const loader::Dataset& dataset,
                                           std::optional<Error>* mismatch);
 
+// The run's JSON document (`run --json`, the Python binding's report). Its strings are UTF-8
+// (json_render.hpp's make_utf8()): it dumps without throwing whatever the names.
 nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
                             const loader::Dataset& dataset, std::optional<Error>* mismatch);
 

@@ -7,6 +7,7 @@
 #include "feedline/core/units.hpp"
 #include "json_render.hpp"
 #include "knobs.hpp"
+#include "output.hpp"
 
 namespace feedline::tools {
 
@@ -287,7 +288,7 @@ std::string potential_caching_note(const RunContext& ctx) {
 
 std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   std::string out;
-  auto line = [&out](const std::string& l) { out += l + "\n"; };
+  auto line = [&out](std::string_view l) { out::add_line(out, l); };
   const auto& cfg = ctx.config;
   const loader::ConsumerReport& c = r.consumer;
   // Sizes a listing did not give (an http:// brace list on a server without one) are learned as

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "feedline/core/markup.hpp"
+#include "feedline/core/text.hpp"
 
 namespace feedline::tools::svg {
 namespace {
@@ -49,7 +50,7 @@ std::string tick_label(double v, const std::string& unit) {
 
 }  // namespace
 
-std::string escape(std::string_view text) { return markup_escape(text); }
+std::string escape(std::string_view text) { return markup_escape(printable(text)); }
 
 std::string line_chart(const LineChart& c) {
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;

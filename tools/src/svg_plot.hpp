@@ -44,7 +44,9 @@ struct Bar {
 std::string stacked_bars(const std::string& id, const std::string& title,
                          const std::vector<Bar>& bars);
 
-// Escapes text for HTML and SVG.
+// Escapes text for HTML and SVG: & < > " ' as entities; control characters (newlines too) and
+// bytes that are not UTF-8 as \xHH (printable(), feedline/core/text.hpp), so that a name shows
+// as an error line shows it.
 std::string escape(std::string_view text);
 
 }  // namespace feedline::tools::svg

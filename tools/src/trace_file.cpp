@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "cli_error.hpp"
+#include "feedline/core/text.hpp"
+#include "json_render.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
@@ -16,11 +18,8 @@ using loader::TraceEvent;
 using loader::TraceEventType;
 using loader::TraceLane;
 
-// A JSON string literal (quoted, escaped; bytes that are not UTF-8 replaced, not thrown on).
-std::string json_string(std::string_view s) {
-  return nlohmann::json(std::string(s))
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+// A JSON string literal (quoted, escaped; bytes that are not UTF-8 as \xHH, json_render.hpp).
+std::string json_string(std::string_view s) { return nlohmann::json(utf8_text(s)).dump(); }
 
 // What a span's or instant's value is, by its category.
 const char* value_name(std::string_view category) {
@@ -102,7 +101,7 @@ void write_chrome_trace(const loader::TraceLog& log, const nlohmann::json& about
                     opt.max_events, log.dropped());
   }
   w.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":");
-  w.raw(out::scrub(other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  w.raw(out::scrub(dump_json(other)));
   w.raw(",\"traceEvents\":[\n");
 
   const Micros us{log.origin_ns()};

@@ -416,13 +416,18 @@ Result<std::shared_ptr<const Decoder>> jpeg_decoder(const ImageConfig& config) {
 
 Result<JpegInfo> decode_jpeg(ConstBytes jpeg, const ImageConfig& config, std::uint64_t seed,
                              std::uint32_t sample, std::uint32_t epoch,
-                             std::vector<std::uint8_t>* out) {
+                             std::vector<std::uint8_t>* out, std::uint64_t max_bytes) {
   ImageConfig c = config;
   c.decode = true;
   FEEDLINE_TRY(validate(c));
   JpegState state(c);
-  DecodeContext ctx{"image", sample, epoch, seed, 0};
+  DecodeContext ctx{"image", sample, epoch, seed, max_bytes};
   FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t size, state.output_size(jpeg, ctx));
+  if (max_bytes && size > max_bytes) {
+    return fail(Error(
+        Errc::kResourceExhausted,
+        fmt::format("the image decodes to {} bytes, more than the {} allowed", size, max_bytes)));
+  }
   std::vector<std::uint8_t> pixels(size);
   FEEDLINE_ASSIGN_OR_RETURN(
       JpegInfo info,
@@ -444,7 +449,7 @@ Error no_jpeg() {
 bool jpeg_available() noexcept { return false; }
 Result<std::shared_ptr<const Decoder>> jpeg_decoder(const ImageConfig&) { return fail(no_jpeg()); }
 Result<JpegInfo> decode_jpeg(ConstBytes, const ImageConfig&, std::uint64_t, std::uint32_t,
-                             std::uint32_t, std::vector<std::uint8_t>*) {
+                             std::uint32_t, std::vector<std::uint8_t>*, std::uint64_t) {
   return fail(no_jpeg());
 }
 

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "feedline/core/text.hpp"
 
 #if FEEDLINE_HAVE_PROMETHEUS
 #include <arpa/inet.h>
@@ -64,6 +67,10 @@ void add_totals(LiveFigures& into, const LiveFigures& f) {
   for (const auto& [name, v] : f.storage_counters) into.storage_counters[name] += v;
 }
 
+// The metrics server's workers and the time a client has to send its request (start()).
+constexpr int kServerThreads = 8;
+constexpr int kRequestTimeoutMs = 2000;
+
 }  // namespace
 
 class MetricsEndpoint::Impl : public prometheus::Collectable {
@@ -102,11 +109,13 @@ class Families {
     if (fresh) out_.push_back(MetricFamily{name, help, type, {}});
     return out_[it->second];
   }
+  // The exposition format's label values are UTF-8 (prometheus-cpp escapes \\, \" and newlines
+  // itself): a value that is not is served with those bytes as \xHH (text.hpp).
   static std::vector<ClientMetric::Label> labels(const LiveWatch::Labels& base,
                                                  std::initializer_list<ClientMetric::Label> more) {
     std::vector<ClientMetric::Label> l;
-    for (const auto& [k, v] : base) l.push_back({k, v});
-    for (const auto& x : more) l.push_back(x);
+    for (const auto& [k, v] : base) l.push_back({k, utf8_text(v)});
+    for (const auto& x : more) l.push_back({x.name, utf8_text(x.value)});
     return l;
   }
   void counter(const std::string& name, const std::string& help, std::vector<ClientMetric::Label> l,
@@ -308,7 +317,15 @@ Result<std::shared_ptr<MetricsEndpoint>> MetricsEndpoint::start(const std::strin
   const std::string address = fmt::format("{}:{}", bind, port);
   auto impl = std::make_shared<Impl>();
   try {
-    impl->exposer = std::make_unique<prometheus::Exposer>(address, 1);
+    // civetweb serves one connection per worker thread, and waits up to request_timeout_ms
+    // (30 s by default) for a request's headers: a single worker let one client that sends a
+    // byte a second hold every scrape back, and a few of them for half a minute. Here a client
+    // has 2 s to send its request (a scrape's is one short line) and 8 workers serve
+    // connections: slow clients wait in turn while scrapes are answered.
+    impl->exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", std::to_string(kServerThreads),
+        "request_timeout_ms", std::to_string(kRequestTimeoutMs), "keep_alive_timeout_ms",
+        std::to_string(kRequestTimeoutMs)});
   } catch (const std::exception&) {  // civetweb says no more than that it could not bind
     return fail(Error(Errc::kInvalidArgument,
                       fmt::format("cannot serve metrics on {}: the port is in use or the address "

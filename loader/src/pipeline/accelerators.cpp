@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "feedline/core/cpus.hpp"
+#include "feedline/core/time_limit.hpp"
 #include "feedline/core/units.hpp"
 
 namespace feedline::loader {
@@ -152,6 +154,24 @@ Verdict host_verdict(const std::vector<PipelineReport>& accelerators, const Acce
   return v;
 }
 
+std::uint64_t full_steps_per_epoch(std::uint64_t samples, std::uint32_t batch_size,
+                                   std::uint64_t world_size, unsigned n) noexcept {
+  const std::uint64_t ways = std::max<std::uint64_t>(1, world_size) * std::max(1u, n);
+  return samples / ways / std::max<std::uint32_t>(1, batch_size);
+}
+
+unsigned most_accelerators_measurable(std::uint64_t samples, std::uint32_t batch_size,
+                                      std::uint64_t world_size, std::uint64_t min_steps) noexcept {
+  const std::uint64_t per = samples_needed(1, batch_size, world_size, min_steps);
+  return static_cast<unsigned>(std::min<std::uint64_t>(samples / per, kMaxAccelerators));
+}
+
+std::uint64_t samples_needed(unsigned n, std::uint32_t batch_size, std::uint64_t world_size,
+                             std::uint64_t min_steps) noexcept {
+  return std::max<std::uint64_t>(1, min_steps) * std::max<std::uint32_t>(1, batch_size) *
+         std::max<std::uint64_t>(1, world_size) * std::max(1u, n);
+}
+
 std::optional<unsigned> AcceleratorSearch::next() const noexcept {
   if (!failed_) {
     if (passed_ >= max_) return std::nullopt;
@@ -172,7 +192,8 @@ void AcceleratorSearch::record(unsigned n, bool passed) noexcept {
 Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& dataset,
                                     const LoaderConfig& host, unsigned n,
                                     const ComputeModel& compute, std::stop_token stop,
-                                    std::atomic<std::uint64_t>* progress, EpochSync* sync) {
+                                    std::atomic<std::uint64_t>* progress, EpochSync* sync,
+                                    std::chrono::nanoseconds run_for) {
   if (n < 1 || n > kMaxAccelerators) {
     return fail(Errc::kInvalidArgument,
                 fmt::format("accelerators: {} is not in 1..{}", n, kMaxAccelerators));
@@ -216,6 +237,13 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
     loaders.push_back(std::move(*l));
   }
   out.accelerators.resize(n);
+  // The run's own time starts now that every loader is open.
+  std::optional<TimeLimit> limit;
+  std::optional<std::stop_callback<std::function<void()>>> expire;
+  if (run_for.count() > 0) {
+    limit.emplace(run_for, stop);
+    expire.emplace(limit->token(), std::function<void()>([&all] { all.request_stop(); }));
+  }
   HostBarrier barrier(n, sync);
   const auto t0 = std::chrono::steady_clock::now();
   {

@@ -65,13 +65,16 @@ std::optional<Result<Batch>> Consumer::next_for(std::chrono::nanoseconds timeout
     const std::uint64_t to = std::min(t1, copy_done);
     if (to > from) copy_blocking_ns_ += to - from;
   }
-  if (batches_ == 0) {
+  // A batch whose every sample was skipped (on_error = skip) still goes to the caller (its number
+  // keeps the resume point's count), but delivered nothing: it is no batch of the report's.
+  const bool empty = b->samples().empty();
+  if (batches_ == 0 && !empty) {
     first_wait_ns_ = t1 - t0;
     first_batch_ns_ = t1 - start_ns_;
   }
   samples_ += b->samples().size();
   bytes_ += b->bytes();
-  ++batches_;
+  if (!empty) ++batches_;
   live_batches_.store(batches_, std::memory_order_relaxed);
   digest_ += b->digest();
   worker_.count(b->samples().size(), b->bytes());

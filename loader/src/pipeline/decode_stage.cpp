@@ -6,6 +6,8 @@
 // force()d and reported, and one declaring more than a sample may take is a data error).
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "feedline/core/clock.hpp"
 #include "stage_work.hpp"
 #include "stages.hpp"
@@ -30,6 +32,10 @@ void DecodeStage::transform(InFlightSample& item, std::vector<TransformMember>& 
   transform_cpu_ns.fetch_add(thread_cpu_ns() - cpu0, std::memory_order_relaxed);
   transform_lock_wait_ns.fetch_add(static_cast<std::uint64_t>(call.lock_wait.count()),
                                    std::memory_order_relaxed);
+  // The room reserved for the result at admission is the result's own account's now.
+  const std::uint64_t room = std::exchange(item.result_room, 0);
+  item.reserved -= room;
+  if (room) run_.budget.release(room);
   if (!r) {
     transform_errors.fetch_add(1, std::memory_order_relaxed);
     Error e = std::move(r).error();
@@ -40,7 +46,19 @@ void DecodeStage::transform(InFlightSample& item, std::vector<TransformMember>& 
     return;
   }
   transformed.fetch_add(1, std::memory_order_relaxed);
-  item.result = std::move(*r);
+  const std::uint64_t bytes = *r ? call.result_bytes : 0;
+  run_.results->hold(bytes);
+  if (bytes == 0) {
+    item.result = std::move(*r);
+    return;
+  }
+  // Counted until the last Batch holding it lets it go.
+  const void* p = r->get();
+  item.result = TransformResult(
+      p, [held = std::move(*r), bytes, results = run_.results](const void*) mutable {
+        results->release(bytes);
+        held.reset();
+      });
 }
 
 void DecodeStage::run(Worker& w) {
@@ -59,6 +77,10 @@ void DecodeStage::run(Worker& w) {
   while (running && w.pop_some(run_.reads, in, kRun)) {
     std::uint64_t pending_bytes = 0;
     for (InFlightSample& item : in) {
+      if (run_.stopping()) {  // stop(): what is left is not decoded (nor transformed)
+        running = false;
+        break;
+      }
       if (!item.error && item.on_device) {
         describe_on_device(run_.dataset, item);  // nothing to decode, nothing the host can hash
       } else if (!item.error) {
@@ -70,7 +92,13 @@ void DecodeStage::run(Worker& w) {
           item.reserved += extra;
         }
         spin_for(config.diagnostics.decode_cost, run_.stop_flag());
-        if (config.transform && !item.error) transform(item, members);
+        if (config.transform && !item.error) {
+          transform(item, members);
+          if (run_.stopping()) {  // stopped during the call: its error is no failure
+            running = false;
+            break;
+          }
+        }
         if (TraceLane* lane = w.lane())
           lane->span("decode", "decode", t0, now_ns(), static_cast<double>(item.decoded_bytes),
                      true);

@@ -63,6 +63,8 @@ PipelineReport run_emulated(Loader& loader, const ComputeModel& compute, std::st
       epoch = batch->epoch();
       if (!arrive(epoch)) break;
     }
+    // Every sample of the batch skipped (on_error = skip): nothing to compute on, no step.
+    if (batch->samples().empty()) continue;
     if (progress) progress->fetch_add(batch->samples().size(), std::memory_order_relaxed);
     if (compute.mean.count() > 0) {
       const double ns = compute.stdev.count() > 0 ? std::max(0.0, dist(rng))

@@ -209,7 +209,9 @@ PipelineReport Pipeline::report() {
 }
 
 PipelineReport Pipeline::snapshot() {
-  if (joined_ || !consumer_ || consumer_->finished() || run_->stopping()) return report();
+  // Stopped but not over (next() has not returned the end): still a snapshot, which waits for
+  // nothing, where report() would wait for the stages' threads (a user's transform under way).
+  if (joined_ || !consumer_ || consumer_->finished()) return report();
   // What the stages' threads share safely while they run: their clocks (atomics), the queues'
   // and the budget's figures (under their locks), the run's counters. What a stage sums only
   // when its threads end (the IO queues' stats, collate's copies) waits for the final report.

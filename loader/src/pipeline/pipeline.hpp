@@ -21,6 +21,14 @@
 //     for a free batch buffer (which the consumer returns).
 // So the lowest outstanding sample can always make progress, and everything held is bounded by
 // the budget (samples) plus the batch pool.
+//  With a transform, what it returns is held in the budget from its return until the last Batch
+//  holding it dies (ResultBytes). Samples of later batches than the one collate fills need room
+//  for a result as large as the largest so far (and wait for the first to be known); those of
+//  the batch collate fills wait for results to be freed only while a finished batch is queued
+//  for the consumer (taking it frees the caller's older ones). With none queued, the results
+//  held are freed only through this batch (the caller keeps its last batch until next()
+//  returns), so they are left out of its admission: results exceed the budget by that batch's
+//  and the caller's at most.
 //  4. The direct path (samples that need no decode): the storage stage takes a batch buffer from
 //     the pool at each batch's first sample, without blocking (it must keep polling reads in
 //     flight), lays out every slot of the batch and reads each sample into its slot; collate

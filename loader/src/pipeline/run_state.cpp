@@ -18,6 +18,7 @@ RunState::RunState(storage::Backend& backend_, const Dataset& dataset_, const Lo
       cufile(std::move(cufile_)),
       copies(sink && !reads_into_device(plan.path)),
       budget(config.memory_budget),
+      results(std::make_shared<ResultBytes>(&budget)),
       // Bytes of freed sample buffers kept for reuse (sizing's share of the budget).
       buffers(sizing.recycle),
       pool(std::make_shared<BatchPool>(std::max<std::size_t>(sizing.buffers, 1),
@@ -34,7 +35,10 @@ RunState::RunState(storage::Backend& backend_, const Dataset& dataset_, const Lo
 }
 
 // The pool lives on in batches the caller still holds: they must not reach this run's budget.
-RunState::~RunState() { pool->on_give_back(nullptr); }
+RunState::~RunState() {
+  pool->on_give_back(nullptr);
+  results->detach();
+}
 
 void RunState::stop() {
   stop_.store(true);

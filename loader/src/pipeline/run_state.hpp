@@ -46,6 +46,8 @@ struct InFlightSample {
   AlignedBuffer decoded;      // zstd output (members point into raw or decoded)
   std::vector<MemberBytes> members;
   std::uint64_t reserved = 0;  // bytes reserved in the budget for this sample
+  // Of reserved, the room for what the transform returns (ResultBytes takes it over then).
+  std::uint64_t result_room = 0;
   std::uint64_t digest = 0;
   std::uint64_t decoded_bytes = 0;
   std::optional<Error> error;  // the sample failed (skipped with on_error = kSkip)
@@ -99,6 +101,8 @@ class RunState {
                       // memory)
 
   MemoryBudget budget;
+  // What the transform returned and batches still hold (shared with the results themselves).
+  const std::shared_ptr<ResultBytes> results;
   BufferPool buffers;  // recycled read and decode buffers
   std::shared_ptr<BatchPool> pool;
   BoundedQueue<InFlightSample> reads;

@@ -23,19 +23,75 @@ namespace {
 constexpr std::size_t kMaxCachedHandles = 4096;
 }  // namespace
 
-HandleCache::HandleCache(storage::Backend& backend, const Dataset& dataset)
+std::uint64_t descriptor_limit() noexcept {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 1u << 20;
+  return r.rlim_cur;
+}
+
+namespace {
+
+// The handles one of `caches` caches may keep open: its share of half the descriptor limit.
+std::size_t cache_bound(unsigned caches) {
+  const std::uint64_t share = descriptor_limit() / 2 / std::max(1u, caches);
+  return static_cast<std::size_t>(std::min<std::uint64_t>(kMaxCachedHandles, share));
+}
+
+bool out_of_descriptors_errno(int e) { return e == EMFILE || e == ENFILE; }
+
+}  // namespace
+
+HandleCache::HandleCache(storage::Backend& backend, const Dataset& dataset, unsigned caches,
+                         unsigned depth)
     : backend_(backend),
       dataset_(dataset),
-      cached_(dataset.objects.size() <= kMaxCachedHandles ? dataset.objects.size() : 0) {}
+      caches_(std::max(1u, caches)),
+      depth_(std::max(1u, depth)),
+      cached_(dataset.objects.size() <= cache_bound(caches) ? dataset.objects.size() : 0) {}
+
+Error HandleCache::explain(Error e) const {
+  if (!out_of_descriptors_errno(e.sys_errno())) return e;
+  rlimit r{};
+  ::getrlimit(RLIMIT_NOFILE, &r);
+  const std::uint64_t held =
+      cached_.empty() ? std::uint64_t{caches_} * depth_ : std::uint64_t{caches_} * cached_.size();
+  const bool at_system = e.sys_errno() == ENFILE;
+  Error out(
+      e.code(),
+      fmt::format(
+          "{}: {}; this process may hold {} open files (ulimit -n; hard limit "
+          "{}), and its {} storage queue(s) hold up to {} at once ({})",
+          e.message(),
+          at_system ? "the system's table of open files is full"
+                    : "this process has run out of file descriptors",
+          r.rlim_cur == RLIM_INFINITY ? std::string("unlimited") : std::to_string(r.rlim_cur),
+          r.rlim_max == RLIM_INFINITY ? std::string("unlimited") : std::to_string(r.rlim_max),
+          caches_, held, cached_.empty() ? "one per read in flight" : "every object kept open"));
+  if (!e.object().empty()) out.with_object(e.object());
+  if (e.offset()) out.with_offset(*e.offset());
+  out.with_sys_errno(e.sys_errno());
+  out.with_hint(
+      "raise the limit (ulimit -n), or run fewer accelerators or a lower --io-depth on this "
+      "host");
+  return out;
+}
 
 Result<const storage::ObjectHandle*> HandleCache::get(
     std::uint32_t i, std::unique_ptr<storage::ObjectHandle>& hold) {
   if (!cached_.empty() && cached_[i]) return cached_[i].get();
   if (cached_.empty() && deferred_) {
-    FEEDLINE_ASSIGN_OR_RETURN(hold, backend_.open_deferred(dataset_.objects[i]));
+    auto h = backend_.open_deferred(dataset_.objects[i]);
+    if (!h && out_of_descriptors_errno(h.error().sys_errno())) {
+      return fail(explain(std::move(h).error()));
+    }
+    FEEDLINE_ASSIGN_OR_RETURN(hold, std::move(h));
     return hold.get();
   }
-  FEEDLINE_ASSIGN_OR_RETURN(auto h, backend_.open_known(dataset_.objects[i]));
+  auto opened = backend_.open_known(dataset_.objects[i]);
+  if (!opened && out_of_descriptors_errno(opened.error().sys_errno())) {
+    return fail(explain(std::move(opened).error()));
+  }
+  FEEDLINE_ASSIGN_OR_RETURN(auto h, std::move(opened));
   if (cached_.empty()) {
     hold = std::move(h);
     return hold.get();

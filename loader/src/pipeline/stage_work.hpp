@@ -60,10 +60,16 @@ class ThreadDecoders {
 
 // Object handles for the storage stage: kept open for datasets of up to 4,096 objects (tar
 // shards, a few big files), opened per read beyond that (100,000 small files would exhaust file
-// descriptors). Used from one thread.
+// descriptors). The handles kept open are bounded by the process's descriptor limit too
+// (RLIMIT_NOFILE): every cache in the process (`caches`: the storage threads of every loader
+// sharing the backend, a host's accelerators) keeps at most its share of half the limit, the
+// rest left to the reads in flight (each may hold an object open: `depth` a cache) and to what
+// else the process has open. An open that fails for want of descriptors (EMFILE, ENFILE) says
+// what the run holds and what to change. Used from one thread.
 class HandleCache {
  public:
-  HandleCache(storage::Backend& backend, const Dataset& dataset);
+  HandleCache(storage::Backend& backend, const Dataset& dataset, unsigned caches = 1,
+              unsigned depth = 1);
   // Per-read handles leave the open to `queue` where it opens objects with their reads
   // (IoQueue::opens_objects(): io_uring links the open to the read).
   void use_queue(const storage::IoQueue& queue) noexcept { deferred_ = queue.opens_objects(); }
@@ -72,13 +78,22 @@ class HandleCache {
   // The handle for object i; `hold` keeps a per-read handle alive until the read is done.
   Result<const storage::ObjectHandle*> get(std::uint32_t i,
                                            std::unique_ptr<storage::ObjectHandle>& hold);
+  // A read's error, with what the run holds open and what to change where it is one of running
+  // out of descriptors (the queue's own opens, linked to their reads, fail so); e otherwise.
+  Error explain(Error e) const;
 
  private:
   storage::Backend& backend_;
   const Dataset& dataset_;
+  unsigned caches_;
+  unsigned depth_;
   std::vector<std::unique_ptr<storage::ObjectHandle>> cached_;
   bool deferred_ = false;
 };
+
+// The process's limit on open descriptors (RLIMIT_NOFILE's soft limit; a large number when
+// unlimited).
+std::uint64_t descriptor_limit() noexcept;
 
 // Busy CPU work for d of the calling thread's CPU time (the decode/collate cost knobs): burns CPU
 // like a real decoder would (a thread that loses its core takes longer), and

@@ -209,13 +209,31 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
     out.kind = Admitted::kDeliver;
     return out;
   }
-  if (!run_.budget.try_acquire(need)) {
+  // What a transform returns is held in the budget (ResultBytes): a sample of a batch after the
+  // one collate fills is admitted with room for a result as large as the largest so far (none
+  // before the first is known). The batch collate fills goes on whatever results hold once no
+  // finished batch is queued for the consumer: the results held then are freed only by batches
+  // the consumer has yet to get (flow control, pipeline.hpp).
+  std::uint64_t result_room = 0, slack = 0;
+  bool room_known = true;
+  if (config.transform) {
+    if (pending.seq - pending.slot <= run_.collate_cursor.load(std::memory_order_acquire)) {
+      if (run_.batches.depth_now() == 0 && run_.device_batches.depth_now() == 0)
+        slack = run_.results->held();
+    } else {
+      const auto largest = run_.results->largest();
+      room_known = largest.has_value();
+      result_room = largest.value_or(0);
+    }
+  }
+  if (!room_known || !run_.budget.try_acquire(need + result_room, slack)) {
     out.sample = InFlightSample{};
     out.kind = Admitted::kLimited;
     out.why = LimitTimer::kBudget;
     return out;
   }
-  s.reserved = need;
+  s.reserved = need + result_room;
+  s.result_room = result_room;
   if (lays_out_batches) {
     s.direct_offset = a.slot_offsets[s.slot.slot];
     s.on_device = device_reads;
@@ -309,7 +327,9 @@ void StorageStage::run(Worker& w) {
     return;
   }
   std::unique_ptr<storage::IoQueue> queue = std::move(*queue_r);
-  HandleCache handles(run_.backend, dataset);
+  // Every storage thread of every loader on this backend keeps its own handles.
+  HandleCache handles(run_.backend, dataset,
+                      std::max(1u, config.loaders_sharing_backend) * threads_, depth);
   handles.use_queue(*queue);
   std::vector<ReadSlot> slots(depth);
   std::vector<ReadSlot*> free_slots;
@@ -550,7 +570,7 @@ void StorageStage::run(Worker& w) {
                                size_unknown(smp) ? *op.result : smp.length)
                     : 0;
       if (!op.result) {
-        s.error = op.result.error();
+        s.error = handles.explain(op.result.error());
       } else if (got < expected_length(smp, op)) {
         s.error = Error(Errc::kCorrupt,
                         fmt::format("object ends after {} of the sample's {} bytes (truncated?)",

@@ -68,6 +68,14 @@ expect_usage "--seed above 2^64-1" "--seed" "out of range" -- run "$ds" --seed 1
 expect_usage "--seed -1" "--seed" "whole number" -- run "$ds" --seed -1
 expect_usage "gen --seed above 2^64-1" "--seed" -- gen "$core/x" --seed 99999999999999999999
 expect_usage "--json ''" "--json needs a file name" -- run "$ds" --json ''
+# An empty value is a mistake, not "the default" (--throttle-bw '' once ran unthrottled).
+for flag in --throttle-bw --throttle-latency --memory-budget --on-error --engine --crop --device \
+  --endpoint --part-size; do
+  expect_usage "$flag ''" "$flag" "empty" -- run "$ds" "$flag" ''
+done
+expect_usage "--ca-bundle missing" "--ca-bundle" "cannot read $core/no-such.pem" \
+  -- run "$ds" --ca-bundle "$core/no-such.pem"
+expect_usage "--ca-bundle a directory" "--ca-bundle" "is a directory" -- run "$ds" --ca-bundle "$core"
 expect_usage "--json in a missing directory" "--json" "$core/no/such/dir/x.json" \
   -- run "$ds" --json "$core/no/such/dir/x.json" --compute-time 10s
 expect_usage "--json names a directory" "is a directory" -- run "$ds" --json "$core"
@@ -147,6 +155,106 @@ for cmd in "bench storage $core/no-such.bin" "gen $core/ds --samples 5"; do
   else fail "$cmd --output json: exit $rc, stdout is not a JSON document with error: $v"; show stdout "$out"; fi
 done
 
+for cmd in "diagnose" "bench accelerators"; do
+  echo '{"old": true}' >"$core/stale-cmd.json"
+  checks=$((checks + 1))
+  # shellcheck disable=SC2086
+  run $cmd "$core/no-such-dataset" --compute-time 1ms --json "$core/stale-cmd.json"
+  v=$(json_check "$core/stale-cmd.json" 'd.get("error") and "no-such-dataset" in d["error"] and d["exit_code"] == 1 and "old" not in d' \
+    "the JSON file should hold this $cmd's error, not the old report")
+  if ((rc == 1)) && [[ -z $v ]]; then echo "ok: a $cmd that fails before its first run writes its JSON with error"
+  else fail "failed $cmd --json: exit $rc; $v"; show stderr "$err"; fi
+done
+
+# --- outputs never overwrite what is read, nor each other ----------------------------------------
+# --json, --trace and --html inside the dataset (a sample, the manifest, a new file beside them:
+# written aside and renamed over it, a report replaced a sample and appeared as one), or two
+# outputs naming one file: a usage error before anything is written. Paths compare by the real
+# directory (symlinks and ".." resolved).
+cp -r "$files" "$core/guarded"
+ln -sfn "$core/guarded" "$core/guarded-link"
+sum_before=$(cat "$core/guarded"/* "$core/guarded/.feedline-dataset" | md5sum)
+expect_usage "--json on a sample" "--json $core/guarded/000003.bin" "is inside the dataset" \
+  -- run "$core/guarded" --json "$core/guarded/000003.bin"
+expect_usage "--json on the manifest" "--json" "inside the dataset" -- run "$core/guarded" --json "$core/guarded/.feedline-dataset"
+expect_usage "--trace into the dataset through a symlink" "--trace" "inside the dataset" \
+  -- run "$core/guarded" --trace "$core/guarded-link/run.trace.json"
+expect_usage "--html into the dataset through .." "--html" "inside the dataset" \
+  -- run "$core/guarded" --html "$core/ds/../guarded/run.html"
+expect_usage "diagnose --json into the dataset" "--json" "inside the dataset" \
+  -- diagnose "$core/guarded" --json "$core/guarded/000000.bin"
+expect_usage "bench accelerators --json into the dataset" "--json" "inside the dataset" \
+  -- bench accelerators "$core/guarded" --compute-time 1ms --json "$core/guarded/000001.bin"
+expect_usage "--json and --trace name one file" "--json $core/same.json and --trace $core/same.json name the same file" \
+  -- run "$core/guarded" --json "$core/same.json" --trace "$core/same.json"
+expect_usage "--html and --json name one file through a symlink" "name the same file" \
+  -- run "$core/guarded" --json "$core/same.json" --html "$core/guarded-link/../same.json"
+cp "$core/one-mib.bin" "$core/read-me.bin"
+expect_usage "bench storage --trace on the file it reads" "--trace" "is the dataset" \
+  -- bench storage "$core/read-me.bin" --trace "$core/read-me.bin"
+checks=$((checks + 1))
+if [[ $(cat "$core/guarded"/* "$core/guarded/.feedline-dataset" | md5sum) == "$sum_before" ]] &&
+  [[ ! -e $core/guarded/run.trace.json && ! -e $core/guarded/run.html && ! -e $core/same.json ]] &&
+  cmp -s "$core/one-mib.bin" "$core/read-me.bin" && [[ -z $(find "$core/guarded" -name '*feedline-tmp*') ]]; then
+  echo "ok: nothing was written into the dataset, nor over the file bench storage reads"
+else
+  fail "a refused output still changed the dataset or wrote a file"
+fi
+
+# --- every sample skipped: no batch delivered, none counted ---------------------------------------
+if ((have_zstd == 1)); then
+  mkdir -p "$core/all-bad"
+  for i in 0 1 2 3 4 5; do head -c 64 /dev/urandom >"$core/all-bad/00000$i.bin.zst"; done
+  checks=$((checks + 1))
+  run run "$core/all-bad" --on-error skip --batch-size 2 --compute-time 1ms --json "$core/all-bad.json"
+  v=$(json_check "$core/all-bad.json" 'd["samples"] == 0 and d["batches"] == 0 and d["skipped"]["samples"] == 6 and d["au_steps"] == 0' \
+    "a run that skipped every sample reports batches or steps")
+  if ((rc == 0)) && [[ -z $v ]] && grep -q "delivered 0 samples in 0 batches" "$out"; then
+    echo "ok: every sample skipped: 0 samples in 0 batches, no emulated step"
+  else
+    fail "every sample skipped: exit $rc; $v"; show stdout "$out"
+  fi
+else
+  echo "skip: every sample skipped: built without zstd"
+fi
+
+# --- bench storage counts completed reads, not those Ctrl-C cancelled -----------------------------
+# A server that answers HEAD and never a GET: every read is in flight when SIGINT comes, and is
+# cancelled. None of them is an I/O.
+cat >"$core/hang-server.py" <<'PY'
+import http.server, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(1 << 20))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+    def do_GET(self):
+        time.sleep(3600)
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s.daemon_threads = True
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+"$py" "$core/hang-server.py" >"$core/hang-port.txt" &
+hang_pid=$!
+for _ in $(seq 1 50); do [[ -s $core/hang-port.txt ]] && break; sleep 0.1; done
+checks=$((checks + 1))
+rc=0
+"${as_terminal[@]}" "$bin" bench storage "http://127.0.0.1:$(cat "$core/hang-port.txt")/x" --bs 64k \
+  --iodepth 8 --output json >"$out" 2>"$err" &
+bpid=$!
+sleep 2
+kill -INT "$bpid" 2>/dev/null || true
+wait "$bpid" || rc=$?
+kill "$hang_pid" 2>/dev/null || true
+wait "$hang_pid" 2>/dev/null || true
+v=$("$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ios"] == 0 and d["iops"] == 0 and d["cancelled"] >= 1 and d["bytes"] == 0, d' "$out" 2>&1 || true)
+if ((rc == 130)) && [[ -z $v ]]; then echo "ok: bench storage interrupted with every read in flight: 0 I/Os, the cancelled ones counted apart"
+else fail "bench storage, reads cancelled by SIGINT: exit $rc; $v"; show stdout "$out"; show stderr "$err"; fi
+
 # --- exit codes: one rule ---------------------------------------------------------------------
 expect_runtime "run: a dataset that is not there" "no-such-dataset" -- run "$core/no-such-dataset"
 expect_runtime "bench: a file that is not there" "no-such.bin" -- bench storage "$core/no-such.bin"
@@ -188,6 +296,7 @@ expect_interrupt "SIGINT in a 5 s compute step" --after 2 --json "$core/int-comp
 expect_interrupt "SIGTERM in a 5 s compute step" --term --after 2 -- run "$ds" --compute-time 5s --batch-size 4
 expect_interrupt "SIGINT in a 1 h collate cost" -- run "$ds" --collate-cost 1h
 expect_interrupt "SIGINT while opening a dataset at 1 byte/s" --json "$core/int-open.json" -- run "$ds" --no-index --throttle-bw 1 --json "$core/int-open.json"
+expect_interrupt "SIGINT in diagnose's baseline" --after 2 --json "$core/int-diag.json" -- diagnose "$ds" --throttle-bw 1 --json "$core/int-diag.json"
 expect_interrupt "SIGINT during --stages-alone" --after 3 -- run "$ds" --stages-alone --decode-cost 1s --epochs 1 --batch-size 40
 expect_interrupt "SIGINT while gen lays out samples" -- gen "$core/int-gen" --samples 100000 --sample-size 64KiB
 expect_interrupt "SIGINT during bench --create" -- bench storage "$core/int-create.bin" --create 4GiB
@@ -221,3 +330,107 @@ if ((have_zstd == 1)) && command -v zstd >/dev/null; then
 else
   echo "skip: decompression bombs: built without zstd or no zstd tool"
 fi
+
+# --- names are bytes: not UTF-8, or holding control characters, in every output ------------------
+# Linux names are bytes and S3 keys come from servers. A name that is not UTF-8 once ended every
+# JSON document (nlohmann's type_error.316: no report, no trace, no HTML); one holding an ESC
+# sequence or a newline reached the terminal raw. Now: every document is strict UTF-8 JSON with
+# such bytes as \xHH (docs/CLI.md), and text and error lines show control characters as \xHH.
+names=$core/names
+raw_set=$names/$'set\xff'            # a dataset whose directory name is not UTF-8
+mkdir -p "$raw_set/"$'sub\xc3'
+cp "$files/000000.bin" "$raw_set/"$'a\xff.bin'
+cp "$files/000001.bin" "$raw_set/"$'b\xc3.bin'
+cp "$files/000002.bin" "$raw_set/"$'c\xc3\xa9 "quoted" back\\slash.bin'
+cp "$files/000003.bin" "$raw_set/"$'sub\xc3/d\xfe\xff.bin'
+# json_bytes_check FILE PYTHON_EXPR MESSAGE: json_check, but FILE must decode as strict UTF-8
+# first (json.load alone would take surrogate escapes or a replacement character).
+json_bytes_check() {
+  "$py" -c '
+import json, sys
+try:
+    d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+except (OSError, ValueError) as e:
+    print("not a strict UTF-8 JSON document: %s" % e); sys.exit(0)
+try:
+    ok = eval(sys.argv[2])
+except Exception as e:
+    ok = False
+print("" if ok else sys.argv[3])' "$@"
+}
+# names_doc NAME WANT_RC FILE EXPR: the last run exited WANT_RC without a crash, and FILE is
+# strict UTF-8 JSON for which EXPR holds.
+names_doc() {
+  checks=$((checks + 1))
+  local v
+  v=$(json_bytes_check "$3" "$4" "$3 does not hold the names as expected ($4)")
+  if [[ -z $v ]] && ((rc == $2)) && ! grep -Eq "$crash_markers" "$err"; then echo "ok: $1"
+  else fail "$1: exit $rc (expected $2); $v"; show stderr "$err"; fi
+}
+raw_url='d["url"].endswith("/set\\xff")'
+run run "$raw_set" --json "$names/run.json" --trace "$names/run.trace.json" --html "$names/run.html"
+names_doc "run --json: a dataset named with a byte that is not UTF-8" 0 "$names/run.json" \
+  "$raw_url and d[\"samples\"] == 4 and d[\"delivered\"][\"verified\"] is None"
+names_doc "run --trace on it" 0 "$names/run.trace.json" \
+  'd["otherData"]["url"].endswith("/set\\xff") and len(d["traceEvents"]) > 0'
+# names_html NAME FILE: FILE is a UTF-8 page that shows the dataset's name as set\xff.
+names_html() {
+  checks=$((checks + 1))
+  if "$py" -c 'import sys; t = open(sys.argv[1], "rb").read().decode("utf-8"); assert "set\\xff" in t' "$2" 2>/dev/null &&
+    ((rc == 0)); then echo "ok: $1: UTF-8, the name shown as set\\xff"
+  else fail "$1: exit $rc, page missing, not UTF-8 or without set\\xff"; show stderr "$err"; fi
+}
+names_html "run --html on it" "$names/run.html"
+run run "$names/"$'gone\xff\xc3' --json "$names/failed.json"
+names_doc "a failed run's --json names the missing dataset escaped" 1 "$names/failed.json" \
+  'd["url"].endswith("/gone\\xff\\xc3") and "gone\\xff\\xc3" in d["error"] and d["exit_code"] == 1'
+run diagnose "$raw_set" --batch-size 1 --json "$names/diagnose.json" --html "$names/diagnose.html"
+names_doc "diagnose --json on it" 0 "$names/diagnose.json" "$raw_url and d[\"error\"] is None"
+names_html "diagnose --html on it" "$names/diagnose.html"
+cp "$core/one-mib.bin" "$names/"$'one\xff.bin'
+run bench storage "$names/"$'one\xff.bin' --bs 64k --output json
+names_doc "bench storage --output json on a file named with a byte that is not UTF-8" 0 "$out" \
+  'd["url"].endswith("/one\\xff.bin") and d["bytes"] > 0'
+run gen "$names/"$'gen\xfe' --samples 3 --sample-size 1KiB --output json
+names_doc "gen --output json into a directory so named" 0 "$out" \
+  'd["url"].endswith("/gen\\xfe") and d["samples"] == 3'
+run bench accelerators "$raw_set" --compute-time 1ms --batch-size 2 --trial-time 300ms --max-accelerators 2 \
+  --json "$names/acc.json"
+names_doc "bench accelerators --json on it" 0 "$names/acc.json" "$raw_url"
+if ((have_zstd == 1)); then
+  printf 'not a zstd frame' >"$raw_set/"$'e\xff.bin.zst'
+  run run "$raw_set" --on-error skip --json "$names/skip.json"
+  names_doc "--on-error skip: the skipped object's name escaped in the JSON" 0 "$names/skip.json" \
+    'd["skipped"]["samples"] == 1 and any("e\\xff.bin.zst" in e for e in d["skipped"]["examples"])'
+  rm -f "$raw_set/"$'e\xff.bin.zst'
+fi
+
+# Control characters: an ESC sequence (set the title, clear the screen) and a newline followed by
+# a forged error line, in a dataset's name, in an object's name, and in an error.
+esc_name=$'esc\e]0;owned\a\e[2J\nfeedline: error: forged'
+esc_set=$names/$esc_name
+mkdir -p "$esc_set"
+cp "$files/000000.bin" "$esc_set/"$'x\e[31m\nfeedline: error: forged too.bin'
+cp "$files/000001.bin" "$esc_set/y.bin"
+mkfifo "$esc_set/"$'fifo\e[2J\nfeedline: error: forged note'
+checks=$((checks + 1))
+run run "$esc_set" --html "$names/esc.html"
+bad=()
+((rc == 0)) || bad+=("exit code $rc, expected 0")
+grep -q $'\e' "$out" "$err" && bad+=("a raw ESC byte reached stdout or stderr")
+grep -q $'\e' "$names/esc.html" && bad+=("a raw ESC byte in the HTML report")
+grep -qF 'esc\x1b]0;owned\x07\x1b[2J\x0afeedline: error: forged' "$names/esc.html" ||
+  bad+=("the HTML report does not show the dataset's name escaped")
+grep -q $'\a' "$out" "$err" && bad+=("a raw BEL byte reached stdout or stderr")
+grep -q '^feedline: error: forged' "$out" "$err" && bad+=("a name started a line of its own")
+grep -qF 'esc\x1b]0;owned\x07\x1b[2J\x0afeedline: error: forged' "$out" || bad+=("the report does not show the dataset's name escaped")
+grep -qF 'fifo\x1b[2J\x0afeedline: error: forged note' "$err" || bad+=("the FIFO's note does not show its name escaped")
+conclude "names with control characters in a run's text output" \
+  "names with ESC sequences and newlines: shown as \\xHH on stdout, stderr and in HTML, no forged line" \
+  stdout "$out" stderr "$err" || true
+printf 'not a tar header' >"$names/"$'evil\e[2J\nfeedline: error: forged.tar'
+expect_runtime "an error naming an object with ESC and a newline: one line, escaped" \
+  'evil\x1b[2J\x0afeedline: error: forged.tar' -- run "$names/"$'evil\e[2J\nfeedline: error: forged.tar'
+checks=$((checks + 1))
+if grep -q $'\e' "$err"; then fail "the error line holds a raw ESC byte"; show stderr "$err"
+else echo "ok: no raw ESC byte in the error line"; fi

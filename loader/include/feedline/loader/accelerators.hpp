@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,12 +82,35 @@ struct HostReport {
 // the samples delivered over all accelerators. With sync (may be null: this host alone) the host
 // starts each epoch together with the rest of a job: its accelerators meet at the epoch, the last
 // to arrive waits on sync for the other hosts' (an MPI job's ranks), and all of them go on
-// together (emulate.hpp's EpochSync).
+// together (emulate.hpp's EpochSync). With run_for > 0 the run ends that long after every
+// loader is open (a trial of `bench accelerators`: opening n loaders, their buffers allocated
+// and registered, can take seconds that are no part of the run), not an interruption.
 Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& dataset,
                                     const LoaderConfig& host, unsigned n,
                                     const ComputeModel& compute, std::stop_token stop,
-                                    std::atomic<std::uint64_t>* progress,
-                                    EpochSync* sync = nullptr);
+                                    std::atomic<std::uint64_t>* progress, EpochSync* sync = nullptr,
+                                    std::chrono::nanoseconds run_for = {});
+
+// What a trial of N accelerators can measure. MLPerf Storage (DLIO) runs each accelerator
+// floor(samples / (batch x accelerators)) full steps an epoch and never counts a short batch;
+// an emulated step costs its full compute time whatever the batch holds, so short batches would
+// lift AU (and hide the storage) for no samples. A trial therefore drops each epoch's short batch
+// (drop_last) and is only run where every accelerator gets at least kMinFullStepsPerEpoch full
+// steps an epoch: one step an epoch would make every step an epoch's first (in a job, each behind
+// an epoch barrier), which is no training's steady state.
+inline constexpr std::uint64_t kMinFullStepsPerEpoch = 2;
+
+// The full batches of batch_size each of n accelerators on each of world_size ranks gets per
+// epoch of `samples` samples (the sampler's equal split: every one gets samples / (world x n)).
+std::uint64_t full_steps_per_epoch(std::uint64_t samples, std::uint32_t batch_size,
+                                   std::uint64_t world_size, unsigned n) noexcept;
+// The most accelerators per rank of which each gets at least min_steps full steps an epoch (0:
+// not even one), and the samples a dataset needs for n of them to.
+unsigned most_accelerators_measurable(std::uint64_t samples, std::uint32_t batch_size,
+                                      std::uint64_t world_size,
+                                      std::uint64_t min_steps = kMinFullStepsPerEpoch) noexcept;
+std::uint64_t samples_needed(unsigned n, std::uint32_t batch_size, std::uint64_t world_size,
+                             std::uint64_t min_steps = kMinFullStepsPerEpoch) noexcept;
 
 // The search of `bench accelerators` for the most accelerators a storage feeds at the AU
 // target (MLPerf Storage's question): N doubles from 1 while trials pass, then bisects between

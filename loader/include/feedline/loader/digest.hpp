@@ -14,4 +14,15 @@ namespace feedline::loader {
 // Debian's build); the values are the same.
 std::uint64_t member_hash(ConstBytes bytes) noexcept;
 
+struct Dataset;
+
+// The identity of a dataset's listing: XXH3-64 over its format, each object's name (relative to
+// the root, so a dataset moved or mounted elsewhere keeps it) and size, and each sample's object,
+// byte range and key, in storage order, and the digest gen's manifest recorded (when the dataset
+// is exactly what gen wrote). Sample indices mean the same samples on two listings with the same
+// fingerprint; another dataset of the same size, objects replaced by others of another size or
+// layout, or shards whose contents were swapped (their members' names move) give another. The
+// bytes themselves are not read.
+std::uint64_t listing_fingerprint(const Dataset& dataset) noexcept;
+
 }  // namespace feedline::loader

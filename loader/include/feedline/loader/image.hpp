@@ -90,9 +90,11 @@ struct JpegInfo {
   ImageShape shape;            // the output's
 };
 // Decodes one JPEG as the pipeline would decode sample `sample` of `epoch`; the pixels in *out.
+// max_bytes (0: no limit) bounds the output and what the decode allocates (a header may claim
+// 65500 x 65500 pixels): beyond it, kResourceExhausted before anything is allocated.
 Result<JpegInfo> decode_jpeg(ConstBytes jpeg, const ImageConfig& config, std::uint64_t seed,
                              std::uint32_t sample, std::uint32_t epoch,
-                             std::vector<std::uint8_t>* out);
+                             std::vector<std::uint8_t>* out, std::uint64_t max_bytes = 0);
 
 // Encodes HWC RGB (or gray: channels 1) pixels as a baseline JPEG, 4:2:0, at quality 1-100
 // (feedline gen's images).

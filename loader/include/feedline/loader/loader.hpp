@@ -236,7 +236,8 @@ class Loader {
   // Records that the caller computed on the last batch for this long (for AU); the emulated
   // accelerator calls it, a real training loop may.
   void record_compute(std::chrono::nanoseconds spent);
-  // Ends the run early: workers stop, in-flight reads drain, next() returns the end.
+  // Ends the run early: workers stop, in-flight reads drain, next() returns the end. No further
+  // transform call starts (one under way runs to its end: the destructor waits for it).
   void stop();
   // The run's report. Call it at the end (or after stop()); called earlier, it stops the run.
   PipelineReport report();
@@ -244,7 +245,9 @@ class Loader {
   // consumer's figures, each stage's busy / starved / blocked and CPU time, the queues, memory,
   // what was delivered and skipped, the transform. The IO queues' statistics, the data path's
   // copies and the verdict come with report() (PipelineReport::snapshot is true). Once the run
-  // is over, the same as report().
+  // is over (next() returned the end), the same as report(); after stop() until then, still a
+  // snapshot: it never waits for the pipeline's threads (report() waits for a transform call
+  // under way to return).
   PipelineReport snapshot();
   // What the run has done so far, from any thread, at any time while the Loader lives (a
   // metrics endpoint's scrape, a sampler of the run's course): counters and depths read as they

@@ -34,6 +34,10 @@ struct TransformInput {
 struct TransformCall {
   // Of the call's time, how long it waited for a lock before it could do its work (Python's GIL).
   std::chrono::nanoseconds lock_wait{0};
+  // The bytes the result holds (an array's, a tensor's): counted in the memory budget until the
+  // last Batch holding the result dies. The pipeline reads ahead only as far as the budget
+  // holds results as large as the largest so far; the batch being filled always goes on.
+  std::uint64_t result_bytes = 0;
 };
 
 // Whatever the transform made of the sample (null: nothing); the last Batch holding it frees it.
@@ -44,7 +48,9 @@ class SampleTransform {
   virtual ~SampleTransform() = default;
   // Called from several decode threads at once. An error fails the sample: the run ends with it
   // (on_error = kFail), or the sample is skipped and counted (kSkip). The pipeline adds the
-  // sample's key, object and offset to the error.
+  // sample's key, object and offset to the error. After stop() the decode threads make no
+  // further call; one under way is waited for by the Loader's destruction and by report(), not
+  // by stop() or snapshot().
   virtual Result<TransformResult> apply(const TransformInput& in, TransformCall& call) = 0;
 };
 
