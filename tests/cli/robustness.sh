@@ -8,7 +8,8 @@
 # The cases live in sections, one per area, each a file in tests/cli/robustness/ sourced here:
 #   core.sh     output and exit codes, Ctrl-C whatever the command waits on, bounds on every
 #               count and size, decompression bombs, values and messages
-#   dataset.sh  tar indexes that must prove they belong to their shard, interrupted `gen`
+#   dataset.sh  tar indexes that must prove they belong to their shard, interrupted `gen`, errors
+#               in order, files replaced mid-run, gen's room and Ctrl-C, per-entry memory, links
 #   network.sh  HTTP/S3 servers that never answer or trickle, secrets in URLs, nfs:// URLs
 # ROBUSTNESS_SECTIONS="core dataset" runs a subset.
 #

@@ -1,18 +1,23 @@
 // The synthetic dataset generator: size distributions, determinism, layouts, compressibility,
 // and a digest that matches an independent reading of what it wrote.
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
 #include <stop_token>
 
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar_index.hpp"
+#include "feedline/loader/tfrecord.hpp"
+#include "feedline/storage/forwarding.hpp"
 #include "feedline/storage/registry.hpp"
 #include "formats_support.hpp"
 #include "test_support.hpp"
@@ -75,6 +80,35 @@ std::pair<double, double> mean_stdev(const std::vector<double>& v) {
   for (double x : v) s += (x - m) * (x - m);
   return {m, std::sqrt(s / static_cast<double>(v.size() - 1))};
 }
+
+// A backend that reports `room` as its free space, and counts (and can stop at) appends.
+class RoomBackend final : public storage::ForwardingBackend {
+ public:
+  RoomBackend(std::unique_ptr<storage::Backend> inner, std::optional<storage::SpaceInfo> room)
+      : ForwardingBackend(std::move(inner)), room_(room) {}
+  std::optional<storage::SpaceInfo> free_space(std::string_view) override { return room_; }
+  Result<std::unique_ptr<storage::ObjectWriter>> create(std::string_view key) override {
+    FEEDLINE_ASSIGN_OR_RETURN(auto w, inner().create(key));
+    return std::unique_ptr<storage::ObjectWriter>(std::make_unique<Writer>(std::move(w), *this));
+  }
+  std::uint64_t appends = 0, appended = 0;
+  std::function<void()> on_append;
+
+ private:
+  struct Writer final : storage::ObjectWriter {
+    Writer(std::unique_ptr<storage::ObjectWriter> w, RoomBackend& b) : w_(std::move(w)), b_(b) {}
+    Result<void> append(ConstBytes data) override {
+      ++b_.appends;
+      b_.appended += data.size();
+      if (b_.on_append) b_.on_append();
+      return w_->append(data);
+    }
+    Result<void> commit() override { return w_->commit(); }
+    std::unique_ptr<storage::ObjectWriter> w_;
+    RoomBackend& b_;
+  };
+  std::optional<storage::SpaceInfo> room_;
+};
 
 }  // namespace
 
@@ -366,6 +400,90 @@ TEST_CASE("gen: progress and stop", "[gen][formats]") {
   CHECK(data_objects(*mem.backend, "s/").size() == 5);
   CHECK_FALSE(
       manifest_of(*mem.backend, "s/.feedline-dataset").complete);  // see "interrupted" below
+}
+
+TEST_CASE("gen: a dataset the backend has no room for is refused before anything is written",
+          "[gen][formats]") {
+  GenConfig c = small_config(DatasetFormat::kTar, false);  // 37 samples of ~20 KiB: ~800 KB
+  storage::SpaceInfo room;
+  room.free_bytes = 100'000;
+  room.block_size = 4096;
+  auto tight = std::make_unique<RoomBackend>(open_url("mem://gen-room/").backend, room);
+  auto r = generate_dataset(*tight, "ds", c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == Errc::kInvalidArgument);
+  CHECK(r.error().message().find("needs about") != std::string::npos);
+  CHECK(r.error().message().find("100000 bytes") != std::string::npos);
+  CHECK(tight->appends == 0);
+  CHECK(tight->list("ds/").value().empty());
+  // Told not to look (a filesystem that compresses), it writes.
+  GenHooks go;
+  go.check_space = false;
+  CHECK(generate_dataset(*tight, "ds", c, go));
+
+  // Room for the bytes, not for the files.
+  room.free_bytes = std::uint64_t{1} << 40;
+  room.free_objects = 10;
+  RoomBackend few_inodes(open_url("mem://gen-inodes/").backend, room);
+  auto f = generate_dataset(few_inodes, "ds", small_config(DatasetFormat::kFiles, false));
+  REQUIRE_FALSE(f);
+  CHECK(f.error().message().find("free inodes") != std::string::npos);
+  CHECK(few_inodes.appends == 0);
+  // Room enough, or a backend that cannot tell: written.
+  RoomBackend roomy(open_url("mem://gen-roomy/").backend,
+                    storage::SpaceInfo{std::uint64_t{1} << 40, 4096});
+  CHECK(generate_dataset(roomy, "ds", c));
+}
+
+TEST_CASE("gen: the footprint estimate errs low, never high", "[gen][formats]") {
+  // What a check against free space may refuse: only what cannot fit. For each format, the
+  // estimate (block size 1) is at most what gen writes, and not far below it.
+  for (const DatasetFormat f : {DatasetFormat::kFiles, DatasetFormat::kTar, DatasetFormat::kNpz,
+                                DatasetFormat::kNpy, DatasetFormat::kTfRecord}) {
+    if ((f == DatasetFormat::kTfRecord || f == DatasetFormat::kNpz) && !tfrecord_available())
+      continue;  // their CRCs are ISA-L's
+    for (const bool zstd : {false, true}) {
+      if (zstd && (f == DatasetFormat::kNpz || f == DatasetFormat::kNpy ||
+                   f == DatasetFormat::kTfRecord || !zstd_available()))
+        continue;
+      GenConfig c = small_config(f, zstd);
+      if (!validate(c)) continue;
+      INFO(format_name(f) << (zstd ? " zstd" : ""));
+      auto mem = open_url(fmt::format("mem://gen-footprint-{}-{}/", format_name(f), zstd));
+      REQUIRE(generate_dataset(*mem.backend, "ds", c));
+      const std::vector<storage::ObjectInfo> objects = mem.backend->list("ds/").value();
+      std::uint64_t written = 0;
+      for (const auto& o : objects) written += o.size;
+      const GenFootprint est = estimate_footprint(c, 1);
+      CHECK(est.bytes <= written + 4096);  // the manifest counted as a block of 4 KiB
+      CHECK(est.bytes >= written / 2);
+      CHECK(est.objects >= objects.size());
+    }
+  }
+}
+
+TEST_CASE("gen: a stop inside one large sample ends it between chunks", "[gen][formats]") {
+  // One sample of 64 MiB: the stop requested at its first write must end the generation before
+  // the rest of the sample is written (8 MiB chunks), and leave no object of it.
+  GenConfig c;
+  c.format = DatasetFormat::kFiles;
+  c.samples = 1;
+  c.sample_size = SizeDistribution::parse("64MiB").value();
+  c.max_sample_size = std::uint64_t{1} << 30;
+  c.compressibility = 0.5;
+  REQUIRE(validate(c));
+  RoomBackend b(open_url("mem://gen-big-stop/").backend, std::nullopt);
+  std::stop_source stop;
+  GenHooks hooks;
+  hooks.stop = stop.get_token();
+  b.on_append = [&] {
+    if (b.appended >= 4u << 20) stop.request_stop();  // the manifest is smaller
+  };
+  auto r = generate_dataset(b, "ds", c, hooks);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == Errc::kCancelled);
+  CHECK(b.appended < (std::uint64_t{24} << 20));  // not the whole 64 MiB
+  CHECK(data_objects(b, "ds/").empty());
 }
 
 TEST_CASE("gen: sample keys are zero-padded, wider when needed", "[gen][formats]") {

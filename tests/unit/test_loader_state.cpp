@@ -139,7 +139,7 @@ feedline::loader::Dataset two_shards(const std::string& root = "/data/ds") {
   d.format = feedline::loader::DatasetFormat::kTar;
   d.root = root;
   for (int o = 0; o < 2; ++o) {
-    d.objects.push_back({root + "/shard-00000" + std::to_string(o) + ".tar", 3 * 1536, false});
+    d.objects.push_back({root + "/shard-00000" + std::to_string(o) + ".tar", 3 * 1536});
     for (int i = 0; i < 3; ++i) {
       feedline::loader::Sample s;
       s.object = static_cast<std::uint32_t>(o);

@@ -522,6 +522,36 @@ TEST_CASE("the memory budget bounds the pipeline and rejects a sample that canno
   CHECK(refused.error().what().find("memory budget") != std::string::npos);
 }
 
+TEST_CASE("the dataset's tables count against the memory budget, in the report too",
+          "[loader][pipeline]") {
+  // 20,000 tiny samples: their table (keys, members, names, offsets) is held for the whole run,
+  // as the buffers are; a budget it does not fit is refused naming it, one it fits reports it.
+  MemDataset ds(20'000, 16);
+  const std::uint64_t table = dataset_table_bytes(ds.dataset);
+  CHECK(table >= 20'000 * (sizeof(Sample) + sizeof(Member)));
+  auto config = small_config(100, 1);
+  config.memory_budget = 1 << 20;
+  REQUIRE(table > config.memory_budget);
+  auto refused = Loader::open(*ds.backend, ds.dataset, config);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == Errc::kInvalidArgument);
+  CHECK(refused.error().message().find("dataset's tables take") != std::string::npos);
+  CHECK(refused.error().message().find("20000 samples") != std::string::npos);
+
+  config.memory_budget = 16 << 20;
+  auto loader = Loader::open(*ds.backend, ds.dataset, config).value();
+  while (true) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (b->end()) break;
+  }
+  auto r = loader->report();
+  CHECK(r.consumer.samples == 20'000);
+  CHECK(r.memory.peak >= table);
+  CHECK(r.memory.peak <= config.memory_budget);
+  CHECK(r.memory.overshoot == 0);
+}
+
 TEST_CASE("a read error fails the run naming the object; skip counts it instead",
           "[loader][pipeline]") {
   const auto dir = testing::scratch_dir("pipeline-errors");
@@ -565,6 +595,51 @@ TEST_CASE("a read error fails the run naming the object; skip counts it instead"
   CHECK(report.delivered.skipped == 1);
   REQUIRE_FALSE(report.delivered.skipped_examples.empty());
   CHECK(report.delivered.skipped_examples[0].find("007.bin") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a bad sample's error comes in order: every batch before its batch is delivered first",
+          "[loader][pipeline]") {
+  const auto dir = testing::scratch_dir("pipeline-error-order");
+  std::filesystem::remove_all(dir);
+  storage::Registry registry;
+  storage::register_builtin_backends(registry);
+  auto r = registry.open((dir / "").string(), {}).value();
+  for (int i = 0; i < 100; ++i) {
+    REQUIRE(r.backend->write(r.key + fmt::format("{:03}.bin", i), testing::pattern_bytes(3000, i)));
+  }
+  DatasetOptions o;
+  o.format = DatasetFormat::kFiles;
+  auto dataset = open_dataset(*r.backend, r.key, o).value();
+  std::filesystem::remove(dir / "057.bin");  // vanishes after the listing
+  auto config = small_config(10, 1);
+  config.sampler.shuffle = false;
+  for (const unsigned threads : {1u, 2u}) {
+    INFO(threads << " storage thread(s)");
+    config.storage_threads = threads;
+    auto loader = Loader::open(*r.backend, dataset, config).value();
+    std::vector<std::string> keys;
+    std::optional<Error> err;
+    for (;;) {
+      auto b = loader->next();
+      if (!b) {
+        err = b.error();
+        break;
+      }
+      if (b->end()) break;
+      for (const auto& s : b->samples()) keys.emplace_back(s.key);
+      std::this_thread::sleep_for(5ms);  // a slow consumer: the rest of the pipeline runs ahead
+    }
+    REQUIRE(err);
+    CHECK(err->what().find("057.bin") != std::string::npos);
+    // Batches 0-4 (samples 000-049), then the error of batch 5; nothing of batch 5 or later.
+    REQUIRE(keys.size() == 50);
+    for (std::size_t i = 0; i < keys.size(); ++i) CHECK(keys[i] == fmt::format("{:03}", i));
+    // Every later call says the same.
+    auto again = loader->next();
+    REQUIRE_FALSE(again);
+    CHECK(again.error().what() == err->what());
+  }
   std::filesystem::remove_all(dir);
 }
 

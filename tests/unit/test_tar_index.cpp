@@ -228,3 +228,52 @@ TEST_CASE("tar index: a probe agrees with the member the index names, and only w
   e.data_offset = e.header_offset + kMaxTarHeaderRegion + 512;
   differs(e, "larger than any tar header");
 }
+
+TEST_CASE("tar index: each member read through the index is checked against its own header",
+          "[tar-index][formats]") {
+  const Shard s = make_shard();
+  // region: the shard's bytes from `from` up to the member's data.
+  auto region = [&](std::uint64_t from, const TarIndexEntry& e) {
+    return ConstBytes(s.bytes).subspan(static_cast<std::size_t>(from),
+                                       static_cast<std::size_t>(e.data_offset - from));
+  };
+  std::uint64_t prev_end = 0;
+  for (const TarIndexEntry& e : s.index.entries) {
+    INFO(e.name);
+    // From its own header (a sample's first member), and from the previous member's padded end.
+    CHECK(check_tar_member_header(region(e.header_offset, e), e.header_offset, e.name, e.size,
+                                  "s.tar"));
+    CHECK(check_tar_member_header(region(prev_end, e), prev_end, e.name, e.size, "s.tar"));
+    prev_end = align_up(e.data_offset + e.size, 512);
+  }
+  // A member whose header comes after another member (a hidden one, a directory) in the region.
+  const TarIndexEntry& last = s.index.entries[3];
+  CHECK(check_tar_member_header(region(0, last), 0, last.name, last.size, "s.tar"));
+
+  auto differs = [&](std::uint64_t from, const TarIndexEntry& e, std::string_view name,
+                     std::uint64_t size, std::string_view needle) {
+    auto r = check_tar_member_header(region(from, e), from, name, size, "s.tar");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code() == Errc::kCorrupt);
+    CHECK(r.error().object() == "s.tar");
+    CHECK(r.error().offset().has_value());
+    CHECK(r.error().message().find("index does not belong") != std::string::npos);
+    CHECK(r.error().message().find(std::string(name)) != std::string::npos);
+    CHECK(r.error().message().find(needle) != std::string::npos);
+  };
+  const TarIndexEntry& e0 = s.index.entries[0];
+  differs(e0.header_offset, e0, "000009.bin", e0.size, "names it '000000.bin'");
+  differs(e0.header_offset, e0, e0.name, 999, "gives 1000 bytes, the index 999");
+  const TarIndexEntry& e2 = s.index.entries[2];  // its pax header names it in full
+  differs(e2.header_offset, e2, e2.name.substr(0, 100), e2.size, "names it");
+  // An entry whose data offset is another member's: that member's header is the one checked.
+  TarIndexEntry moved = e0;
+  moved.data_offset = s.index.entries[1].data_offset;
+  differs(e0.header_offset, moved, e0.name, e0.size, "names it '000000.cls'");
+  // No header at all where the index puts one (member data).
+  TarIndexEntry inside = e0;
+  inside.data_offset = e0.data_offset + 512;
+  auto r = check_tar_member_header(region(e0.data_offset, inside), e0.data_offset, e0.name, e0.size,
+                                   "s.tar");
+  CHECK_FALSE(r);
+}

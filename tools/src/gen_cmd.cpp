@@ -40,6 +40,7 @@ struct Options {
   // --for-host[=MEMORY]: at least 5x this host's memory (or MEMORY) of samples, MLPerf Storage's
   // rule so that the page cache cannot hold the dataset. nullopt: not asked.
   std::optional<std::string> for_host;
+  bool no_space_check = false;
 };
 
 // A sample is built whole in memory before it is written (twice with compression): larger than
@@ -147,6 +148,7 @@ int run_checked(const Options& o, const loader::GenConfig& c) {
   std::atomic<std::uint64_t> done{0};
   loader::GenHooks hooks;
   hooks.stop = stop_token();
+  hooks.check_space = !o.no_space_check;
   hooks.progress = [&done](std::uint64_t n) { done.store(n, std::memory_order_relaxed); };
   Result<loader::GenSummary> summary = [&] {
     ProgressLine line(o.output == "text" && stdout_is_tty(), [&done, &o](double s) {
@@ -265,6 +267,9 @@ void add_gen(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", o->seed, "Seed: the same arguments give the same bytes")
       ->capture_default_str()
       ->check(whole_number(0, ~std::uint64_t{0}));
+  cmd->add_flag("--no-space-check", o->no_space_check,
+                "Write even where the dataset's estimated size exceeds the free space the local "
+                "filesystem reports (one that compresses or deduplicates holds more)");
   cmd->add_option("--output", o->output, "text or json")->capture_default_str();
   cmd->callback([o, cmd, &exit_code] {
     o->samples_per_shard_given = cmd->get_option("--samples-per-file")->count() > 0;

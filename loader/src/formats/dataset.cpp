@@ -115,23 +115,6 @@ std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
 }
 
 namespace {
-Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
-                          const DatasetOptions& options);
-}  // namespace
-
-Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
-                             const DatasetOptions& options) {
-  auto ds = open_keys(backend, root, options);
-  if (!ds) {
-    Error e = std::move(ds).error();
-    // The readers name objects by key: the user sees "http://host/d/0.tar" for "/d/0.tar".
-    backend.show_object(e);
-    return fail(std::move(e));
-  }
-  return ds;
-}
-
-namespace {
 
 // open_dataset(), its errors naming objects by key.
 Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
@@ -225,19 +208,53 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
     }
   }
   if (listing.empty() && list_error) return fail(std::move(*list_error));
-  // Not regular objects (local FIFOs, sockets, devices): opening a FIFO would block, a device has
-  // no size. Left out, and said so.
+  // What the listing left out, each kind in one note naming the first: not regular objects
+  // (local FIFOs, sockets, devices: opening a FIFO would block, a device has no size), links to
+  // directories (not followed), links to nothing, directories that may not be read.
   {
-    std::vector<std::string> special;
+    struct Kind {
+      storage::LeftOut why;
+      const char* what;
+      const char* hint;
+      std::vector<std::string> names;
+    };
+    Kind kinds[] = {
+        {storage::LeftOut::kSpecialFile,
+         "object(s) that are not regular files (FIFOs, sockets or devices)",
+         "",
+         {}},
+        {storage::LeftOut::kLinkToDirectory,
+         "symbolic link(s) to directories, not followed",
+         " (links to directories are not followed, as find and tar do not: their files could "
+         "list twice, or loop; open the link's target as a dataset of its own, or put the files "
+         "themselves, or a bind mount, under the root)",
+         {}},
+        {storage::LeftOut::kDanglingLink,
+         "symbolic link(s) to nothing (or a loop of links)",
+         "",
+         {}},
+        {storage::LeftOut::kUnreadableDirectory,
+         "directory(ies) this user may not read (permission denied)",
+         " (their files are not in the dataset: check the directories' permissions)",
+         {}},
+    };
     std::erase_if(listing, [&](const storage::ObjectInfo& o) {
-      if (o.special) special.push_back(shown(backend, o.key));
-      return o.special;
+      if (o.left_out == storage::LeftOut::kNo) return false;
+      if (detail::hidden(std::string_view(o.key).substr(std::min(prefix.size(), o.key.size())))) {
+        return true;  // hidden, as every hidden object is: nothing to say
+      }
+      for (Kind& k : kinds) {
+        if (k.why == o.left_out) k.names.push_back(shown(backend, o.key));
+      }
+      return true;
     });
-    if (!special.empty()) {
-      ds.notes.push_back(fmt::format(
-          "left out {} object(s) that are not regular files (FIFOs, sockets or devices): "
-          "{}{}",
-          special.size(), special.front(), special.size() > 1 ? ", ..." : ""));
+    for (const Kind& k : kinds) {
+      if (k.names.empty()) continue;
+      ds.notes.push_back(
+          fmt::format("left out {} {}: {}{}{}", k.names.size(), k.what,
+                      fmt::join(k.names.begin(),
+                                k.names.begin() + std::min<std::size_t>(k.names.size(), 3), ", "),
+                      k.names.size() > 3 ? ", ..." : "", k.hint));
     }
     // Keys a server's listing gave outside the prefix (or with "." / ".." segments that would
     // make a request for another object): never read.
@@ -426,7 +443,10 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
     return fail(Error(Errc::kNotFound, fmt::format("no samples under {}", shown(backend, root)))
                     .with_object(shown(backend, root))
                     .with_hint(ds.objects.empty() ? "check the path, or run feedline gen first"
-                                                  : "the shards hold no regular members"));
+                               : format == DatasetFormat::kTfRecord ? "its files hold no records"
+                               : format == DatasetFormat::kNpz
+                                   ? "its archives hold no arrays"
+                                   : "the shards hold no regular members"));
   }
   ds.total_bytes = 0;
   ds.max_sample_bytes = 0;
@@ -441,4 +461,34 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
 
 }  // namespace
 
+std::uint64_t dataset_table_bytes(const Dataset& d) {
+  // A string's heap block as glibc's malloc rounds it (none while it fits std::string's inline
+  // buffer).
+  auto heap = [](const std::string& s) -> std::uint64_t {
+    return s.capacity() > 15 ? std::max<std::uint64_t>(32, align_up(s.capacity() + 1 + 8, 16)) : 0;
+  };
+  std::uint64_t bytes = d.samples.size() * sizeof(Sample) + d.members.size() * sizeof(Member) +
+                        d.objects.size() * sizeof(storage::ObjectInfo);
+  for (const Sample& s : d.samples) bytes += heap(s.key);
+  for (const Member& m : d.members) bytes += heap(m.name);
+  for (const storage::ObjectInfo& o : d.objects) bytes += heap(o.key);
+  return bytes;
+}
+
+// open_keys() with its errors as the user reads them: objects named by their URL ("http://host/
+// d/0.tar" for "/d/0.tar"), and a stop request (Ctrl-C) met anywhere in the open, a read
+// cancelled under it included (whose error may name no object, only an offset), said one way:
+// interrupted while opening what.
+Result<Dataset> open_dataset(storage::Backend& backend, std::string_view root,
+                             const DatasetOptions& options) {
+  auto r = open_keys(backend, root, options);
+  if (r) return r;
+  Error e = std::move(r).error();
+  backend.show_object(e);
+  if (e.code() != Errc::kCancelled) return fail(std::move(e));
+  const std::string dataset = shown(backend, root);
+  return fail(
+      Error(Errc::kCancelled, fmt::format("interrupted while opening the dataset {}", dataset))
+          .with_object(e.object().empty() ? dataset : e.object()));
+}
 }  // namespace feedline::loader

@@ -39,6 +39,7 @@ namespace {
 using detail::as_bytes;
 using detail::join_key;
 using detail::SampleParts;
+using detail::write_object;
 
 constexpr std::size_t kContentBlock = 4096;  // compressibility is spread evenly at this grain
 
@@ -53,33 +54,47 @@ double standard_normal(std::mt19937_64& rng) {
 }
 
 // Sample i's content: random bytes and, per 4 KiB block, a compressible run of a repeated
-// 8-byte pattern. `out` is resized (its capacity reused).
-void fill_content(std::mt19937_64& rng, std::uint64_t size, double compressibility,
-                  std::vector<std::byte>& out) {
-  out.resize(static_cast<std::size_t>(size));
+// 8-byte pattern. `out` is resized (its capacity reused). Grown and drawn kStopChunk bytes at a
+// time with stop checked between (a GiB zero-filled at once took 10-30 s of page faults on a
+// loaded VM, deaf to Ctrl-C): false once stop is requested (out is then incomplete).
+bool fill_content(std::mt19937_64& rng, std::uint64_t size, double compressibility,
+                  std::vector<std::byte>& out, const std::stop_token& stop) {
+  static_assert(detail::kStopChunk % kContentBlock == 0);
+  out.clear();
+  out.reserve(static_cast<std::size_t>(size));
   std::uint64_t pattern_word = rng();
   std::byte pattern[8];
   std::memcpy(pattern, &pattern_word, 8);
-  std::byte* p = out.data();
-  std::size_t left = out.size();
-  while (left > 0) {
-    const std::size_t block = std::min(left, kContentBlock);
-    const auto random_bytes = static_cast<std::size_t>(
+  const auto random_per_block = [&](std::size_t block) {
+    return static_cast<std::size_t>(
         std::llround((1.0 - compressibility) * static_cast<double>(block)));
-    std::size_t i = 0;
-    for (; i + 8 <= random_bytes; i += 8) {
-      const std::uint64_t w = rng();
-      std::memcpy(p + i, &w, 8);
+  };
+  while (out.size() < size) {
+    if (stop.stop_requested()) return false;
+    const std::size_t at = out.size();
+    out.resize(at +
+               static_cast<std::size_t>(std::min<std::uint64_t>(detail::kStopChunk, size - at)));
+    std::byte* p = out.data() + at;
+    std::size_t left = out.size() - at;
+    while (left > 0) {
+      const std::size_t block = std::min(left, kContentBlock);
+      const std::size_t random_bytes = random_per_block(block);
+      std::size_t i = 0;
+      for (; i + 8 <= random_bytes; i += 8) {
+        const std::uint64_t w = rng();
+        std::memcpy(p + i, &w, 8);
+      }
+      if (i < random_bytes) {
+        const std::uint64_t w = rng();
+        std::memcpy(p + i, &w, random_bytes - i);
+        i = random_bytes;
+      }
+      for (; i < block; ++i) p[i] = pattern[i % 8];
+      p += block;
+      left -= block;
     }
-    if (i < random_bytes) {
-      const std::uint64_t w = rng();
-      std::memcpy(p + i, &w, random_bytes - i);
-      i = random_bytes;
-    }
-    for (; i < block; ++i) p[i] = pattern[i % 8];
-    p += block;
-    left -= block;
   }
+  return true;
 }
 
 // True when `text` is all digits, at least `width` of them; the number goes to n.
@@ -119,7 +134,8 @@ namespace detail {
 
 // Draws sample i: size first, then label, then content (this order is part of the contract:
 // changing it changes every generated dataset).
-void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
+bool make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts,
+                 const std::stop_token& stop) {
   std::mt19937_64 rng(splitmix64(splitmix64(c.seed) ^ i));
   const std::uint64_t size = c.sample_size.draw(rng, c.max_sample_size);
   const std::uint64_t label = rng() % c.num_classes;
@@ -131,9 +147,51 @@ void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts) {
     auto jpeg = encode_jpeg(parts.pixels, c.image.width, c.image.height, 3, c.image.quality);
     // validate() accepted the spec and JPEG is in this build: the encoder cannot refuse it.
     parts.raw = jpeg ? std::move(*jpeg) : std::vector<std::byte>{};
-    return;
+    return true;
   }
-  fill_content(rng, size, c.compressibility, parts.raw);
+  return fill_content(rng, size, c.compressibility, parts.raw, stop);
+}
+
+namespace {
+
+class StoppableWriter final : public storage::ObjectWriter {
+ public:
+  StoppableWriter(std::unique_ptr<storage::ObjectWriter> out, std::string key, std::stop_token stop)
+      : out_(std::move(out)), key_(std::move(key)), stop_(std::move(stop)) {}
+  Result<void> append(ConstBytes data) override {
+    while (!data.empty()) {
+      if (stop_.stop_requested()) {
+        return fail(Error(Errc::kCancelled, "generation stopped while writing").with_object(key_));
+      }
+      const std::size_t n = std::min(data.size(), kStopChunk);
+      FEEDLINE_TRY(out_->append(data.first(n)));
+      data = data.subspan(n);
+    }
+    return {};
+  }
+  Result<void> commit() override { return out_->commit(); }
+
+ private:
+  std::unique_ptr<storage::ObjectWriter> out_;
+  std::string key_;
+  std::stop_token stop_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<storage::ObjectWriter>> create_object(storage::Backend& backend,
+                                                             const std::string& key,
+                                                             const GenHooks& hooks) {
+  FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(key));
+  return std::unique_ptr<storage::ObjectWriter>(
+      std::make_unique<StoppableWriter>(std::move(writer), key, hooks.stop));
+}
+
+Result<void> write_object(storage::Backend& backend, const std::string& key, ConstBytes data,
+                          const GenHooks& hooks) {
+  FEEDLINE_ASSIGN_OR_RETURN(auto writer, create_object(backend, key, hooks));
+  FEEDLINE_TRY(writer->append(data));
+  return writer->commit();
 }
 
 void account_member(ConstBytes decoded, GenSummary& sum) {
@@ -144,8 +202,9 @@ void account_member(ConstBytes decoded, GenSummary& sum) {
 
 Result<void> draw_sample(const GenConfig& c, std::uint64_t i, const GenHooks& hooks,
                          SampleParts& parts, GenSummary& sum) {
-  if (hooks.stop.stop_requested()) return fail(Error(Errc::kCancelled, "generation stopped"));
-  make_sample(c, i, parts);
+  if (hooks.stop.stop_requested() || !make_sample(c, i, parts, hooks.stop)) {
+    return fail(Error(Errc::kCancelled, "generation stopped"));
+  }
   account_member(parts.raw, sum);
   ++sum.samples;
   return {};
@@ -394,7 +453,89 @@ Result<void> validate(const GenConfig& c) {
   return {};
 }
 
+GenFootprint estimate_footprint(const GenConfig& c, std::uint64_t block_size) {
+  const double block = static_cast<double>(std::max<std::uint64_t>(block_size, 1));
+  auto blocks = [&](double bytes) { return std::ceil(std::max(bytes, 1.0) / block) * block; };
+  double payload = std::min(c.sample_size.mean(), static_cast<double>(c.max_sample_size));
+  if (c.image.jpeg) payload = static_cast<double>(c.image.width) * c.image.height / 4;
+  if (c.compress.codec == Compression::kZstd) payload *= 1.0 - c.compressibility;
+  const double samples = static_cast<double>(c.samples);
+  const double objects = static_cast<double>(generated_objects(c));
+  double data = 0, per_object = 0, indexes = 0;
+  switch (c.format) {
+    case DatasetFormat::kTar: {
+      // A header and half a block of padding per member; the label, a header and its block.
+      const double sample = 512 + payload + 256 + (c.with_label ? 1024 : 0);
+      data = samples * sample;
+      per_object = 1024;                                      // the end-of-archive marker
+      indexes = samples * (c.with_label ? 2 : 1) * 40 + 100;  // ~40 bytes a member line
+      break;
+    }
+    case DatasetFormat::kTfRecord:
+      data = samples * (payload + 16);
+      indexes = samples * 16;
+      break;
+    case DatasetFormat::kNpz:
+      data = samples * (payload + 300 + (c.with_label ? 300 : 0));
+      break;
+    case DatasetFormat::kNpy:
+      data = samples * (payload + 128);
+      break;
+    case DatasetFormat::kFiles:
+    case DatasetFormat::kAuto:
+      data = samples * payload;
+      break;
+  }
+  GenFootprint f;
+  const bool sharded = c.format == DatasetFormat::kTar || c.format == DatasetFormat::kTfRecord;
+  f.objects = generated_objects(c) * (sharded ? 2 : 1) + 1;  // indexes, the manifest
+  const double bytes = objects * blocks(data / objects + per_object) +
+                       (sharded ? objects * blocks(indexes / objects) : 0) + blocks(4096);
+  f.bytes = bytes >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(bytes);
+  return f;
+}
+
 namespace {
+
+// Refuses a dataset the backend says has no room for (GenHooks::check_space): estimate_footprint()
+// against Backend::free_space(), less what the objects it replaces take now.
+Result<void> check_room(storage::Backend& backend, std::string_view root, const GenConfig& c,
+                        std::uint64_t replaced) {
+  const std::optional<storage::SpaceInfo> room = backend.free_space(root);
+  if (!room) return {};
+  const GenFootprint need = estimate_footprint(c, room->block_size);
+  const std::uint64_t bytes = need.bytes > replaced ? need.bytes - replaced : 0;
+  const std::string what = fmt::format(
+      "{} samples of {}{}", c.samples,
+      c.image.jpeg
+          ? c.image.to_string()
+          : format_bytes(std::min(c.sample_size.mean(), static_cast<double>(c.max_sample_size))),
+      c.compress.codec == Compression::kZstd ? fmt::format(" ({})", c.compress.to_string()) : "");
+  const char* hint =
+      "free some space, or write fewer or smaller samples (--samples, --sample-size, "
+      "--for-host MEMORY); --no-space-check skips this check where the filesystem compresses or "
+      "deduplicates";
+  if (bytes > room->free_bytes) {
+    return fail(
+        Error(Errc::kInvalidArgument,
+              fmt::format("the dataset needs about {} ({} bytes: {} in {} objects), the "
+                          "filesystem has {} ({} bytes) free",
+                          format_bytes(static_cast<double>(bytes)), bytes, what, need.objects,
+                          format_bytes(static_cast<double>(room->free_bytes)), room->free_bytes))
+            .with_object(backend.display_name(root))
+            .with_hint(hint));
+  }
+  if (need.objects > room->free_objects) {
+    return fail(Error(Errc::kInvalidArgument,
+                      fmt::format("the dataset needs {} files ({}), the filesystem has {} free "
+                                  "inodes",
+                                  need.objects, what, room->free_objects))
+                    .with_object(backend.display_name(root))
+                    .with_hint("write fewer, larger objects (--samples-per-file with tar or "
+                               "tfrecord), or use a filesystem with more inodes"));
+  }
+  return {};
+}
 
 // The data objects and indexes, in order, accounted in sum.
 Result<void> write_objects(storage::Backend& backend, std::string_view root, const GenConfig& c,
@@ -423,14 +564,15 @@ Result<void> write_objects(storage::Backend& backend, std::string_view root, con
     FEEDLINE_TRY(detail::draw_sample(c, i, hooks, parts, sum));
     if (!zstd) return ConstBytes(parts.raw);
     parts.stored.clear();
-    FEEDLINE_TRY(compressor.compress_append(parts.raw, c.compress.level, parts.stored));
+    FEEDLINE_TRY(compressor.compress_append(parts.raw, c.compress.level, parts.stored, hooks.stop));
     return ConstBytes(parts.stored);
   };
 
   if (!tar) {
     for (std::uint64_t i = 0; i < c.samples; ++i) {
       FEEDLINE_ASSIGN_OR_RETURN(ConstBytes stored, produce(i));
-      FEEDLINE_TRY(backend.write(join_key(root, generated_object_name(c, i)), stored));
+      FEEDLINE_TRY(
+          write_object(backend, join_key(root, generated_object_name(c, i)), stored, hooks));
       ++sum.objects;
       sum.bytes_stored += stored.size();
       if (hooks.progress) hooks.progress(sum.samples);
@@ -442,7 +584,7 @@ Result<void> write_objects(storage::Backend& backend, std::string_view root, con
   std::string member;
   for (std::uint64_t s = 0; s < shards; ++s) {
     const std::string shard_key = join_key(root, generated_object_name(c, s));
-    FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(shard_key));
+    FEEDLINE_ASSIGN_OR_RETURN(auto writer, detail::create_object(backend, shard_key, hooks));
     tar::Writer tw(*writer, shard_key);
     index.entries.clear();
     const std::uint64_t first = s * c.samples_per_shard;
@@ -487,6 +629,7 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
   // write.
   std::string prefix(root);
   if (!prefix.empty() && !prefix.ends_with('/')) prefix += '/';
+  std::uint64_t replaced = 0;  // bytes of gen's objects there, which the new ones replace
   if (auto existing = backend.list(prefix)) {
     // Keys a server listed outside the prefix are none of the dataset's (and shorter than it).
     std::erase_if(*existing, [](const storage::ObjectInfo& o) { return o.outside; });
@@ -513,12 +656,15 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
                         .with_object(o.key)
                         .with_hint("generate into an empty location, or remove what is there"));
       }
+      replaced += o.size;
     }
   } else if (existing.error().code() != Errc::kNotFound &&
              existing.error().code() != Errc::kUnsupported) {
     return fail(
         std::move(existing).error());  // kUnsupported: no listing (plain HTTP): nothing to check
   }
+
+  if (hooks.check_space) FEEDLINE_TRY(check_room(backend, root, c, replaced));
 
   // The manifest, written first as "in progress" and last as "complete" (manifest.hpp): the last
   // write decides, so an interrupted generation is known as one on any backend.

@@ -44,18 +44,31 @@ Result<void> write_tfrecord_files(storage::Backend& backend, std::string_view ro
   std::vector<TfRecordIndexEntry> index;
   for (std::uint64_t f = 0; f < files; ++f) {
     const std::string key = join_key(root, generated_object_name(c, f));
-    FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(key));
+    FEEDLINE_ASSIGN_OR_RETURN(auto writer, create_object(backend, key, hooks));
     index.clear();
     std::uint64_t offset = 0;
     const std::uint64_t first = f * c.samples_per_shard;
     const std::uint64_t last = std::min(c.samples, first + c.samples_per_shard);
     for (std::uint64_t i = first; i < last; ++i) {
       FEEDLINE_TRY(draw_sample(c, i, hooks, parts, sum));
+      // The framing around the data, the data itself written from where it was drawn (a GiB
+      // record is not copied once more, and its write stops between chunks).
       record.clear();
-      FEEDLINE_TRY(append_tfrecord(parts.raw, record));
-      FEEDLINE_TRY(writer->append(record));
-      index.push_back({offset, record.size()});
-      offset += record.size();
+      FEEDLINE_TRY(append_tfrecord({}, record));  // the layout; length and CRCs set below
+      const std::uint64_t n = parts.raw.size();
+      for (int b = 0; b < 8; ++b) record[b] = static_cast<std::byte>((n >> (8 * b)) & 0xFF);
+      const auto store_crc = [&](std::size_t at, std::uint32_t crc) {
+        for (int b = 0; b < 4; ++b)
+          record[at + b] = static_cast<std::byte>((crc >> (8 * b)) & 0xFF);
+      };
+      store_crc(8, tfrecord_mask(crc32c(ConstBytes(record.data(), 8))));
+      store_crc(12, tfrecord_mask(crc32c(parts.raw)));
+      FEEDLINE_TRY(writer->append(ConstBytes(record.data(), kTfRecordHeaderBytes)));
+      FEEDLINE_TRY(writer->append(parts.raw));
+      FEEDLINE_TRY(
+          writer->append(ConstBytes(record.data() + kTfRecordHeaderBytes, kTfRecordFooterBytes)));
+      index.push_back({offset, n + kTfRecordFramingBytes});
+      offset += n + kTfRecordFramingBytes;
       if (hooks.progress) hooks.progress(sum.samples);
     }
     FEEDLINE_TRY(writer->commit());
@@ -88,7 +101,7 @@ Result<void> write_npz_files(storage::Backend& backend, std::string_view root, c
       account_member(label, sum);
     }
     const std::string key = join_key(root, generated_object_name(c, i));
-    FEEDLINE_ASSIGN_OR_RETURN(auto writer, backend.create(key));
+    FEEDLINE_ASSIGN_OR_RETURN(auto writer, create_object(backend, key, hooks));
     entries.clear();
     std::uint64_t offset = 0;
     for (const Array& a : arrays) {
@@ -119,8 +132,8 @@ Result<void> write_npy_files(storage::Backend& backend, std::string_view root, c
   for (std::uint64_t i = 0; i < c.samples; ++i) {
     FEEDLINE_TRY(draw_sample(c, i, hooks, parts, sum));
     const Array x = x_array(parts);
-    FEEDLINE_ASSIGN_OR_RETURN(auto writer,
-                              backend.create(join_key(root, generated_object_name(c, i))));
+    FEEDLINE_ASSIGN_OR_RETURN(
+        auto writer, create_object(backend, join_key(root, generated_object_name(c, i)), hooks));
     FEEDLINE_TRY(writer->append(as_bytes(x.header)));
     FEEDLINE_TRY(writer->append(x.data));
     FEEDLINE_TRY(writer->commit());

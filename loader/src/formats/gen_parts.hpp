@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,7 +31,23 @@ struct SampleParts {
 void draw_image(std::mt19937_64& rng, const ImageSpec& spec, std::vector<std::uint8_t>& pixels);
 
 // Draws sample i (size, then label, then content: changing this order changes every dataset).
-void make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts);
+// The content is drawn in chunks with `stop` checked between them: false (parts incomplete) once
+// it is requested, so a sample of a GiB does not hold up a Ctrl-C for seconds.
+bool make_sample(const GenConfig& c, std::uint64_t i, SampleParts& parts,
+                 const std::stop_token& stop = {});
+
+// Where gen checks its stop token inside one sample: between chunks of this many bytes drawn,
+// compressed or written.
+inline constexpr std::size_t kStopChunk = std::size_t{8} << 20;
+
+// Creates the object `key` for gen: a writer that hands appends on in chunks of kStopChunk and
+// checks hooks.stop between them (kCancelled, the object abandoned: none is left).
+Result<std::unique_ptr<storage::ObjectWriter>> create_object(storage::Backend& backend,
+                                                             const std::string& key,
+                                                             const GenHooks& hooks);
+// create_object(), one append, commit.
+Result<void> write_object(storage::Backend& backend, const std::string& key, ConstBytes data,
+                          const GenHooks& hooks);
 
 // Draws sample i into parts and accounts its payload as a member of a new sample in sum (its
 // digest, decoded bytes, members, samples). kCancelled once hooks.stop is requested.

@@ -1,11 +1,11 @@
 // Opening npz and npy datasets (npy.hpp, zip.hpp): each archive's zip directory and each array's
 // .npy header, read in batches over many files.
 //
-// npz, for a group of kGroup archives: one batch of tail reads (the last 64 KiB: the end records
-// and, as a rule, the central directory), a batch for the directories that lie further back, one
-// batch of reads at each array's local header (kHeadBytes: the local header, its name and extra
-// field, and the .npy header, as a rule), and a last batch for .npy headers that did not fit. So
-// 168 unet3d archives cost 3 rounds of reads (plus 1 for odd archives), not ~500 serial reads.
+// npz, for a group of kOpenBatchDepth archives: one batch of tail reads (the last 64 KiB: the end
+// records and, as a rule, the central directory), a batch for the directories that lie further
+// back, one batch of reads at each array's local header (kHeadBytes: the local header, its name and
+// extra field, and the .npy header, as a rule), and a last batch for .npy headers that did not fit.
+// So 168 unet3d archives cost 3 rounds of reads (plus 1 for odd archives), not ~500 serial reads.
 // npy, for a group: one batch of reads of each file's first kHeadBytes, one more for longer
 // headers.
 #include <fmt/format.h>
@@ -21,8 +21,9 @@
 namespace feedline::loader::detail {
 namespace {
 
-constexpr std::size_t kGroup = 64;
 constexpr std::uint64_t kHeadBytes = 4096;
+// Arrays whose headers are read in one batch (each read takes a buffer of kHeadBytes or two).
+constexpr std::size_t kHeadBatch = 256;
 
 std::string array_label(std::string_view array) { return fmt::format("array '{}'", array); }
 
@@ -148,6 +149,9 @@ Result<void> emit(OpenContext& ctx, std::span<const FoundObject> files,
     }
     const std::string_view rel = files[i].rel;
     const std::string_view key = rel.ends_with(ext) ? rel.substr(0, rel.size() - ext.size()) : rel;
+    // In file order (an array whose .npy header took a second read was added after later ones).
+    std::sort(st.members.begin(), st.members.end(),
+              [](const auto& a, const auto& b) { return a.offset < b.offset; });
     const std::uint64_t begin = st.members.front().offset;
     const std::uint64_t end = st.members.back().offset + st.members.back().size;
     ctx.builder.add_sample(object, key, begin, end - begin, st.members);
@@ -293,55 +297,71 @@ Result<void> open_npz_group(OpenContext& ctx, std::span<const FoundObject> files
     }
     entries[far[j]] = std::move(*dir);
   }
-  // 3. Each array's local header and .npy header.
-  std::vector<PendingArray> pending;
-  std::vector<RangeRead> heads;
-  std::vector<const ZipEntry*> head_entry;
+  // 3. Each array's local header and .npy header, kHeadBatch arrays at a time: an archive of
+  // 100,000 arrays took a 4-8 KiB buffer for each at once (900 MB); now the open holds at most
+  // kHeadBatch buffers, and per array only its entry and member.
+  std::vector<const ZipEntry*> arrays;  // in group order
+  std::vector<std::size_t> array_object;
   for (std::size_t i = 0; i < files.size(); ++i) {
     ObjectState& st = states[i];
     if (st.error) continue;
-    auto arrays = array_entries(std::move(entries[i]), ctx.shown(files[i].info->key));
-    if (!arrays) {
-      st.error = std::move(arrays).error();
+    auto listed = array_entries(std::move(entries[i]), ctx.shown(files[i].info->key));
+    if (!listed) {
+      st.error = std::move(listed).error();
       continue;
     }
-    entries[i] = std::move(*arrays);
+    entries[i] = std::move(*listed);
+    st.members.reserve(entries[i].size());
     for (const ZipEntry& e : entries[i]) {
-      RangeRead& r = heads.emplace_back();
-      r.object = st.handle.get();
-      r.offset = e.local_header_offset;
-      r.length = std::min(kHeadBytes, e.limit - e.local_header_offset);
-      head_entry.push_back(&e);
-      PendingArray& p = pending.emplace_back();
-      p.object = i;
+      arrays.push_back(&e);
+      array_object.push_back(i);
     }
   }
-  FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, heads, ctx.options.stop));
-  std::vector<ConstBytes> first(heads.size());
-  for (std::size_t k = 0; k < heads.size(); ++k) {
-    PendingArray& p = pending[k];
-    ObjectState& st = states[p.object];
-    const ZipEntry& e = *head_entry[k];
-    const std::string_view rel = files[p.object].rel;
-    const std::string_view key = rel.ends_with(".npz") ? rel.substr(0, rel.size() - 4) : rel;
-    const std::string_view array = std::string_view(e.name).substr(0, e.name.size() - 4);
-    p.name = fmt::format("{}.{}", key, array);
-    p.label = array_label(array);
-    p.bytes = e.compressed_size;
-    if (st.error) continue;
-    if (!heads[k].bytes) {
-      st.error = heads[k].bytes.error();
-      continue;
+  std::vector<PendingArray> pending;
+  std::vector<RangeRead> heads;
+  std::vector<ConstBytes> first;
+  for (std::size_t from = 0; from < arrays.size(); from += kHeadBatch) {
+    const std::size_t n = std::min(kHeadBatch, arrays.size() - from);
+    pending.assign(n, PendingArray{});
+    heads = std::vector<RangeRead>(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      const ZipEntry& e = *arrays[from + k];
+      pending[k].object = array_object[from + k];
+      if (states[pending[k].object].error) continue;  // nothing to read: read_ranges skips it
+      heads[k].object = states[pending[k].object].handle.get();
+      heads[k].offset = e.local_header_offset;
+      heads[k].length = std::min(kHeadBytes, e.limit - e.local_header_offset);
     }
-    auto local = zip_local_header_size(*heads[k].bytes, e, ctx.shown(files[p.object].info->key));
-    if (!local) {
-      st.error = std::move(local).error();
-      continue;
+    std::erase_if(heads, [](const RangeRead& r) { return r.object == nullptr; });
+    FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, heads, ctx.options.stop));
+    first.assign(n, ConstBytes{});
+    for (std::size_t k = 0, h = 0; k < n; ++k) {
+      PendingArray& p = pending[k];
+      ObjectState& st = states[p.object];
+      if (st.error) continue;
+      const RangeRead& head = heads[h++];
+      const ZipEntry& e = *arrays[from + k];
+      const std::string_view rel = files[p.object].rel;
+      const std::string_view key = rel.ends_with(".npz") ? rel.substr(0, rel.size() - 4) : rel;
+      const std::string_view array = std::string_view(e.name).substr(0, e.name.size() - 4);
+      p.name = fmt::format("{}.{}", key, array);
+      p.label = array_label(array);
+      p.bytes = e.compressed_size;
+      if (!head.bytes) {
+        st.error = head.bytes.error();
+        continue;
+      }
+      auto local = zip_local_header_size(*head.bytes, e, ctx.shown(files[p.object].info->key));
+      if (!local) {
+        st.error = std::move(local).error();
+        continue;
+      }
+      p.data_offset = e.local_header_offset + *local;
+      if (head.bytes->size() > *local) first[k] = head.bytes->subspan(*local);
     }
-    p.data_offset = e.local_header_offset + *local;
-    if (heads[k].bytes->size() > *local) first[k] = heads[k].bytes->subspan(*local);
+    FEEDLINE_TRY(parse_arrays(ctx, files, states, pending, first));
   }
-  return parse_arrays(ctx, files, states, pending, first);
+  return {};
 }
 
 Result<void> open_npy_group(OpenContext& ctx, std::span<const FoundObject> files,
@@ -377,9 +397,9 @@ template <class OpenGroup>
 Result<void> open_in_groups(OpenContext& ctx, std::span<const FoundObject> files,
                             std::string_view ext, OpenGroup&& open_group) {
   std::vector<std::string> empty;
-  for (std::size_t start = 0; start < files.size(); start += kGroup) {
+  for (std::size_t start = 0; start < files.size(); start += kOpenBatchDepth) {
     if (ctx.options.stop.stop_requested()) return fail(cancelled("reading array headers"));
-    const auto group = files.subspan(start, std::min(kGroup, files.size() - start));
+    const auto group = files.subspan(start, std::min(kOpenBatchDepth, files.size() - start));
     std::vector<ObjectState> states(group.size());
     FEEDLINE_TRY(open_group(ctx, group, std::span<ObjectState>(states)));
     FEEDLINE_TRY(emit(ctx, group, states, ext, empty));

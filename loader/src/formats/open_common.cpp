@@ -9,15 +9,6 @@
 #include "sequential_reader.hpp"
 
 namespace feedline::loader::detail {
-namespace {
-
-// Counts down the completions of a batch of reads.
-struct Countdown final : storage::ReadCompletion {
-  std::size_t left = 0;
-  void on_read_complete(storage::ReadOp&) noexcept override { --left; }
-};
-
-}  // namespace
 
 std::string_view key_of(std::string_view name) {
   const std::size_t slash = name.rfind('/');
@@ -43,12 +34,13 @@ Error cancelled(std::string_view what) {
 }
 
 void SampleBuilder::add(std::uint32_t object, std::string_view name, std::uint64_t data_offset,
-                        std::uint64_t size, std::uint64_t decoded_size) {
+                        std::uint64_t size, std::uint64_t decoded_size,
+                        std::optional<std::uint64_t> header_offset) {
   const std::string_view key = key_of(name);
   if (!open_ || object != cur_.object || key != cur_.key) {
     close();
     cur_.object = object;
-    cur_.offset = data_offset;
+    cur_.offset = header_offset.value_or(data_offset);
     cur_.length = 0;
     cur_.first_member = static_cast<std::uint32_t>(ds_.members.size());
     cur_.member_count = 0;
@@ -60,6 +52,7 @@ void SampleBuilder::add(std::uint32_t object, std::string_view name, std::uint64
   m.offset = data_offset - cur_.offset;
   m.size = size;
   m.decoded_size = decoded_size;
+  m.check = header_offset ? MemberCheck::kTarHeader : MemberCheck::kNone;
   ++cur_.member_count;
   cur_.length = data_offset + size - cur_.offset;
 }

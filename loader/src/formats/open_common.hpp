@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -41,6 +42,12 @@ inline bool is_zstd(std::string_view name) { return name.ends_with(".zst"); }
 
 Error cancelled(std::string_view what);
 
+// Counts down the completions of a batch of reads.
+struct Countdown final : storage::ReadCompletion {
+  std::size_t left = 0;
+  void on_read_complete(storage::ReadOp&) noexcept override { --left; }
+};
+
 // Fills a Dataset's samples and members in storage order. Keys and names are copied once (short
 // ones fit in std::string's inline buffer).
 class SampleBuilder {
@@ -48,9 +55,12 @@ class SampleBuilder {
   explicit SampleBuilder(Dataset& ds) : ds_(ds) {}
 
   // A regular member (tar member, file) of object `object` with its data at [data_offset,
-  // data_offset + size): consecutive members sharing a key (key_of) make one sample.
+  // data_offset + size): consecutive members sharing a key (key_of) make one sample. With a
+  // header_offset (a tar member from the shard's index), the member carries
+  // MemberCheck::kTarHeader: a sample it opens starts at that offset, so its header is read too.
   void add(std::uint32_t object, std::string_view name, std::uint64_t data_offset,
-           std::uint64_t size, std::uint64_t decoded_size);
+           std::uint64_t size, std::uint64_t decoded_size,
+           std::optional<std::uint64_t> header_offset = std::nullopt);
   void close();
 
   // A whole sample at [offset, offset + length) of its object, its members given explicitly

@@ -241,4 +241,53 @@ Result<void> check_tar_index_probe(const TarIndexEntry& entry, std::uint64_t sha
   return {};
 }
 
+Result<void> check_tar_member_header(ConstBytes region, std::uint64_t region_offset,
+                                     std::string_view name, std::uint64_t size,
+                                     std::string_view shard_name) {
+  auto differ = [&](std::uint64_t at, std::string why) {
+    return fail(Error(Errc::kCorrupt,
+                      fmt::format("the shard's index does not belong to it: its entry for member "
+                                  "'{}' disagrees with the shard's header: {}",
+                                  name, why))
+                    .with_object(std::string(shard_name))
+                    .with_offset(region_offset + at)
+                    .with_hint("the index was edited or the shard changed since it was written: "
+                               "delete the .idx file (feedline scans the shard without it), or "
+                               "regenerate the dataset"));
+  };
+  // The reader sees the shard from region_offset on; the member's data follows the region, of
+  // whatever size its header gives (compared below, not refused as a truncation).
+  tar::Reader reader(std::string(shard_name), region.size() + tar::kMaxMemberSize,
+                     tar::memory_reader(region));
+  tar::Entry e;
+  for (;;) {
+    auto more = reader.next(e);
+    if (!more) {
+      return differ(0, fmt::format("no member header there ({})", more.error().message()));
+    }
+    if (!*more) return differ(reader.end_offset(), "the shard's headers end there");
+    if (e.data_offset >= region.size()) break;
+    // A hidden or non-regular member between two members of one sample: its data lies in the
+    // region too.
+  }
+  if (e.data_offset != region.size()) {
+    return differ(
+        e.header_offset,
+        fmt::format("the shard's member there, '{}', has its data at offset {}, the "
+                    "index puts it at {}",
+                    e.name, region_offset + e.data_offset, region_offset + region.size()));
+  }
+  if (!e.regular()) {
+    return differ(e.header_offset, fmt::format("the shard has a {} '{}' there",
+                                               tar::entry_type_name(e.type), e.name));
+  }
+  if (e.name != name)
+    return differ(e.header_offset, fmt::format("the shard names it '{}'", e.name));
+  if (e.size != size) {
+    return differ(e.header_offset,
+                  fmt::format("the shard's header gives {} bytes, the index {}", e.size, size));
+  }
+  return {};
+}
+
 }  // namespace feedline::loader

@@ -3,7 +3,10 @@
 // size, and the headers of a few probed members, read in one batch), else from a scan of its
 // headers (SequentialReader: 1 MiB chunks with readahead, never one read per header). Both paths
 // feed the same SampleBuilder, which groups consecutive members sharing a key into one sample
-// covering a single byte range. Shards are read one at a time.
+// covering a single byte range; from an index, that range starts at the first member's header,
+// and every member carries MemberCheck::kTarHeader (its header is compared with the index entry
+// as it is read: the probes here see 8 members, that sees each one delivered). Shards are read
+// one at a time.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,12 +25,6 @@ Result<std::string> read_index(storage::Backend& backend, storage::IoQueue& queu
                                const storage::ObjectInfo& info, const std::stop_token& stop) {
   return read_object(backend, queue, info, stop, kMaxIndexBytes, "an index");
 }
-
-// Counts down the completions of a batch of reads.
-struct Countdown final : storage::ReadCompletion {
-  std::size_t left = 0;
-  void on_read_complete(storage::ReadOp&) noexcept override { --left; }
-};
 
 // Compares an index with its shard (tar_index.hpp): the header regions of the probed members,
 // read in one batch (one round trip on network backends), must be the members the index lists.
@@ -112,7 +109,10 @@ Result<IndexUse> members_from_index(storage::Backend& backend, storage::IoQueue&
   FEEDLINE_TRY(probe_shard(backend, queue, shard, index, stop));
   for (const TarIndexEntry& e : index.entries) {
     if (hidden(e.name)) continue;
-    builder.add(object, e.name, e.data_offset, e.size, is_zstd(e.name) ? e.decoded_size : e.size);
+    // Read with its header, which the decode step compares with this entry (kTarHeader): the
+    // probes above saw a few members, this sees every one delivered.
+    builder.add(object, e.name, e.data_offset, e.size, is_zstd(e.name) ? e.decoded_size : e.size,
+                e.header_offset);
   }
   return IndexUse::kUsed;
 }
@@ -158,8 +158,10 @@ Result<void> members_from_scan(storage::Backend& backend, storage::IoQueue& queu
   detail::SequentialReader source(queue, *handle, align, chunk, stop);
   tar::Reader reader(
       shard.key, handle->size(),
-      [&source, &stop](std::uint64_t offset, std::size_t length) -> Result<ConstBytes> {
-        if (stop.stop_requested()) return fail(cancelled("scanning a shard's headers"));
+      [&source, &stop, &shard](std::uint64_t offset, std::size_t length) -> Result<ConstBytes> {
+        if (stop.stop_requested()) {
+          return fail(cancelled("scanning a shard's headers").with_object(shard.key));
+        }
         return source.read(offset, length);
       });
   tar::Entry e;

@@ -1,9 +1,9 @@
 // Opening a TFRecord dataset (tfrecord.hpp): each file's records from its index, when the index
 // fits the file and its probed headers agree, else from a scan of the record headers.
 //
-// Files go in groups of kGroup: the group's indexes are read in one batch, then the probes of
-// every index that parsed in another, so a dataset of many small files (cosmoflow: one record per
-// file) costs two round trips per group, not two per file. A scan reads one header per record
+// Files go in groups of kOpenBatchDepth: the group's indexes are read in one batch, then the probes
+// of every index that parsed in another, so a dataset of many small files (cosmoflow: one record
+// per file) costs two round trips per group, not two per file. A scan reads one header per record
 // through SequentialReader (1 MiB chunks with readahead while records are small; past large
 // records it jumps without reading their data).
 #include <fmt/format.h>
@@ -19,8 +19,6 @@
 
 namespace feedline::loader::detail {
 namespace {
-
-constexpr std::size_t kGroup = 64;
 
 struct FileState {
   std::unique_ptr<storage::ObjectHandle> handle;
@@ -47,7 +45,9 @@ Result<void> scan(OpenContext& ctx, const FoundObject& f, const storage::ObjectH
   SequentialReader source(ctx.queue, handle, ctx.align, SequentialReader::kDefaultChunk,
                           ctx.options.stop);
   for (std::uint64_t offset = 0; offset < size;) {
-    if (ctx.options.stop.stop_requested()) return fail(cancelled("scanning TFRecord headers"));
+    if (ctx.options.stop.stop_requested()) {
+      return fail(cancelled("scanning TFRecord headers").with_object(name));
+    }
     FEEDLINE_ASSIGN_OR_RETURN(ConstBytes header,
                               source.read(offset, static_cast<std::size_t>(kTfRecordHeaderBytes)));
     FEEDLINE_ASSIGN_OR_RETURN(std::uint64_t n, parse_tfrecord_header(header, offset, size, name));
@@ -192,10 +192,10 @@ Result<void> open_tfrecord_files(OpenContext& ctx, std::span<const FoundObject> 
   std::vector<std::string> ignored;
   std::size_t unindexed = 0;
   bool all_indexed = true;
-  for (std::size_t start = 0; start < files.size(); start += kGroup) {
+  for (std::size_t start = 0; start < files.size(); start += kOpenBatchDepth) {
     if (ctx.options.stop.stop_requested()) return fail(cancelled("reading TFRecord indexes"));
     const std::span<const FoundObject> group =
-        files.subspan(start, std::min(kGroup, files.size() - start));
+        files.subspan(start, std::min(kOpenBatchDepth, files.size() - start));
     std::vector<FileState> states(group.size());
     for (std::size_t i = 0; i < group.size(); ++i) {
       auto h = ctx.backend.open_known(*group[i].info);

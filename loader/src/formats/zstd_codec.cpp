@@ -135,6 +135,49 @@ Result<std::size_t> Compressor::compress_append(ConstBytes data, int level,
   return r;
 }
 
+// Streaming in chunks with the input's size pledged: the frame records its content size as the
+// one-shot call's does (ZSTD_compress2 is itself ZSTD_compressStream2 with ZSTD_e_end).
+Result<std::size_t> Compressor::compress_append(ConstBytes data, int level,
+                                                std::vector<std::byte>& out,
+                                                const std::stop_token& stop) {
+  if (data.size() <= kStopChunk || !stop.stop_possible()) return compress_append(data, level, out);
+  const std::size_t at = out.size();
+  FEEDLINE_TRY(compress_append({}, level, out));  // sets up the context and its parameters
+  out.resize(at);
+  std::size_t r = ZSTD_CCtx_reset(ctx_->cctx, ZSTD_reset_session_only);
+  if (!ZSTD_isError(r)) r = ZSTD_CCtx_setPledgedSrcSize(ctx_->cctx, data.size());
+  // The output grows as it fills (reserved, not zero-filled at once: a GiB of page faults is
+  // seconds on a loaded machine, deaf to the stop).
+  out.reserve(at + ZSTD_compressBound(data.size()));
+  std::size_t pos = at;
+  std::size_t fed = 0;
+  while (!ZSTD_isError(r)) {
+    if (stop.stop_requested()) {
+      out.resize(at);
+      (void)ZSTD_CCtx_reset(ctx_->cctx, ZSTD_reset_session_only);
+      return fail(Error(Errc::kCancelled, "compression stopped"));
+    }
+    const std::size_t n = std::min(kStopChunk, data.size() - fed);
+    const bool last = fed + n == data.size();
+    ZSTD_inBuffer ib{data.data() + fed, n, 0};
+    do {
+      if (out.size() - pos < ZSTD_compressBound(n) + 1) out.resize(pos + ZSTD_compressBound(n) + 1);
+      ZSTD_outBuffer ob{out.data(), out.size(), pos};
+      r = ZSTD_compressStream2(ctx_->cctx, &ob, &ib, last ? ZSTD_e_end : ZSTD_e_continue);
+      pos = ob.pos;
+    } while (!ZSTD_isError(r) && (ib.pos < ib.size || (last && r != 0)));
+    fed += n;
+    if (last) break;
+  }
+  if (ZSTD_isError(r)) {
+    out.resize(at);
+    return fail(
+        Error(Errc::kInternal, fmt::format("zstd compression failed: {}", ZSTD_getErrorName(r))));
+  }
+  out.resize(pos);
+  return pos - at;
+}
+
 #else  // !FEEDLINE_HAVE_ZSTD
 
 struct Decompressor::Context {};
@@ -162,6 +205,10 @@ Compressor::~Compressor() = default;
 Compressor::Compressor(Compressor&&) noexcept = default;
 Compressor& Compressor::operator=(Compressor&&) noexcept = default;
 Result<std::size_t> Compressor::compress_append(ConstBytes, int, std::vector<std::byte>&) {
+  return no_zstd();
+}
+Result<std::size_t> Compressor::compress_append(ConstBytes, int, std::vector<std::byte>&,
+                                                const std::stop_token&) {
   return no_zstd();
 }
 

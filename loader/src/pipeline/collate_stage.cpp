@@ -129,6 +129,17 @@ void CollateStage::run(Worker& w) {
       used = 0;
       slots_end = s.direct_buffer ? s.slots_end : 0;
     }
+    if (s.error && run_.config.on_error == OnError::kFail) {
+      // Every batch before this sample's is out: now its error (the batch it was in is not
+      // delivered).
+      unreleased += std::exchange(s.reserved, 0);
+      run_.buffers.put(std::move(s.raw));
+      run_.buffers.put(std::move(s.decoded));
+      for (Spill& sp : spills) unreleased += std::exchange(sp.s.reserved, 0);
+      spills.clear();
+      run_.fail_in_order(std::move(*s.error));
+      break;
+    }
     if (s.error) {
       run_.skip(*s.error);
     } else if (s.spilled) {

@@ -52,6 +52,12 @@ std::string why_not_direct(const Dataset& d, const DecodePlan& decode) {
           "with its framing into a sample buffer",
           m.name);
     }
+    if (m.check == MemberCheck::kTarHeader) {
+      return fmt::format(
+          "samples are tar members listed by their shard's index (e.g. '{}'): each is read with "
+          "its header, which the host compares with the index, into a sample buffer",
+          m.name);
+    }
     if (decode.decodes(s.first_member)) {
       const DecodePlan::Chain& c = decode.chain_of(s.first_member);
       return c.name == "zstd"

@@ -103,12 +103,7 @@ void DecodeStage::run(Worker& w) {
           lane->span("decode", "decode", t0, now_ns(), static_cast<double>(item.decoded_bytes),
                      true);
       }
-      if (item.error) {
-        if (config.on_error == OnError::kFail) {
-          run_.fail(*item.error);
-          running = false;
-          break;
-        }
+      if (item.error) {  // on to collate, which meets it in delivery order (on_error = kFail)
         item.raw = AlignedBuffer();
         item.decoded = AlignedBuffer();
         item.members.clear();

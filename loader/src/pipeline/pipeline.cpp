@@ -76,16 +76,37 @@ Result<void> Pipeline::start() {
                                  planned.device.calibrate && !reads_into_device(plan.path)));
     sink = std::move(opened);
   }
+  // The dataset's tables (and the run's per-sample arrays: footprints, the sampler's order) are
+  // held for the whole run: counted against the budget, the buffers get the rest. Loaders sharing
+  // one dataset on a host (accelerators) each count their share of it.
+  const std::uint64_t held =
+      dataset_table_bytes(dataset_) / std::max(1u, config_.loaders_sharing_backend) +
+      16 * dataset_.samples.size();
+  if (held >= config_.memory_budget) {
+    return fail(
+        Error(Errc::kInvalidArgument,
+              fmt::format("the dataset's tables take {} bytes of memory ({} samples, {} members: "
+                          "their names and offsets), more than the memory budget of {} bytes, "
+                          "which must also hold the reads in flight",
+                          held, dataset_.samples.size(), dataset_.members.size(),
+                          config_.memory_budget))
+            .with_hint(fmt::format("raise --memory-budget above {} bytes, or read a part of "
+                                   "the dataset (a brace list, or a subdirectory)",
+                                   held + held / 2)));
+  }
+  LoaderConfig sized = config_;
+  sized.memory_budget -= held;
   FEEDLINE_ASSIGN_OR_RETURN(detail::PoolSizing sizing,
-                            detail::size_pool(dataset_, config_, plan, backend_.caps().networked,
+                            detail::size_pool(dataset_, sized, plan, backend_.caps().networked,
                                               sampler_.samples_per_epoch()));
   const std::size_t buffers = sizing.buffers;
   const std::uint64_t batch_cap = sizing.batch_cap, device_cap = sizing.device_cap;
   run_ = std::make_unique<detail::RunState>(backend_, dataset_, config_, plan, std::move(sizing),
                                             sink, planned.device.cufile);
   detail::RunState& run = *run_;
-  // The budget object was built with the whole budget; take the pool's share out of it.
-  run.budget.force(run.sizing.pool_bytes);
+  // The budget object was built with the whole budget; take the pool's share and the tables'
+  // out of it (so the report's peak counts them).
+  run.budget.force(run.sizing.pool_bytes + held);
   for (std::size_t i = 0; i < buffers; ++i) {
     FEEDLINE_ASSIGN_OR_RETURN(auto b,
                               detail::BatchBuffer::allocate(batch_cap, config_.lock_memory));

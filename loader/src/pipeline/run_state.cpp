@@ -59,6 +59,18 @@ void RunState::fail(Error e) {
   stop();
 }
 
+void RunState::fail_in_order(Error e) {
+  if (TraceLane* lane = current_trace_lane()) lane->instant("error", "error", now_ns(), e.what());
+  {
+    std::lock_guard lock(mu_);
+    if (!error_) error_ = std::move(e);
+  }
+  stop_.store(true);
+  reads.close();
+  decoded.close();
+  pool->free().close();
+}
+
 std::optional<Error> RunState::error() const {
   std::lock_guard lock(mu_);
   return error_;

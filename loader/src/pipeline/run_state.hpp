@@ -133,6 +133,11 @@ class RunState {
   bool stopped_by_user() const noexcept { return by_user_.load(); }
   // The first error ends the run.
   void fail(Error e);
+  // A sample's error, met by collate in the order of delivery (on_error = kFail): the batches
+  // before the sample reach the consumer first, then the error. Records it (as fail() does) and
+  // stops what comes before collate; collate closes its output after its last whole batch, and
+  // what is downstream drains.
+  void fail_in_order(Error e);
   std::optional<Error> error() const;
   // A sample left out (on_error = kSkip).
   void skip(const Error& e);

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "feedline/loader/digest.hpp"
+#include "feedline/loader/tar.hpp"
+#include "feedline/loader/tar_index.hpp"
 #include "feedline/loader/tfrecord.hpp"
 #include "unknown_size.hpp"
 
@@ -142,11 +144,32 @@ std::uint64_t decoded_slot_bytes(const Dataset& dataset, const DecodePlan& plan,
 namespace {
 
 // The checks a member's bytes carry (MemberCheck), on the sample's bytes as read: a TFRecord
-// record's length and both CRCs. Every data path that delivers host bytes comes through here
-// (decode_sample); describe_on_device() refuses such members.
+// record's length and both CRCs; a tar member's header, for a member an index listed. Every data
+// path that delivers host bytes comes through here (decode_sample); describe_on_device() refuses
+// such members.
 std::optional<Error> check_member(const Dataset& dataset, const Sample& smp, const Member& m,
                                   const InFlightSample& s) {
-  if (m.check != MemberCheck::kTfRecordCrc) return std::nullopt;
+  if (m.check == MemberCheck::kNone) return std::nullopt;
+  if (m.check == MemberCheck::kTarHeader) {
+    // Its header blocks lie between the previous member's padded end (the range's start for the
+    // first member; offsets from the range's start, which is 512-aligned in the shard) and its
+    // data.
+    const Member* first = dataset.members.data() + smp.first_member;
+    const std::uint64_t from =
+        &m == first ? 0 : align_up((&m - 1)->offset + (&m - 1)->size, tar::kBlockSize);
+    if (from > m.offset || m.offset > s.raw_len) {
+      return Error(Errc::kCorrupt,
+                   fmt::format("tar member '{}' has no room for its header in the sample's bytes",
+                               m.name))
+          .with_object(dataset.objects[smp.object].key)
+          .with_offset(smp.offset + m.offset);
+    }
+    auto ok = check_tar_member_header(
+        ConstBytes(s.bytes() + from, static_cast<std::size_t>(m.offset - from)), smp.offset + from,
+        m.name, m.size, dataset.objects[smp.object].key);
+    if (!ok) return std::move(ok).error();
+    return std::nullopt;
+  }
   const std::uint64_t record = m.offset - kTfRecordHeaderBytes;  // open_dataset() put it there
   if (m.offset < kTfRecordHeaderBytes || m.offset + m.size + kTfRecordFooterBytes > s.raw_len) {
     return Error(Errc::kCorrupt,

@@ -416,14 +416,9 @@ void StorageStage::run(Worker& w) {
   const bool submit_each = run_.backend.caps().alignment > 1 && !device_reads && threads_ == 1;
   const std::uint64_t align = run_.backend.caps().alignment;
 
-  // Hands a finished (or failed) sample to decode; false when the run is over.
-  auto deliver = [&](InFlightSample&& s) {
-    if (s.error && config.on_error == OnError::kFail) {
-      run_.fail(*s.error);
-      return false;
-    }
-    return w.push(run_.reads, s);
-  };
+  // Hands a finished (or failed) sample to decode; false when the run is over. A failed one goes
+  // on too: collate meets its error in the order of delivery (after the batches before it).
+  auto deliver = [&](InFlightSample&& s) { return w.push(run_.reads, s); };
   std::uint64_t window_ns = 0, budget_ns = 0;
   LimitTimer limits(window_ns, budget_ns);
   bool ended = false;  // the admission has nothing more for anyone
@@ -606,11 +601,7 @@ void StorageStage::run(Worker& w) {
       if (s.error) {
         run_.budget.release(s.reserved);
         s.reserved = 0;
-        s.raw = AlignedBuffer();
-        if (config.on_error == OnError::kFail) {
-          run_.fail(*s.error);
-          break;
-        }
+        s.raw = AlignedBuffer();  // on to collate, which meets its error in delivery order
       }
       finished.push_back(std::move(s));
     }

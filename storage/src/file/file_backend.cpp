@@ -12,6 +12,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -74,18 +76,46 @@ Error open_error(int err, const std::string& path, bool direct) {
   return e;
 }
 
-// A FIFO, socket or character device named where a file is expected.
+// What a file type is, in words.
+const char* type_name(mode_t mode) {
+  return S_ISFIFO(mode)   ? "a named pipe (FIFO)"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISDIR(mode)  ? "a directory"
+         : S_ISLNK(mode)  ? "a symbolic link"
+                          : "not a regular file";
+}
+
+// A FIFO, socket or character device named where a file is expected (a dataset root, a brace
+// list's name, bench storage's target): the user's mistake, found before any work.
 Error not_regular(const std::string& path, mode_t mode) {
-  const char* what = S_ISFIFO(mode)   ? "a named pipe (FIFO)"
-                     : S_ISSOCK(mode) ? "a socket"
-                     : S_ISCHR(mode)  ? "a character device"
-                                      : "not a regular file";
-  return Error(Errc::kInvalidArgument, fmt::format("not a regular file or block device: {}", what))
+  return Error(Errc::kInvalidArgument,
+               fmt::format("not a regular file or block device: {}", type_name(mode)))
       .with_object(path)
       .with_hint(
           "name a regular file (pipes, sockets and character devices have no size and cannot be "
           "read as data)");
 }
+
+// A file the listing (or the dataset's open) saw as a regular file that is something else now
+// (replaced mid-run by a FIFO, a socket, a device or a directory): a data error of that object,
+// never a read that blocks.
+Error no_longer_regular(const std::string& path, mode_t mode) {
+  return Error(Errc::kIo,
+               fmt::format("not a regular file any more: now {} (replaced since the dataset was "
+                           "listed?)",
+                           type_name(mode)))
+      .with_object(path)
+      .with_hint("put the file back, or leave it out of the dataset");
+}
+
+// Opens path for reads without blocking on what is not a regular file: O_NONBLOCK keeps the
+// open of a FIFO from waiting for a writer (forever, deaf to SIGINT), fstat() then refuses
+// whatever is not a regular file or block device, and the flag is cleared again (io_uring
+// would otherwise return EAGAIN for reads of uncached pages on some filesystems instead of
+// waiting for them). `dfd` and `name` as openat's. Fills st.
+Result<UniqueFd> open_regular(int dfd, const char* name, int flags, const std::string& path,
+                              bool direct, struct stat& st);
 
 Error read_error(int err, const ReadOp& op, int engine_error = 0) {
   Error e = err == ECANCELED ? Error(Errc::kCancelled, "read cancelled")
@@ -93,6 +123,28 @@ Error read_error(int err, const ReadOp& op, int engine_error = 0) {
                 ? Error(Errc::kIo, fmt::format("read: cuFile error {}", engine_error))
                 : Error::from_errno(err, "read");
   return std::move(e).with_object(op.object ? op.object->key() : "?").with_offset(op.offset);
+}
+
+Result<UniqueFd> open_regular(int dfd, const char* name, int flags, const std::string& path,
+                              bool direct, struct stat& st) {
+  UniqueFd fd(::openat(dfd, name, flags | O_NONBLOCK));
+  if (!fd) {
+    const int err = errno;
+    // A socket cannot be opened (ENXIO), a directory not with O_DIRECT on some filesystems:
+    // say what is there rather than the errno's words.
+    if ((err == ENXIO || err == EINVAL || err == EISDIR) && ::fstatat(dfd, name, &st, 0) == 0 &&
+        !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+      return fail(no_longer_regular(path, st.st_mode));
+    }
+    return fail(open_error(err, path, direct));
+  }
+  if (::fstat(fd.get(), &st) != 0) return fail(Error::from_errno(errno, "fstat").with_object(path));
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+    return fail(no_longer_regular(path, st.st_mode));
+  if (::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK & ~O_CLOEXEC) != 0) {
+    return fail(Error::from_errno(errno, "fcntl(F_SETFL)").with_object(path));
+  }
+  return fd;
 }
 
 class FileQueue final : public IoQueue {
@@ -256,8 +308,10 @@ class FileQueue final : public IoQueue {
     const transports::FileRead& r = s.read;
     if (r.open_failed && r.error != ECANCELED) {  // cancel() stops an open too: "cancelled"
       op.result = fail(open_error(r.error, op.object->key(), direct_));
+      explain_not_regular(op);
     } else if (r.error != 0) {
       op.result = fail(read_error(r.error, op, r.engine_error));
+      if (r.error != ECANCELED) explain_not_regular(op);
     } else {
       std::uint64_t got = r.done;
       if (!s.bounce.empty()) {
@@ -270,11 +324,27 @@ class FileQueue final : public IoQueue {
         got = std::min<std::uint64_t>(got, op.length);
       }
       op.result = got;
+      // Short of the object's end: a file swapped for something else since it was listed reads
+      // as nothing (a FIFO without a writer), or fails; say what it is now.
+      if (op.offset + got < op.object->size() && got < op.length) explain_not_regular(op);
     }
     op.times.issued_ns = r.issued_ns;
     const std::uint32_t retries = r.resubmits;
     slots_.release(&s);
     complete(op, retries);
+  }
+
+  // Where op's file is no longer a regular file (or block device), its result becomes the error
+  // that says so. Only on failures and short reads: an fstat() of the open file, or for a file
+  // the ring opened (by name, with its read), an fstatat() of that name.
+  static void explain_not_regular(ReadOp& op) noexcept {
+    const auto* h = dynamic_cast<const FileHandle*>(op.object);
+    if (!h) return;
+    struct stat st {};
+    const int rc =
+        h->deferred() ? ::fstatat(h->dir_fd(), h->open_name(), &st, 0) : ::fstat(h->fd(), &st);
+    if (rc != 0 || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) return;
+    op.result = fail(no_longer_regular(h->key(), st.st_mode).with_offset(op.offset));
   }
 
   std::unique_ptr<transports::FileEngine> engine_;
@@ -397,12 +467,6 @@ InDir in_dir(DirFds& dirs, const std::string& path) {
   return dfd >= 0 ? InDir{dfd, slash + 1} : InDir{};
 }
 
-// Opens `path` relative to its directory's descriptor where there is one.
-int open_in_dir(DirFds& dirs, const std::string& path, int flags) {
-  const InDir d = in_dir(dirs, path);
-  return ::openat(d.dir_fd, path.c_str() + d.name_at, flags);
-}
-
 class FileBackend final : public Backend {
  public:
   explicit FileBackend(FileConfig config) : config_(config) {}
@@ -452,8 +516,9 @@ class FileBackend final : public Backend {
     return out;
   }
 
-  // stat() first, then open(): two system calls per object (small-file datasets open every
-  // sample), and a FIFO or socket is refused before open() could block on it.
+  // A named object (bench storage's target): stat() first, so that a directory or a FIFO named
+  // by the user is a usage error; then open_regular(), which cannot block should the file be
+  // swapped for a FIFO in between.
   Result<std::unique_ptr<ObjectHandle>> open(std::string_view key) override {
     const std::string path(key);
     struct stat st {};
@@ -470,26 +535,16 @@ class FileBackend final : public Backend {
                       .with_hint("name a file inside it"));
     }
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) return fail(not_regular(path, st.st_mode));
-    int flags = O_RDONLY | O_CLOEXEC;
-    if (config_.direct) flags |= O_DIRECT;
-    UniqueFd fd(::open(path.c_str(), flags));
-    if (!fd) return fail(open_error(errno, path, config_.direct));
-    std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
-    if (S_ISBLK(st.st_mode) && ::ioctl(fd.get(), BLKGETSIZE64, &size) != 0) {
-      return fail(Error::from_errno(errno, "reading the block device size").with_object(path));
-    }
-    return std::make_unique<FileHandle>(path, size, std::move(fd), config_.direct);
+    return open_checked(AT_FDCWD, path.c_str(), path, std::nullopt);
   }
 
-  // The listing already said what the object is and how big: one open() and no stat() (on
-  // datasets of small files every sample is an open; the stat was a second path walk each).
-  // Only regular files are listed; if one was swapped for something else since, its read fails.
+  // The listing already said what the object is and how big: no stat() by path, one open()
+  // relative to the file's directory (DirFds), and an fstat() of what it opened, which is how
+  // a file replaced since the listing (by a FIFO, socket, device or directory: open_regular())
+  // is a data error of that file and never an open that blocks.
   Result<std::unique_ptr<ObjectHandle>> open_known(const ObjectInfo& info) override {
-    int flags = O_RDONLY | O_CLOEXEC;
-    if (config_.direct) flags |= O_DIRECT;
-    UniqueFd fd(open_in_dir(dirs_, info.key, flags));
-    if (!fd) return open(info.key);  // the full open() explains the failure
-    return std::make_unique<FileHandle>(info.key, info.size, std::move(fd), config_.direct);
+    const InDir d = in_dir(dirs_, info.key);
+    return open_checked(d.dir_fd, info.key.c_str() + d.name_at, info.key, info.size);
   }
 
   // Nothing opened here: a queue whose opens_objects() is true opens the file with its read
@@ -512,6 +567,29 @@ class FileBackend final : public Backend {
     if (!fd) return fail(Error::from_errno(errno, "creating").with_object(path.string()));
     ::fchmod(fd.get(), 0644);
     return std::make_unique<FileWriter>(path.string(), std::move(tmp), std::move(fd));
+  }
+
+  std::optional<SpaceInfo> free_space(std::string_view key) override {
+    // The nearest directory on the way to key that exists: gen creates the rest.
+    fs::path p{std::string(key)};
+    if (p.empty()) p = ".";
+    struct statvfs vfs {};
+    for (;;) {
+      if (::statvfs(p.c_str(), &vfs) == 0) break;
+      if (errno != ENOENT && errno != ENOTDIR) return std::nullopt;
+      if (!p.has_parent_path() || p.parent_path() == p) {
+        if (::statvfs(".", &vfs) != 0) return std::nullopt;
+        break;
+      }
+      p = p.parent_path();
+    }
+    SpaceInfo info;
+    const std::uint64_t unit = vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize;
+    info.free_bytes = static_cast<std::uint64_t>(vfs.f_bavail) * unit;
+    info.block_size = std::max<std::uint64_t>(vfs.f_bsize, 1);
+    // Filesystems that do not count inodes (btrfs, some network ones) report 0 of 0.
+    if (vfs.f_files > 0) info.free_objects = static_cast<std::uint64_t>(vfs.f_favail);
+    return info;
   }
 
   // A kDevice queue reads through cuFile (GPUDirect Storage, or its compatibility mode) with the
@@ -547,6 +625,34 @@ class FileBackend final : public Backend {
   }
 
  private:
+  // Opens `name` (relative to dfd) for reads as a handle of `path`, of the size fstat() gives
+  // (a block device's from the device); `listed`: the size the listing saw, which the file must
+  // not have outgrown (its samples would be read as the listing saw them: a file of the files
+  // format cut short without a word). A file that shrank is opened: reads past its new end come
+  // back short, and fail the samples there ("object ends after ...").
+  Result<std::unique_ptr<ObjectHandle>> open_checked(int dfd, const char* name,
+                                                     const std::string& path,
+                                                     std::optional<std::uint64_t> listed) {
+    int flags = O_RDONLY | O_CLOEXEC;
+    if (config_.direct) flags |= O_DIRECT;
+    struct stat st {};
+    FEEDLINE_ASSIGN_OR_RETURN(UniqueFd fd,
+                              open_regular(dfd, name, flags, path, config_.direct, st));
+    std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    if (S_ISBLK(st.st_mode) && ::ioctl(fd.get(), BLKGETSIZE64, &size) != 0) {
+      return fail(Error::from_errno(errno, "reading the block device size").with_object(path));
+    }
+    if (listed && *listed != kUnknownSize && size > *listed) {
+      return fail(Error(Errc::kIo, fmt::format("grew since the dataset was listed: {} bytes "
+                                               "then, {} now",
+                                               *listed, size))
+                      .with_object(path)
+                      .with_hint("a dataset must not change while it is read; run again to "
+                                 "read it as it is now"));
+    }
+    return std::make_unique<FileHandle>(path, size, std::move(fd), config_.direct);
+  }
+
   FileConfig config_;
   DirFds dirs_;
 };

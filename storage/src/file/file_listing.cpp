@@ -21,13 +21,21 @@ namespace {
 struct Listed {
   std::string name;
   unsigned char type = DT_UNKNOWN;  // d_type
-  enum class Kind : std::uint8_t { kGone, kDir, kFile, kSpecial } kind = Kind::kGone;
+  enum class Kind : std::uint8_t {
+    kGone,
+    kDir,
+    kFile,
+    kSpecial,
+    kDirLink,  // a link to a directory: not walked
+    kDangling  // a link to nothing (or a loop of links)
+  } kind = Kind::kGone;
   std::uint64_t size = 0;
 };
 
 // Sets what each entry is: a directory to walk (never through a link), a regular file and its
-// size (links followed, as stat() does), something special, or gone (removed since the directory
-// was read, or a dangling link).
+// size (links followed, as stat() does), something special, a link to a directory (not walked:
+// its files could list twice, or loop), a link to nothing, or gone (removed since the directory
+// was read).
 void resolve(int dfd, Listed& e) {
   struct stat st {};
   if (e.type == DT_DIR) {
@@ -41,8 +49,17 @@ void resolve(int dfd, Listed& e) {
       return;
     }
   }
-  if (::fstatat(dfd, e.name.c_str(), &st, 0) != 0) return;
-  if (S_ISDIR(st.st_mode)) return;  // a link to a directory: not walked, not a file
+  if (::fstatat(dfd, e.name.c_str(), &st, 0) != 0) {
+    // A link whose target is missing (or a loop of links) is still there itself.
+    if (::fstatat(dfd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+      e.kind = Listed::Kind::kDangling;
+    }
+    return;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    e.kind = Listed::Kind::kDirLink;
+    return;
+  }
   e.kind = S_ISREG(st.st_mode) ? Listed::Kind::kFile : Listed::Kind::kSpecial;
   e.size = static_cast<std::uint64_t>(st.st_size);
 }
@@ -116,17 +133,35 @@ Result<void> list_tree(const std::string& root, std::string_view stem,
       if (e.kind == Listed::Kind::kGone || (e.kind == Listed::Kind::kDir && !stem.empty()))
         continue;
       std::string path = d.path + e.name;
-      if (e.kind == Listed::Kind::kDir) {
-        UniqueFd sub(::openat(dfd, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (!sub) {
-          if (errno == EACCES || errno == EPERM || errno == ENOENT) continue;
-          return fail(Error::from_errno(errno, "listing").with_object(path));
+      switch (e.kind) {
+        case Listed::Kind::kDir: {
+          UniqueFd sub(::openat(dfd, e.name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+          if (!sub) {
+            if (errno == ENOENT) continue;  // removed since the directory was read
+            if (errno == EACCES || errno == EPERM) {
+              out.push_back({std::move(path) + '/', 0, LeftOut::kUnreadableDirectory});
+              continue;
+            }
+            return fail(Error::from_errno(errno, "listing").with_object(path));
+          }
+          path += '/';
+          todo.push_back({std::move(sub), std::move(path)});
+          break;
         }
-        path += '/';
-        todo.push_back({std::move(sub), std::move(path)});
-      } else {
-        const bool special = e.kind == Listed::Kind::kSpecial;
-        out.push_back({std::move(path), special ? 0 : e.size, special});
+        case Listed::Kind::kFile:
+          out.push_back({std::move(path), e.size, LeftOut::kNo});
+          break;
+        case Listed::Kind::kSpecial:
+          out.push_back({std::move(path), 0, LeftOut::kSpecialFile});
+          break;
+        case Listed::Kind::kDirLink:
+          out.push_back({std::move(path), 0, LeftOut::kLinkToDirectory});
+          break;
+        case Listed::Kind::kDangling:
+          out.push_back({std::move(path), 0, LeftOut::kDanglingLink});
+          break;
+        case Listed::Kind::kGone:
+          break;
       }
     }
   }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stop_token>
 #include <vector>
 
 #include "feedline/core/bytes.hpp"
@@ -65,6 +66,12 @@ class Compressor {
   // kept; its capacity is reused) and returns the frame's size. kInvalidArgument for a level
   // outside zstd_level_range().
   Result<std::size_t> compress_append(ConstBytes data, int level, std::vector<std::byte>& out);
+  // The same frame, with `stop` checked between chunks of kStopChunk input bytes: kCancelled
+  // (out as it was) once it is requested, so that a GiB of input does not hold up a Ctrl-C for
+  // seconds.
+  static constexpr std::size_t kStopChunk = std::size_t{8} << 20;
+  Result<std::size_t> compress_append(ConstBytes data, int level, std::vector<std::byte>& out,
+                                      const std::stop_token& stop);
 
   // Convenience: a new vector holding the frame.
   Result<std::vector<std::byte>> compress(ConstBytes data, int level);

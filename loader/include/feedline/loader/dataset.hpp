@@ -36,7 +36,8 @@
 // and the decode stage cuts members out of that range. In a tar shard the range runs from the
 // first member's data to the last member's data end; the tar headers between members lie inside
 // it and are skipped by the member offsets (so do an npz archive's zip and .npy headers between
-// its arrays).
+// its arrays). A shard opened through its index starts each sample's range at its first
+// member's header instead (MemberCheck::kTarHeader), so every member is read with its header.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +70,13 @@ enum class MemberCheck : std::uint8_t {
   // sample holding such a member is never read straight into GPU memory, where the host could
   // not check it.
   kTfRecordCrc,
+  // A tar member the open took from the shard's index (tar_index.hpp) rather than from the
+  // shard's headers: its header blocks (extended headers included) lie in the sample's range
+  // before its data, from the end of the previous member's padded data (or the range's start,
+  // for the sample's first member: its range begins at that member's header). They must name
+  // the member and give its size as the index does (check_tar_member_header()), so an index
+  // that does not belong to its shard never delivers other bytes than the shard's member.
+  kTarHeader,
 };
 
 struct Member {
@@ -151,6 +159,12 @@ struct DatasetOptions {
 // (FIFOs, sockets, devices in a local directory) are left out with a note; a root naming one is
 // an error. Errors name the object and offset
 // (a truncated tar, a non-tar object in a tar dataset, an empty dataset).
+// The memory the dataset's tables hold (samples, members, objects and their names, as open_dataset
+// left them): about 130 bytes a sample of one member with a short name, more with long names.
+// A loader counts it against its memory budget (LoaderConfig::memory_budget), as it holds the
+// table for the whole run.
+std::uint64_t dataset_table_bytes(const Dataset& dataset);
+
 // Where each object's samples start in Dataset::samples (which lists them object by object, in
 // storage order): SamplerConfig::shard_starts.
 std::vector<std::uint32_t> shard_starts(const Dataset& dataset);

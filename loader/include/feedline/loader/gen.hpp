@@ -129,17 +129,35 @@ struct GenSummary {
 struct GenHooks {
   // Called after each sample with the count done so far (from the calling thread).
   std::function<void(std::uint64_t samples_done)> progress;
-  // Checked between samples: generation stops with kCancelled, leaving whole objects only
-  // (an object is committed whole or not at all) and the manifest saying "in progress".
+  // Checked between samples, and within a large one every few MiB drawn, compressed or written:
+  // generation stops with kCancelled, leaving whole objects only (an object is committed whole
+  // or not at all) and the manifest saying "in progress".
   std::stop_token stop;
+  // Before writing anything, compare what the dataset will take (estimate_footprint()) with the
+  // room the backend reports (Backend::free_space(): local filesystems): a dataset that cannot
+  // fit is refused (kInvalidArgument naming both) rather than begun. Off for filesystems that
+  // compress or deduplicate, where the free space understates the room.
+  bool check_space = true;
 };
+
+// What a generation will write, estimated before it starts: its objects (data objects, indexes,
+// the manifest) and their bytes, each object rounded up to whole blocks of `block_size`. From the
+// mean sample size (draws vary), a zstd frame taken as the sample's incompressible share, a JPEG
+// as a quarter byte per pixel (less than any quality writes): an estimate that errs low, so that
+// a check against free space refuses only what cannot fit.
+struct GenFootprint {
+  std::uint64_t objects = 0;
+  std::uint64_t bytes = 0;
+};
+GenFootprint estimate_footprint(const GenConfig& config, std::uint64_t block_size);
 
 // Writes the dataset under root (a directory or key prefix) through backend, one object at a
 // time from the calling thread: first the manifest ROOT/.feedline-dataset saying "in progress",
 // then the data objects (and indexes), last the manifest saying "complete" with the summary
 // (manifest.hpp), so a generation that stops half-way (GenHooks::stop, a failed write, a crash)
-// leaves a dataset that open_dataset() refuses as incomplete. Refuses (kInvalidArgument, naming
-// an object found) a root that is not empty unless gen wrote it (its manifest is there), and a
+// leaves a dataset that open_dataset() refuses as incomplete. Refuses (kInvalidArgument) a
+// dataset the backend says has no room (GenHooks::check_space), and (naming an object found) a
+// root that is not empty unless gen wrote it (its manifest is there), and a
 // root holding objects this config would not write (a different or larger dataset), so datasets
 // never mix and nobody's files are overwritten; in a root gen wrote, objects with the names it
 // writes are replaced (regeneration in place). Errors name the object.

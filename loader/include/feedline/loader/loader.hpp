@@ -223,9 +223,11 @@ class Loader {
                                               LoaderConfig config);
   ~Loader();
 
-  // The next batch in order; after the last one (or after stop()) a Batch with end() true. An
-  // error ends the run (with on_error = kFail), names the object and offset, and every later
-  // call returns it again.
+  // The next batch in order; after the last one (or after stop()) a Batch with end() true. A
+  // sample's error (with on_error = kFail) comes in order: every batch before the one holding
+  // that sample is returned first, then the error (that batch is not), naming the object and
+  // offset; every later call returns it again. Other failures (a GPU copy, memory) end the run
+  // at once.
   Result<Batch> next();
   // next(), waiting at most `timeout`: nullopt when no batch came in that time. Call it again to
   // go on waiting (the report counts the calls' waits for one batch as one wait). For a caller

@@ -36,10 +36,14 @@
 // the shard is scanned (with a note). A version 1 index has no checksum and so cannot show it is
 // intact: readers scan the shard and say so (regenerate the dataset, or delete the .idx files).
 //
-// What the probes cannot see: a member between two probes whose stored size changed while every
-// probed header stayed where it was (a rewrite of the shard that kept its size and all the
-// probed members' names and offsets). Decoded sizes of ".zst" members are covered by the
-// checksum, and the decode stage refuses a frame whose size disagrees with the index.
+// What the probes cannot see (a member between two probes renamed, resized or moved while every
+// probed header stayed where it was, or an index edited by hand and its checksum recomputed),
+// the read of each member does: a member listed by an index is read with its header blocks
+// (dataset.hpp: MemberCheck::kTarHeader), and check_tar_member_header() compares them with the
+// index's entry before the member is delivered. A mismatch is a data error naming the shard, the
+// member and the offset; no member is ever delivered on the index's word alone. Decoded sizes of
+// ".zst" members are covered by the checksum, and the decode stage refuses a frame whose size
+// disagrees with the index.
 #pragma once
 
 #include <cstddef>
@@ -98,5 +102,15 @@ inline constexpr std::uint64_t kMaxTarHeaderRegion = 3 * (512 * 1024 + 512) + 51
 // with kCorrupt saying how they differ; shard_name names the shard in the message.
 Result<void> check_tar_index_probe(const TarIndexEntry& entry, std::uint64_t shard_bytes,
                                    ConstBytes region, std::string_view shard_name);
+
+// Compares a member read through an index with its header, as it is read: `region` holds the
+// shard's bytes from `region_offset` up to the member's data (exclusive): its header blocks,
+// after any hidden or non-regular members between it and the previous member of its sample.
+// They agree when the last entry there is one regular member whose data starts right after the
+// region, named `name`, of `size` bytes. Fails with kCorrupt naming the shard (shard_name), the
+// member and the offset of its header, and saying how they differ.
+Result<void> check_tar_member_header(ConstBytes region, std::uint64_t region_offset,
+                                     std::string_view name, std::uint64_t size,
+                                     std::string_view shard_name);
 
 }  // namespace feedline::loader

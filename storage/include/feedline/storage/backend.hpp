@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,12 +43,21 @@ namespace feedline::storage {
 // would cost a round trip each. Such an object is read whole, with ReadOp::length_unknown.
 inline constexpr std::uint64_t kUnknownSize = ~std::uint64_t{0};
 
+// Why a listing left an entry out of its objects (ObjectInfo::left_out): such entries are listed
+// anyway, so that the dataset layer can say what it left out and why, rather than skip it
+// without a word. Opening one for reads is refused.
+enum class LeftOut : std::uint8_t {
+  kNo,                  // an object
+  kSpecialFile,         // a FIFO, socket or device in a local directory
+  kLinkToDirectory,     // a symbolic link to a directory: not followed (as find and tar do not)
+  kDanglingLink,        // a symbolic link that names nothing
+  kUnreadableDirectory  // a directory the listing may not read (permissions)
+};
+
 struct ObjectInfo {
   std::string key;
-  std::uint64_t size = 0;  // kUnknownSize: not known (see above)
-  // Not a regular object (a FIFO, socket or device in a local directory): listed so that the
-  // dataset layer can say it left it out; opening one for reads is refused.
-  bool special = false;
+  std::uint64_t size = 0;           // kUnknownSize: not known (see above)
+  LeftOut left_out = LeftOut::kNo;  // kNo unless the entry is not an object (then size is 0)
   // A key a server's listing gave that is not under the prefix listed: one that does not start
   // with it, or whose "." or ".." segments would make a request for another object ("prefix/../
   // ../etc/passwd"). Never read; listed so that the dataset layer can say it left it out.
@@ -309,6 +319,13 @@ class ObjectWriter {
   virtual Result<void> commit() = 0;  // abandoning a writer without commit leaves no object
 };
 
+// Room for new objects, where a backend can tell (SpaceInfo: Backend::free_space()).
+struct SpaceInfo {
+  std::uint64_t free_bytes = 0;  // what an unprivileged writer may still use
+  std::uint64_t block_size = 1;  // the allocation unit: an object takes whole blocks
+  std::uint64_t free_objects = ~std::uint64_t{0};  // inodes left (unlimited where not counted)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -345,6 +362,13 @@ class Backend {
     return open_known(info);
   }
   virtual Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) = 0;
+  // The room left for objects written under key (a local filesystem's statvfs() of the nearest
+  // directory there is on the way to key), or nothing where the backend cannot tell (object
+  // stores, NFS, memory: the default).
+  virtual std::optional<SpaceInfo> free_space(std::string_view key) {
+    (void)key;
+    return std::nullopt;
+  }
   // A queue for one thread. options.memory = kDevice where caps().device_reads is false:
   // kUnsupported.
   virtual Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) = 0;

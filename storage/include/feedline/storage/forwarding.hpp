@@ -52,6 +52,9 @@ class ForwardingBackend : public Backend {
   Result<std::unique_ptr<ObjectWriter>> create(std::string_view key) override {
     return inner_->create(key);
   }
+  std::optional<SpaceInfo> free_space(std::string_view key) override {
+    return inner_->free_space(key);
+  }
   // The inner queue itself: a decorator that changes reads overrides this and wraps it.
   Result<std::unique_ptr<IoQueue>> make_queue(const QueueOptions& options) override {
     return inner_->make_queue(options);

@@ -53,6 +53,13 @@ struct FileRead {
   std::int32_t open_slot = -1;    // io_uring: the direct descriptor it was opened into
   std::uint8_t open_pending = 0;  // io_uring: the open's completion is still to come
   bool read_reaped = false;       // io_uring: the read's completion came first
+  // io_uring, a file it opened: the read's link timeout (the file might no longer be a regular
+  // file: a FIFO's read waits for a writer for ever).
+  std::uint8_t timeouts_pending = 0;  // link timeouts whose completion is still to come
+  bool timed_out = false;             // the last one fired: the read was cancelled by it
+  bool type_checked = false;          // the file was found regular after a timeout: no more
+  bool parked = false;                // the read ended cancelled; waits for its timeout's word
+  int parked_res = 0;                 // and what it ended with
 };
 
 enum class EngineKind { kAuto, kUring, kPosix };
