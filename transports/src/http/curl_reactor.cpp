@@ -2,6 +2,7 @@
 #include "detail/curl_reactor.hpp"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,10 +70,8 @@ std::size_t CurlReactor::run_for(std::chrono::nanoseconds timeout) {
 void CurlReactor::close() {
   deadline_ = Clock::time_point::max();
   multi_.reset();  // closes cached connections through on_close_socket
-  for (auto& [fd, sock] : socks_) {
-    boost::system::error_code ec;
-    sock->socket.close(ec);  // whatever curl left open: its waits end too
-  }
+  // What curl closed without the callback, or left open: closed only where still ours.
+  for (auto& [fd, sock] : socks_) close_if_still_ours(*sock, fd);
   socks_.clear();
   io_.stop();
 }
@@ -105,16 +104,45 @@ curl_socket_t CurlReactor::on_open_socket(void* ud, curlsocktype purpose, curl_s
   if (purpose != CURLSOCKTYPE_IPCXN || (addr->family != AF_INET && addr->family != AF_INET6)) {
     return CURL_SOCKET_BAD;
   }
+  const int fd = ::socket(addr->family, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) return CURL_SOCKET_BAD;
+  // A Sock already under this number is one curl closed itself (the kernel gave the number
+  // again): let it go without closing, which would close this new socket.
+  if (auto old = self->socks_.find(fd); old != self->socks_.end()) {
+    boost::system::error_code ec;
+    old->second->want = 0;
+    (void)old->second->socket.release(ec);
+    self->socks_.erase(old);
+    --self->open_;
+  }
   auto s = std::make_shared<Sock>(self->io_);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) {
+    s->dev = st.st_dev;
+    s->ino = st.st_ino;
+  }
   boost::system::error_code ec;
-  s->socket.open(addr->family == AF_INET ? tcp::v4() : tcp::v6(), ec);
-  if (ec) return CURL_SOCKET_BAD;
-  const curl_socket_t fd = s->socket.native_handle();
+  s->socket.assign(addr->family == AF_INET ? tcp::v4() : tcp::v6(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return CURL_SOCKET_BAD;
+  }
   self->socks_[fd] = std::move(s);
   ++self->opened_;
   const auto open = ++self->open_;
   if (open > self->max_open_) self->max_open_ = open;
   return fd;
+}
+
+void CurlReactor::close_if_still_ours(Sock& s, curl_socket_t fd) {
+  boost::system::error_code ec;
+  s.want = 0;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_dev == s.dev && st.st_ino == s.ino) {
+    s.socket.close(ec);  // its waits end too
+  } else {
+    (void)s.socket.release(ec);  // the waits end; the number is someone else's now
+  }
 }
 
 int CurlReactor::on_close_socket(void* ud, curl_socket_t fd) {

@@ -18,6 +18,8 @@
 // Private to src/http/ (curl/curl.h and Asio stay inside this module).
 #pragma once
 
+#include <sys/types.h>
+
 #include <curl/curl.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -103,6 +105,12 @@ class CurlReactor {
   struct Sock {
     explicit Sock(boost::asio::io_context& io) : socket(io) {}
     boost::asio::ip::tcp::socket socket;
+    // The socket's identity (fstat): curl sometimes closes a socket itself, without the close
+    // callback, and the number then soon names another descriptor of the process (a socket of
+    // another client, an event loop's eventfd). Only a number that still names this socket is
+    // closed here; the others are let go (release()), unclosed.
+    dev_t dev = 0;
+    ino_t ino = 0;
     int want = 0;  // CURL_POLL_IN / OUT / INOUT, 0 = nothing (removed)
     bool reading = false;
     bool writing = false;
@@ -120,6 +128,8 @@ class CurlReactor {
   void on_ready(const std::shared_ptr<Sock>& s, curl_socket_t fd, bool in,
                 const boost::system::error_code& ec);
 
+  // Closes s's descriptor if it is still s's socket; lets it go unclosed otherwise.
+  static void close_if_still_ours(Sock& s, curl_socket_t fd);
   static curl_socket_t on_open_socket(void* ud, curlsocktype purpose, curl_sockaddr* addr);
   static int on_close_socket(void* ud, curl_socket_t fd);
   static int on_socket(CURL* easy, curl_socket_t fd, int what, void* ud, void* socket_ud);
