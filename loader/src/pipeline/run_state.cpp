@@ -60,6 +60,7 @@ void RunState::fail(Error e) {
 }
 
 void RunState::fail_in_order(Error e) {
+  backend.show_object(e);
   if (TraceLane* lane = current_trace_lane()) lane->instant("error", "error", now_ns(), e.what());
   {
     std::lock_guard lock(mu_);
