@@ -12,15 +12,14 @@
 
 #include "detail/answer.hpp"
 #include "detail/retry.hpp"
+#include "test_support.hpp"
+
+using feedline::testing::contains;
 
 using namespace feedline;
 using namespace feedline::transports::detail;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 AnswerHeaders answer_206(std::string_view range, std::optional<std::uint64_t> length = {}) {
   AnswerHeaders a;

@@ -21,6 +21,9 @@
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/http_client.hpp"
 #include "http_test_server.hpp"
+#include "test_support.hpp"
+
+using feedline::testing::contains;
 
 using namespace feedline;
 using feedline::test::HttpTestReply;
@@ -34,10 +37,6 @@ using transports::HttpClientOptions;
 using transports::HttpRequest;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 HttpClientOptions fast(bool driven = false) {
   HttpClientOptions o;

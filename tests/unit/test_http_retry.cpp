@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "detail/retry.hpp"
+#include "test_support.hpp"
+
+using feedline::testing::contains;
 
 using namespace feedline;
 using namespace feedline::transports::detail;
@@ -23,10 +26,6 @@ using Next = AttemptVerdict::Next;
 using std::chrono::milliseconds;
 
 namespace {
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 RequestShape ranged_read(std::uint64_t length, bool whole = false) {
   RequestShape r;

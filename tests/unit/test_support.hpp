@@ -26,6 +26,11 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// True when `part` occurs in `text`.
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 // The bytes of a whole file (a failed test when it cannot be opened).
 inline std::vector<std::byte> read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
