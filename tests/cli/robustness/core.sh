@@ -314,7 +314,7 @@ if ((have_zstd == 1)) && command -v zstd >/dev/null; then
   bounded "zstd bomb in a files dataset" 1 64 "000000.bin.zst" "declares 2147483648" \
     -- run "$bomb" --memory-budget 64MiB
   checks=$((checks + 1))
-  run_as "$timer" -q -o "$rss_file" -f %M -- run "$bomb" --memory-budget 64MiB --on-error skip --json "$core/bomb-skip.json"
+  run_as env "$rss_env" "$timer" -q -o "$rss_file" -f %M -- run "$bomb" --memory-budget 64MiB --on-error skip --json "$core/bomb-skip.json"
   v=$(json_check "$core/bomb-skip.json" 'd["skipped"]["samples"] == 1 and d["samples"] == 1' "one sample skipped, one delivered")
   if ((rc == 0)) && [[ -z $v ]]; then echo "ok: zstd bomb skipped with --on-error skip"; else fail "bomb --on-error skip: exit $rc; $v"; show stderr "$err"; fi
   check_rss "zstd bomb skipped" 64

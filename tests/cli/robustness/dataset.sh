@@ -339,7 +339,7 @@ dataset_bounded_ok() {
   checks=$((checks + 1))
   local json=$dataset_dir/bounded.json
   rm -f -- "$json"
-  run_as "$timer" -q -o "$rss_file" -f %M -- "$@" --json "$json"
+  run_as env "$rss_env" "$timer" -q -o "$rss_file" -f %M -- "$@" --json "$json"
   local v
   v=$(json_check "$json" 'd["memory"]["peak_bytes"] <= d["memory"]["budget_bytes"]' "the report's peak is over its budget")
   if ((rc == 0)) && [[ -z $v ]]; then echo "ok: $name: exit 0, peak within the budget"
