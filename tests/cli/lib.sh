@@ -220,14 +220,15 @@ expect_runtime() { local name=$1; shift; expect_fail "$name" 1 "$@"; }
 json_get() { "$py" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 
 # json_check FILE PYTHON_EXPR MESSAGE: prints MESSAGE unless the expression (over the report `d`)
-# is true; prints a message of its own when the file is missing or not JSON.
+# is true; prints a message of its own when the file is missing, not JSON, or not strict UTF-8
+# (decoded first: json.load alone would take surrogate escapes or a replacement character).
 json_check() {
   "$py" -c '
 import json, sys
 try:
-    d = json.load(open(sys.argv[1]))
+    d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
 except (OSError, ValueError) as e:
-    print("the JSON report is missing or invalid: %s" % e); sys.exit(0)
+    print("the JSON report is missing, invalid or not strict UTF-8: %s" % e); sys.exit(0)
 try:
     ok = eval(sys.argv[2])
 except Exception as e:

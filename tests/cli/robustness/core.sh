@@ -343,27 +343,12 @@ cp "$files/000000.bin" "$raw_set/"$'a\xff.bin'
 cp "$files/000001.bin" "$raw_set/"$'b\xc3.bin'
 cp "$files/000002.bin" "$raw_set/"$'c\xc3\xa9 "quoted" back\\slash.bin'
 cp "$files/000003.bin" "$raw_set/"$'sub\xc3/d\xfe\xff.bin'
-# json_bytes_check FILE PYTHON_EXPR MESSAGE: json_check, but FILE must decode as strict UTF-8
-# first (json.load alone would take surrogate escapes or a replacement character).
-json_bytes_check() {
-  "$py" -c '
-import json, sys
-try:
-    d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
-except (OSError, ValueError) as e:
-    print("not a strict UTF-8 JSON document: %s" % e); sys.exit(0)
-try:
-    ok = eval(sys.argv[2])
-except Exception as e:
-    ok = False
-print("" if ok else sys.argv[3])' "$@"
-}
 # names_doc NAME WANT_RC FILE EXPR: the last run exited WANT_RC without a crash, and FILE is
 # strict UTF-8 JSON for which EXPR holds.
 names_doc() {
   checks=$((checks + 1))
   local v
-  v=$(json_bytes_check "$3" "$4" "$3 does not hold the names as expected ($4)")
+  v=$(json_check "$3" "$4" "$3 does not hold the names as expected ($4)")
   if [[ -z $v ]] && ((rc == $2)) && ! grep -Eq "$crash_markers" "$err"; then echo "ok: $1"
   else fail "$1: exit $rc (expected $2); $v"; show stderr "$err"; fi
 }
