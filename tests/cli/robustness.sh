@@ -6,12 +6,14 @@
 # data and no secret printed.
 #
 # The cases live in sections, one per area, each a file in tests/cli/robustness/ sourced here:
-#   core.sh     output and exit codes, Ctrl-C whatever the command waits on, bounds on every
-#               count and size, decompression bombs, values and messages
-#   dataset.sh  tar indexes that must prove they belong to their shard, interrupted `gen`, errors
-#               in order, files replaced mid-run, gen's room and Ctrl-C, per-entry memory, links
-#   network.sh  HTTP/S3 servers that never answer or trickle, secrets in URLs, nfs:// URLs
-# ROBUSTNESS_SECTIONS="core dataset" runs a subset.
+#   core.sh        output and exit codes, bounds on every count and size, decompression bombs,
+#                  values and messages
+#   dataset.sh     tar indexes that must prove they belong to their shard, errors in order, files
+#                  replaced mid-run, gen's room, per-entry memory, links
+#   network.sh     HTTP/S3 servers that answer wrong or trickle, secrets in URLs, nfs:// URLs
+#   interrupts.sh  Ctrl-C whatever a command waits on, each exit timed to the millisecond
+# ROBUSTNESS_SECTIONS="core dataset" runs a subset; ctest runs each section as a test of its own
+# (cli.robustness.SECTION), the interrupts alone on the machine, the others beside other tests.
 #
 # usage: robustness.sh FEEDLINE_BINARY SCRATCH_DIR [uring|nouring]
 set -euo pipefail
@@ -129,10 +131,10 @@ expect_interrupt() {
 
 # --- the sections ------------------------------------------------------------------------------
 
-sections=${ROBUSTNESS_SECTIONS:-core dataset network}
+sections=${ROBUSTNESS_SECTIONS:-core dataset network interrupts}
 for section in $sections; do
   echo "=== robustness: $section ==="
   # shellcheck source=/dev/null
   source "$here/robustness/$section.sh"
 done
-finish robustness
+finish "robustness ($sections)"

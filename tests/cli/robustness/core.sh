@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Robustness section (sourced by tests/cli/robustness.sh): output and exit codes, Ctrl-C whatever
-# a command waits on, bounds on every count and size, decompression bombs, values and messages.
+# Robustness section (sourced by tests/cli/robustness.sh): output and exit codes, bounds on every
+# count and size, decompression bombs, values and messages (Ctrl-C whatever a command waits on:
+# robustness/interrupts.sh).
 
 core=$scratch/core
 mkdir -p "$core"
@@ -288,21 +289,7 @@ else
   fail "bench storage, file truncated mid-run: exit $rc (expected 1 naming the file and offset)"; show stderr "$err"
 fi
 
-# --- Ctrl-C ends every wait within a second ------------------------------------------------------
-expect_interrupt "SIGINT while throttled to 1 byte/s" --json "$core/int-bw.json" -- run "$ds" --throttle-bw 1 --json "$core/int-bw.json"
-expect_interrupt "SIGINT with an hour of added latency" --json "$core/int-lat.json" -- run "$ds" --throttle-latency 1h --json "$core/int-lat.json"
-expect_interrupt "SIGINT in an hour of decode cost" --json "$core/int-dec.json" -- run "$ds" --decode-cost 1h --json "$core/int-dec.json"
-expect_interrupt "SIGINT in a 5 s compute step" --after 2 --json "$core/int-comp.json" -- run "$ds" --compute-time 5s --batch-size 4 --json "$core/int-comp.json"
-expect_interrupt "SIGTERM in a 5 s compute step" --term --after 2 -- run "$ds" --compute-time 5s --batch-size 4
-expect_interrupt "SIGINT in a 1 h collate cost" -- run "$ds" --collate-cost 1h
-expect_interrupt "SIGINT while opening a dataset at 1 byte/s" --json "$core/int-open.json" -- run "$ds" --no-index --throttle-bw 1 --json "$core/int-open.json"
-expect_interrupt "SIGINT in diagnose's baseline" --after 2 --json "$core/int-diag.json" -- diagnose "$ds" --throttle-bw 1 --json "$core/int-diag.json"
-expect_interrupt "SIGINT during --stages-alone" --after 3 -- run "$ds" --stages-alone --decode-cost 1s --epochs 1 --batch-size 40
-expect_interrupt "SIGINT while gen lays out samples" -- gen "$core/int-gen" --samples 100000 --sample-size 64KiB
-expect_interrupt "SIGINT during bench --create" -- bench storage "$core/int-create.bin" --create 4GiB
-rm -f "$core/int-create.bin"
 bounded "bench --create larger than the disk" 1 64 "--create" "free" -- bench storage "$core/huge.bin" --create 1PiB
-expect_interrupt "SIGINT in an hour-long bench" -- bench storage "$core/one-mib.bin" --bs 64k --runtime 1h --time-based
 
 # --- decompression bombs: declared sizes are untrusted ------------------------------------------
 if ((have_zstd == 1)) && command -v zstd >/dev/null; then

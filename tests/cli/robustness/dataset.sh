@@ -6,8 +6,8 @@
 #  - a stale tar index (copied from another shard of the same size, a size edited by hand, the
 #    old format 1 without a checksum) is not trusted: `run` exits 0 with the digest `gen` printed
 #    and a note naming the index;
-#  - an interrupted `gen` (Ctrl-C; a full disk) leaves a dataset `run` refuses: exit 1 naming the
-#    manifest .feedline-dataset that says the generation did not finish;
+#  - an interrupted `gen` (a full disk; Ctrl-C: robustness/interrupts.sh) leaves a dataset `run`
+#    refuses: exit 1 naming the manifest .feedline-dataset that says the generation did not finish;
 #  - a generated dataset that lost a shard, or whose shard was cut short, since: exit 1 naming
 #    what is missing;
 #  - `gen` into a directory holding a user's own file: exit 2, the file untouched;
@@ -17,11 +17,10 @@
 #    records delivered first);
 #  - a sample replaced mid-run by a FIFO, a directory or a socket: a data error naming it, never a
 #    hang (files kept open, and opened in the io_uring ring);
-#  - gen: Ctrl-C inside a 1 GiB sample within a second; a dataset larger than the free space (or
-#    5 PiB) refused before anything is written;
+#  - gen: a dataset larger than the free space (or 5 PiB) refused before anything is written (its
+#    Ctrl-C inside a 1 GiB sample: robustness/interrupts.sh);
 #  - per-entry metadata within the memory budget (an npz of 100,000 arrays; 200,000 tar members);
 #  - a symlinked subdirectory and a dangling link named in notes;
-#  - Ctrl-C while the dataset opens: "interrupted while opening the dataset", exit 130;
 #  - every format's object cut at each byte near its structure's boundaries (truncations.py).
 # shellcheck disable=SC2154  # bin, scratch, out, err, rc, early, as_terminal: set by lib.sh
 
@@ -105,31 +104,6 @@ if [[ -n ${dataset_other_digest:-} ]]; then
     echo "ok: an intact generated dataset: run uses its indexes without a note"
   fi
 fi
-
-# --- interrupted gen ---------------------------------------------------------------------------
-# Ctrl-C: a gen of 3 GiB is stopped after a second; what it left must not pass for a dataset.
-dataset_int=$dataset_dir/interrupted
-checks=$((checks + 1))
-"${as_terminal[@]}" "$bin" gen "$dataset_int" --format tar --samples 200000 --sample-size 16KiB \
-  --samples-per-shard 1000 >"$dataset_dir/gen.out" 2>"$dataset_dir/gen.err" &
-dataset_pid=$!
-if started "$dataset_pid" 1; then
-  bad=()
-  interrupt_pid "$dataset_pid"
-  check_sigint_exit "$dataset_dir/gen.out" "$dataset_dir/gen.err"
-  conclude "Ctrl-C during gen" "Ctrl-C during gen: exit 130" stderr "$dataset_dir/gen.err" || true
-  if [[ -e $dataset_int/shard-000000.tar ]]; then
-    expect_runtime "run over a gen interrupted by Ctrl-C" ".feedline-dataset" "incomplete" -- run "$dataset_int"
-    expect_runtime "run --format files over a gen interrupted by Ctrl-C" ".feedline-dataset" -- \
-      run "$dataset_int" --format files
-  else
-    fail "Ctrl-C during gen: no shard written in a second (too slow to test what an interrupted gen leaves)"
-  fi
-else
-  fail "Ctrl-C during gen: feedline gen of 200000 samples exited (code $early) within 1 s, before the signal"
-  show stderr "$dataset_dir/gen.err"
-fi
-rm -rf -- "$dataset_int"
 
 # A full disk: a 2 MiB tmpfs (needs root to mount; skipped otherwise).
 dataset_tmpfs=$dataset_dir/tmpfs
@@ -291,23 +265,7 @@ dataset_replace "a sample replaced by a socket mid-run (files kept open)" 200 00
 dataset_replace "a sample replaced by a FIFO mid-run (opened in the ring)" 5000 004000.bin fifo "named pipe (FIFO)"
 dataset_replace "a sample replaced by a directory mid-run (opened in the ring)" 5000 004000.bin dir "directory"
 
-# --- gen: Ctrl-C inside a large sample, and no room -------------------------------------------
-# A sample of 1 GiB is drawn, written (and compressed) in chunks of 8 MiB with the stop checked
-# between them: Ctrl-C ends gen within a second, not after the sample.
-# (3 GiB: where the disk has less room, the space check would refuse it before the signal.)
-rm -rf -- "$dataset_dir/huge"
-if (($(df -Pk -- "$dataset_dir" | awk 'NR == 2 {print $4}') >= 8 * 1024 * 1024)); then
-  expect_interrupt "Ctrl-C during gen of 1 GiB samples" --after 2 -- \
-    gen "$dataset_dir/huge" --samples 3 --sample-size 1GiB
-  rm -rf -- "$dataset_dir/huge"
-  if "$bin" --version | grep -q "zstd: yes"; then
-    expect_interrupt "Ctrl-C during gen of 1 GiB zstd samples" --after 3 -- \
-      gen "$dataset_dir/huge" --samples 3 --sample-size 1GiB --compress zstd --compressibility 0.5
-    rm -rf -- "$dataset_dir/huge"
-  fi
-else
-  echo "skip: Ctrl-C during gen of 1 GiB samples (less than 8 GiB free under $dataset_dir)"
-fi
+# --- gen: no room ------------------------------------------------------------------------------
 # 5 PiB (--for-host 1PiB), 512 TiB (2^32 samples of 128 KiB), 4 GiB samples x 2^20: refused before
 # anything is written, naming what it needs and what is free.
 # (--for-host says first, in a note, how many samples it makes that.)
@@ -370,21 +328,6 @@ if dataset_gen "$dataset_dir/links-target" --samples 3 --sample-size 100; then
     echo "ok: a symlinked subdirectory and a dangling link are named in notes"
   else
     fail "a symlinked subdirectory: exit $rc; $v; no note naming it"; show stderr "$err"
-  fi
-fi
-
-# --- Ctrl-C while the dataset opens ------------------------------------------------------------
-# Two shards of 100 MiB without indexes: their headers are scanned when Ctrl-C comes.
-if dataset_gen "$dataset_dir/scan" --format tar --samples 3200 --sample-size 64KiB --samples-per-shard 1600; then
-  rm -f -- "$dataset_dir"/scan/*.idx "$dataset_dir/scan/.feedline-dataset"
-  expect_interrupt "Ctrl-C while the dataset opens" --after 1 -- run "$dataset_dir/scan" --throttle-bw 10MiB
-  checks=$((checks + 1))
-  e=$scratch/Ctrl-C_while_the_dataset_opens.err
-  if grep -q "interrupted while opening the dataset" "$e" && ! grep -q "cancelled at offset" "$e"; then
-    echo "ok: Ctrl-C while the dataset opens says so, naming it"
-  else
-    fail "Ctrl-C while the dataset opens: stderr does not say 'interrupted while opening the dataset'"
-    show stderr "$e"
   fi
 fi
 

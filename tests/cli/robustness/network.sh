@@ -3,295 +3,25 @@
 # shellcheck disable=SC2154
 # Robustness section (sourced by tests/cli/robustness.sh): network storage that never lets a
 # request finish, secrets in URLs, nfs:// URLs.
-#  - HTTP/S3 servers that accept and never answer, or send a byte a second: Ctrl-C ends `run` and
-#    `bench storage` within a second with 130, whatever they wait on (a HEAD, a listing, a read).
+#  - HTTP/S3 servers that send a byte a second: --runtime still ends `bench storage` (Ctrl-C
+#    while such servers never let a request finish: robustness/interrupts.sh).
 #  - A password in a URL (http://user:pass@host/...), a presigned URL's signature: in no output
 #    (stdout, stderr, --json, --output json), whether the run succeeds, fails or is interrupted;
 #    and the credentials are really sent (a server that wants them serves the data).
 #  - nfs:// URLs: a port after the host, bad or unknown query parameters, credentials: exit 2 with
-#    a message saying what to write; an NFS server that never answers: Ctrl-C ends it.
+#    a message saying what to write.
 # Builds without libcurl / libnfs skip their part (FEEDLINE_TEST_HAVE_HTTP / _NFS, set by ctest).
 
 net=$scratch/network
 mkdir -p "$net"
-
-# --- test servers ------------------------------------------------------------------------------
-# One Python script, several modes, on a port of the kernel's choosing (written to a file); every
-# request line goes to PORTFILE.log:
-#   silent              accepts and never answers
-#   trickle SIZE        HEAD: 200 with Content-Length SIZE at once; GET: the headers at once, then
-#                       one body byte per second
-#   auth USER PASS SIZE HTTP Basic authentication required (401 otherwise); HEAD and ranged GETs
-#                       of SIZE bytes of 'x'
-# Servers whose answers are wrong (objects of SIZE bytes of a pattern; HEAD answers 200 unless
-# said otherwise):
-#   shifted SIZE        a ranged GET of bytes a-b gets bytes a+1..b+1 (or to the end), truthfully
-#                       labelled (206)
-#   norange SIZE|DIR    ignores Range: 200 with the whole object (DIR: its files, by base name)
-#   overlong SIZE       right answers, then, 50 ms later, stray bytes past their Content-Length
-#   redirect            every request: 301 to a URL with a signature in its query
-#   e500                every request: 500
-#   retryafter SIZE S   GETs: 503 with Retry-After: S
-#   s3 LISTING          S3: ListObjectsV2 answers by LISTING: "hostile" (keys outside the prefix,
-#                       with '..' segments, one twice), "loop" (the same continuation token on
-#                       every page), "pages:N" (N pages of 1000 keys; every object 404); objects
-#                       of 1000 bytes
-# Each ends by itself when the shell that started it goes, or after 10 minutes.
-cat >"$net/server.py" <<'EOF'
-import base64, os, re, socket, sys, threading, time
-mode, args = sys.argv[2], sys.argv[3:]
-parent, born = os.getppid(), time.time()
-log = open(sys.argv[1] + ".log", "a", buffering=1)
-
-def watchdog():
-    while os.getppid() == parent and time.time() - born < 600:
-        time.sleep(0.5)
-    os._exit(0)
-
-def requests(c):
-    buf = b""
-    while True:
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                return
-            buf += d
-        head, buf = buf.split(b"\r\n\r\n", 1)
-        lines = head.split(b"\r\n")
-        hdrs = {}
-        for l in lines[1:]:
-            k, _, v = l.partition(b":")
-            hdrs[k.strip().lower()] = v.strip()
-        n = int(hdrs.get(b"content-length", b"0"))
-        while len(buf) < n:
-            d = c.recv(65536)
-            if not d:
-                return
-            buf += d
-        buf = buf[n:]
-        parts = lines[0].split(b" ")
-        log.write("%s %s\n" % (parts[0].decode(), parts[1].decode()))
-        yield parts[0], hdrs, parts[1].decode()
-
-def byte_range(hdrs, size):
-    r = hdrs.get(b"range")
-    if not r:
-        return None
-    a, b = r.split(b"=")[1].split(b"-")
-    return int(a), min(int(b), size - 1)
-
-def pattern(a, n):
-    return bytes((i * 7 + 3) % 251 for i in range(a, a + n))
-
-def reply(c, status, body=b"", headers=()):
-    head = "HTTP/1.1 %s\r\nContent-Length: %d\r\n" % (status, len(body))
-    c.sendall((head + "".join(h + "\r\n" for h in headers) + "\r\n").encode() + body)
-
-def list_page(keys, token=None):
-    x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>b</Name>"
-    for k, n in keys:
-        x += "<Contents><Key>%s</Key><Size>%d</Size></Contents>" % (k, n)
-    x += "<IsTruncated>%s</IsTruncated>" % ("true" if token else "false")
-    if token:
-        x += "<NextContinuationToken>%s</NextContinuationToken>" % token
-    return (x + "</ListBucketResult>").encode()
-
-def s3(c, method, hdrs, target):
-    if "list-type=2" in target:
-        if args[0] == "hostile":
-            keys = [("p/a.bin", 1000), ("p/../../etc/passwd", 1000), ("q/outside.bin", 1000),
-                    ("p/a.bin", 1000), ("p/b.bin", 1000)]
-            reply(c, "200 OK", list_page(keys))
-        elif args[0] == "loop":
-            reply(c, "200 OK", list_page([("p/a.bin", 1000)], "same-token"))
-        else:
-            pages = int(args[0].split(":")[1])
-            m = re.search(r"continuation-token=(\d+)", target)
-            page = int(m.group(1)) if m else 0
-            keys = [("p/%04d/%06d-a-longer-key-name.bin" % (page, i), 1000) for i in range(1000)]
-            reply(c, "200 OK", list_page(keys, str(page + 1) if page + 1 < pages else None))
-        return
-    if args[0].startswith("pages"):  # the listing is what is tested: no object is there
-        reply(c, "404 Not Found", b"<Error><Code>NoSuchKey</Code><Message>no</Message></Error>")
-        return
-    if method == b"HEAD":
-        reply(c, "200 OK", headers=["Content-Length: 1000"])
-        return
-    rng = byte_range(hdrs, 1000)
-    a, b = rng or (0, 999)
-    if rng:
-        reply(c, "206 Partial Content", pattern(a, b - a + 1), ["Content-Range: bytes %d-%d/1000" % (a, b)])
-    else:
-        reply(c, "200 OK", pattern(0, 1000))
-
-def head_only(c, size):
-    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
-
-def hostile(c, method, hdrs, target):
-    if mode == "redirect":
-        reply(c, "301 Moved Permanently", b"moved",
-              ["Location: http://elsewhere.example:8080/new/path?X-Amz-Signature=deadbeefsig0123"])
-        return
-    if mode == "e500":
-        reply(c, "500 Internal Server Error", b"boom")
-        return
-    if mode == "s3":
-        s3(c, method, hdrs, target)
-        return
-    if mode == "norange" and os.path.isdir(args[0]):  # files of a directory, Range ignored
-        path = os.path.join(args[0], os.path.basename(target.split("?")[0]))
-        if not os.path.isfile(path):
-            reply(c, "404 Not Found", b"no")
-        elif method == b"HEAD":
-            head_only(c, os.path.getsize(path))
-        else:
-            with open(path, "rb") as f:
-                reply(c, "200 OK", f.read())
-        return
-    size = int(args[0])
-    if method == b"HEAD":
-        head_only(c, size)
-        return
-    if mode == "retryafter":
-        reply(c, "503 Service Unavailable", b"slow down", ["Retry-After: " + args[1]])
-        return
-    rng = byte_range(hdrs, size)
-    a, b = rng or (0, size - 1)
-    if mode == "norange" or not rng:
-        reply(c, "200 OK", pattern(0, size))
-    elif mode == "shifted" and a + 1 < size:
-        b = min(b + 1, size - 1)
-        reply(c, "206 Partial Content", pattern(a + 1, b - a),
-              ["Content-Range: bytes %d-%d/%d" % (a + 1, b, size)])
-    else:
-        reply(c, "206 Partial Content", pattern(a, b - a + 1), ["Content-Range: bytes %d-%d/%d" % (a, b, size)])
-    if mode == "overlong":
-        time.sleep(0.05)
-        c.sendall(b"STRAY BYTES PAST THE CONTENT-LENGTH")
-
-def serve(c):
-    try:
-        if mode == "silent":
-            while c.recv(65536):
-                pass
-            return
-        for method, hdrs, target in requests(c):
-            if mode not in ("trickle", "auth"):
-                hostile(c, method, hdrs, target)
-                continue
-            if mode == "auth":
-                user, password, size = args[0], args[1], int(args[2])
-                want = b"Basic " + base64.b64encode(("%s:%s" % (user, password)).encode())
-                if hdrs.get(b"authorization") != want:
-                    body = b"<html>401 Authorization Required</html>"
-                    c.sendall(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"x\"\r\n"
-                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-                    continue
-            else:
-                size = int(args[0])
-            if method == b"HEAD":
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
-                continue
-            rng = byte_range(hdrs, size)
-            a, b = rng or (0, size - 1)
-            if rng:
-                c.sendall(b"HTTP/1.1 206 Partial Content\r\nContent-Length: %d\r\nContent-Range: bytes %d-%d/%d\r\n\r\n"
-                          % (b - a + 1, a, b, size))
-            else:
-                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
-            if mode == "trickle":
-                for _ in range(b - a + 1):
-                    c.sendall(b"x")
-                    time.sleep(1)
-            else:
-                c.sendall(b"x" * (b - a + 1))
-    except OSError:
-        pass
-
-threading.Thread(target=watchdog, daemon=True).start()
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", 0))
-s.listen(128)
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(s.getsockname()[1]))
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-conns = []
-while True:
-    c, _ = s.accept()
-    conns.append(c)
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-EOF
-net_pids=()
-# net_server NAME MODE ARGS...: starts a server, sets net_port (exit 1 when it does not start).
-net_server() {
-  local name=$1; shift
-  local portfile=$net/$name.port
-  rm -f "$portfile"
-  "$py" "$net/server.py" "$portfile" "$@" >"$net/$name.log" 2>&1 &
-  net_pids+=("$!")
-  local i
-  for ((i = 0; i < 100; i++)); do
-    [[ -s $portfile ]] && break
-    sleep 0.05
-  done
-  if [[ ! -s $portfile ]]; then
-    echo "FAIL: the test server '$name' ($*) did not start"
-    show log "$net/$name.log"
-    exit 1
-  fi
-  net_port=$(cat "$portfile")
-}
-# net_closed_port: a port nothing listens on (a moment ago).
-net_closed_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
-
-# no_secret NAME FILE...: none of $net_secrets in any FILE (missing files are skipped).
-net_secrets=()
-no_secret() {
-  local name=$1; shift
-  checks=$((checks + 1))
-  local f s hits=()
-  for f in "$@"; do
-    [[ -f $f ]] || continue
-    for s in "${net_secrets[@]}"; do
-      if grep -qF -- "$s" "$f"; then hits+=("$(basename "$f") holds '$s'"); fi
-    done
-  done
-  if ((${#hits[@]} > 0)); then
-    fail "$name: a secret was printed: ${hits[*]}"
-    for f in "$@"; do [[ -f $f ]] && show "$(basename "$f")" "$f"; done
-  else
-    echo "ok: $name: no secret in $(printf '%s ' "${@##*/}")"
-  fi
-}
+# The test servers and no_secret(): robustness/net_servers.sh (the interrupts section uses them too).
+# shellcheck source=/dev/null
+source "$here/robustness/net_servers.sh"
 
 # --- HTTP and S3 -------------------------------------------------------------------------------
 if [[ ${FEEDLINE_TEST_HAVE_HTTP:-0} != 1 ]]; then
   echo "skip: HTTP/S3 cases: this feedline was built without the HTTP object-store backend"
 else
-  # Ctrl-C while the server has accepted and answers nothing: the HEADs of a URL list, a
-  # listing, a bench's HEAD. Each exits 130 within a second (not after the 30 s stall timeout).
-  net_server silent silent
-  silent=http://127.0.0.1:$net_port
-  expect_interrupt "SIGINT, HTTP server never answers, run" --json "$net/int-silent-run.json" \
-    -- run "$silent/x/{0..3}.bin" --json "$net/int-silent-run.json"
-  expect_interrupt "SIGINT, HTTP server never answers, run of a directory URL" -- run "$silent/x/"
-  expect_interrupt "SIGINT, HTTP server never answers, bench storage" -- bench storage "$silent/x.bin"
-  expect_interrupt "SIGTERM, HTTP server never answers, bench storage" --term -- bench storage "$silent/x.bin"
-  export AWS_ACCESS_KEY_ID=AKIDROBUSTNESS AWS_SECRET_ACCESS_KEY=robustness-secret-key AWS_REGION=us-east-1
-  expect_interrupt "SIGINT, S3 endpoint never answers, run (ListObjectsV2)" -- run "s3://bucket/prefix/" --endpoint "$silent"
-  expect_interrupt "SIGINT, S3 endpoint never answers, bench storage (HEAD)" -- bench storage "s3://bucket/obj.bin" --endpoint "$silent"
-  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
-
-  # Ctrl-C while the server sends a byte a second: the reads are cancelled.
-  net_server trickle trickle $((64 << 20))
-  trickle=http://127.0.0.1:$net_port
-  expect_interrupt "SIGINT, HTTP server sends 1 byte per s, bench storage" --after 1.5 -- bench storage "$trickle/big.bin"
-  expect_interrupt "SIGINT, HTTP server sends 1 byte per s, bench storage randread" --after 1.5 \
-    -- bench storage "$trickle/big.bin" --rw randread --bs 4k --iodepth 8
-  net_server trickle-small trickle 65536
-  expect_interrupt "SIGINT, HTTP server sends 1 byte per s, run" --after 1.5 --json "$net/int-trickle-run.json" \
-    -- run "http://127.0.0.1:$net_port/d/{0..3}.bin" --format files --json "$net/int-trickle-run.json"
 
   # Secrets: a password in the URL, a presigned URL's signature and credential.
   net_secrets=("hunter2pass" "S3cr3t@Pw" "S3cr3t%40Pw" "Wr0ngPw99" "deadbeefsig0123" "AKIAROBUSTCRED" "robustness-secret-key")
@@ -310,11 +40,6 @@ else
   no_secret "credentials in an s3:// URL" "$out" "$err"
   expect_usage "password in a URL of an unknown scheme" "unknown URL scheme" -- run "ftp://user:hunter2pass@127.0.0.1/x"
   no_secret "password in a URL of an unknown scheme" "$out" "$err"
-  # Interrupted with a password in the URL: the partial report and the JSON hide it too.
-  expect_interrupt "SIGINT with a password in the URL" --json "$net/pw-int.json" \
-    -- run "http://user:hunter2pass@127.0.0.1:${silent##*:}/x/{0..3}.bin" --json "$net/pw-int.json"
-  no_secret "SIGINT with a password in the URL" "$scratch/SIGINT with a password in the URL.out" \
-    "$scratch/SIGINT with a password in the URL.err" "$net/pw-int.json"
   # A server that wants the password: the right one reads every byte (so it was sent), in text
   # and JSON reports without it; a wrong one is a 401 that does not show it.
   net_server auth auth reader 'S3cr3t@Pw' 100000
@@ -397,9 +122,11 @@ else
   expect_usage "an object smaller than a block, named by its URL" "$shifted/x.bin" \
     -- bench storage "$shifted/x.bin" --bs 2M
 
-  # --runtime and Ctrl-C bound bench storage against a slow server: the reads in flight at the
-  # deadline get a second, then are cancelled (it ran 30 s and more); Ctrl-C after the deadline
-  # still ends it within a second; a Retry-After of a year is waited at most the stall timeout.
+  # --runtime bounds bench storage against a slow server: the reads in flight at the deadline get
+  # a second, then are cancelled (it ran 30 s and more); a Retry-After of a year is waited at most
+  # the stall timeout. (Ctrl-C after the deadline: robustness/interrupts.sh.)
+  net_server trickle trickle $((64 << 20))
+  trickle=http://127.0.0.1:$net_port
   checks=$((checks + 1))
   t0=$(now_ms)
   run bench storage "$trickle/big.bin" --runtime 1s --time-based
@@ -410,8 +137,6 @@ else
   check_no_crash "$out" "$err"
   conclude "bench storage --runtime 1s against a server that sends 1 byte per s" \
     "bench storage --runtime 1s, 1 byte/s server: exit 0 after $took ms" stderr "$err" stdout "$out" || true
-  expect_interrupt "SIGINT after --runtime, HTTP server sends 1 byte per s, bench storage" --after 1.6 \
-    -- bench storage "$trickle/big.bin" --runtime 1s --time-based
   net_server retryafter retryafter 1000000 31536000
   retryafter=http://127.0.0.1:$net_port
   checks=$((checks + 1))
@@ -495,12 +220,6 @@ else
   net_secrets=("hunter2nfs")
   expect_usage "credentials in an nfs:// URL" "no user name or password" -- run "nfs://root:hunter2nfs@127.0.0.1/export/x"
   no_secret "credentials in an nfs:// URL" "$out" "$err"
-  # An NFS server that accepts and never answers (the silent server above, or a new one).
-  net_server nfs-silent silent
-  expect_interrupt "SIGINT, NFS server never answers, run" \
-    -- run "nfs://127.0.0.1/export/ds?version=4&nfsport=$net_port"
-  expect_interrupt "SIGINT, NFS server never answers, bench storage" \
-    -- bench storage "nfs://127.0.0.1/export/ds/x.bin?version=4&nfsport=$net_port"
 fi
 
 for p in "${net_pids[@]}"; do kill "$p" 2>/dev/null || true; done
