@@ -16,7 +16,7 @@
 
 #include "feedline/loader/npy.hpp"
 #include "feedline/loader/zip.hpp"
-#include "open_common.hpp"
+#include "../open_common.hpp"
 
 namespace feedline::loader::detail {
 namespace {

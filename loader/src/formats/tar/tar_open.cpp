@@ -14,8 +14,8 @@
 
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
-#include "open_common.hpp"
-#include "sequential_reader.hpp"
+#include "../open_common.hpp"
+#include "../sequential_reader.hpp"
 
 namespace feedline::loader::detail {
 namespace {
