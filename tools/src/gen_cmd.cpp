@@ -11,6 +11,7 @@
 #include "cli_error.hpp"
 #include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/loader/format.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/storage/registry.hpp"
 #include "json_render.hpp"
@@ -112,7 +113,7 @@ loader::GenConfig make_config(const Options& o) {
                     format_bytes(asked), format_bytes(static_cast<double>(c.max_sample_size))));
   }
   c.samples_per_shard = o.samples_per_shard;
-  if ((c.format == loader::DatasetFormat::kNpz || c.format == loader::DatasetFormat::kNpy) &&
+  if (!c.format.is_auto() && c.format.spec().gen.refuses_samples_per_object &&
       o.samples_per_shard_given && o.samples_per_shard != 1) {
     throw UsageError(fmt::format("--samples-per-file {}: {} writes one sample per file",
                                  o.samples_per_shard, o.format));
@@ -228,10 +229,7 @@ void add_gen(CLI::App& app, int& exit_code) {
                   "or mem://prefix")
       ->required();
   add_net_options(*cmd, o->net);
-  cmd->add_option("--format", o->format,
-                  "files (one sample per file), tar (WebDataset shards), tfrecord (TFRecord files "
-                  "with DALI indexes), npz (one np.savez archive per sample) or npy (one np.save "
-                  "array per sample)")
+  cmd->add_option("--format", o->format, loader::builtin_formats().gen_help())
       ->capture_default_str();
   cmd->add_option("--samples", o->samples, "Number of samples")
       ->capture_default_str()

@@ -12,6 +12,7 @@
 #include "feedline/core/text.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/accelerators.hpp"
+#include "feedline/loader/format.hpp"
 #include "feedline/loader/image.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
@@ -282,8 +283,7 @@ void add_metrics_options(CLI::App& cmd, RunOptions& o) {
 
 void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
   CLI::App* cmd = &cmd_ref;
-  cmd->add_option("--format", o.format,
-                  "files, tar, tfrecord, npz, npy, or auto (from the objects' extensions)")
+  cmd->add_option("--format", o.format, loader::builtin_formats().help())
       ->capture_default_str()
       ->check(non_empty());
   cmd->add_option("--batch-size", o.batch_size, "Samples per batch")
@@ -450,10 +450,7 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   rd.dataset = value_or_exit(loader::open_dataset(*rd.backend, resolved.key, dopt));
   const loader::Dataset& dataset = rd.dataset;
   ctx.format = std::string(loader::format_name(dataset.format));
-  const bool one_per_file = dataset.format == loader::DatasetFormat::kFiles ||
-                            dataset.format == loader::DatasetFormat::kNpz ||
-                            dataset.format == loader::DatasetFormat::kNpy;
-  if (o.shard_shuffle > 0 && one_per_file) {
+  if (o.shard_shuffle > 0 && dataset.format.spec().one_sample_per_object) {
     out::note(fmt::format(
         "--shard-shuffle shuffles the shards of a tar or TFRecord dataset; in this {} dataset "
         "every file is a shard of one sample, so the order is as shuffled as without it (reads of "

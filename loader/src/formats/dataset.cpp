@@ -1,9 +1,10 @@
 // open_dataset(): list the objects under a root and resolve them into samples (dataset.hpp).
 //
-// This file lists, picks the format and the objects, and checks manifests. Files: every object is
-// one sample. Tar shards, TFRecord files, npz archives and npy arrays go, with the index listed
-// beside each, to their openers (tar_open.cpp, tfrecord_open.cpp, npy_open.cpp), which read their
-// headers through one IoQueue and fill the Dataset through one SampleBuilder (open_common.hpp).
+// This file lists, picks the format (the one asked for, or auto's choice among the registry's,
+// format.hpp) and its objects, and checks manifests. The objects go, with the index listed beside
+// each, to the format's opener (FormatSpec::open: files/, tar/, tfrecord/, npy/), which reads
+// their headers through one IoQueue and fills the Dataset through one SampleBuilder
+// (open_common.hpp); a files dataset's opener reads nothing.
 //
 // A listed root may hold manifests of `feedline gen` (manifest.hpp): one that says the generation
 // is still in progress fails the open before anything else is read; a complete one is checked
@@ -16,6 +17,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "feedline/loader/format.hpp"
 #include "feedline/loader/manifest.hpp"
 #include "feedline/loader/tar_index.hpp"
 #include "feedline/storage/url_pattern.hpp"
@@ -25,36 +27,22 @@ namespace feedline::loader {
 namespace {
 
 using detail::hidden;
-using detail::is_zstd;
 using detail::SampleBuilder;
-
-// Whether an object of this name is a data object of format f (by its extension).
-bool names_object_of(DatasetFormat f, std::string_view name) {
-  switch (f) {
-    case DatasetFormat::kTar:
-      return name.ends_with(".tar");
-    case DatasetFormat::kTfRecord:
-      return name.ends_with(".tfrecord") || name.ends_with(".tfrecords");
-    case DatasetFormat::kNpz:
-      return name.ends_with(".npz");
-    case DatasetFormat::kNpy:
-      return name.ends_with(".npy");
-    case DatasetFormat::kFiles:
-    case DatasetFormat::kAuto:
-      break;
-  }
-  return false;
-}
-
-// Formats whose objects hold samples the open must find by reading (headers, indexes): they need
-// every object's size, and their objects come with an index beside them (tar, tfrecord).
-bool reads_headers(DatasetFormat f) { return f != DatasetFormat::kFiles; }
-bool has_index(DatasetFormat f) {
-  return f == DatasetFormat::kTar || f == DatasetFormat::kTfRecord;
-}
 
 std::string shown(storage::Backend& backend, std::string_view key) {
   return backend.display_name(key);
+}
+
+// auto's choice, made: a registry without a fallback format (files) may have found none.
+Result<void> claimed(DatasetFormat format, const FormatRegistry& formats, std::string_view root,
+                     storage::Backend& backend) {
+  if (!format.is_auto()) return {};
+  return fail(Error(Errc::kNotFound,
+                    fmt::format("no object under {} is of a dataset format this open knows ({})",
+                                shown(backend, root), formats.names_text()))
+                  .with_object(shown(backend, root))
+                  .with_hint("set the dataset's format, or register one that claims these "
+                             "objects"));
 }
 
 // What a string holds on the heap: nothing within its own buffer (15 characters, libstdc++), else
@@ -75,35 +63,6 @@ std::uint64_t held_bytes(const Dataset& ds) {
 
 }  // namespace
 
-std::string_view format_name(DatasetFormat f) noexcept {
-  switch (f) {
-    case DatasetFormat::kFiles:
-      return "files";
-    case DatasetFormat::kTar:
-      return "tar";
-    case DatasetFormat::kAuto:
-      return "auto";
-    case DatasetFormat::kTfRecord:
-      return "tfrecord";
-    case DatasetFormat::kNpz:
-      return "npz";
-    case DatasetFormat::kNpy:
-      return "npy";
-  }
-  return "?";
-}
-
-Result<DatasetFormat> parse_format(std::string_view text) {
-  for (const DatasetFormat f :
-       {DatasetFormat::kFiles, DatasetFormat::kTar, DatasetFormat::kTfRecord, DatasetFormat::kNpz,
-        DatasetFormat::kNpy, DatasetFormat::kAuto}) {
-    if (text == format_name(f)) return f;
-  }
-  return fail(Error(Errc::kInvalidArgument, fmt::format("unknown dataset format '{}'", text))
-                  .with_hint("expected files, tar, tfrecord, npz or npy, or auto to choose from "
-                             "what is there"));
-}
-
 std::vector<std::uint32_t> shard_starts(const Dataset& dataset) {
   std::vector<std::uint32_t> starts;
   for (std::size_t i = 0; i < dataset.samples.size(); ++i) {
@@ -121,33 +80,33 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
                           const DatasetOptions& options) {
   Dataset ds;
   ds.root = std::string(root);
-  // kAuto: from the names (listed, or named by the pattern), in this order of precedence.
+  const FormatRegistry& formats = options.formats ? *options.formats : builtin_formats();
+  // kAuto: from the names (listed, or named by the pattern): the first of the registry's formats
+  // that claims one (by its extensions), else its fallback (files).
   DatasetFormat format = options.format;
-  auto resolve_format = [&format, &ds](auto&& names) {
-    if (format != DatasetFormat::kAuto) return;
-    format = DatasetFormat::kFiles;
-    constexpr DatasetFormat kOrder[] = {DatasetFormat::kTar, DatasetFormat::kTfRecord,
-                                        DatasetFormat::kNpz, DatasetFormat::kNpy};
-    std::vector<DatasetFormat> seen;
+  auto resolve_format = [&format, &ds, &formats](auto&& names) {
+    if (!format.is_auto()) return;
+    std::vector<const FormatSpec*> seen;
     for (const auto& n : names) {
       const std::string_view name(n);
       if (name.ends_with(kTarIndexSuffix)) continue;
-      for (const DatasetFormat f : kOrder) {
-        if (names_object_of(f, name) && std::find(seen.begin(), seen.end(), f) == seen.end())
+      for (const FormatSpec* f : formats.formats()) {
+        if (f->names_object(name) && std::find(seen.begin(), seen.end(), f) == seen.end())
           seen.push_back(f);
       }
     }
     std::string kinds;  // in the order of precedence
-    for (const DatasetFormat f : kOrder) {
+    for (const FormatSpec* f : formats.formats()) {
       if (std::find(seen.begin(), seen.end(), f) == seen.end()) continue;
-      if (kinds.empty()) format = f;
-      kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", format_name(f));
+      if (kinds.empty()) format = DatasetFormat(*f);
+      kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", f->name);
     }
+    if (format.is_auto() && formats.fallback()) format = DatasetFormat(*formats.fallback());
     if (seen.size() > 1) {
       ds.notes.push_back(
           fmt::format("the dataset holds objects of several formats ({}): read as {} "
                       "(set the format to read another)",
-                      kinds, format_name(format)));
+                      kinds, format.name()));
     }
   };
 
@@ -171,19 +130,17 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
     prefix =
         slash == std::string_view::npos ? std::string() : std::string(head.substr(0, slash + 1));
     resolve_format(keys);
-    FEEDLINE_ASSIGN_OR_RETURN(listing, reads_headers(format) ? backend.stat_many(keys)
-                                                             : backend.stat_many_if_listed(keys));
-    if (has_index(format) && options.use_index) {
+    FEEDLINE_TRY(claimed(format, formats, root, backend));
+    FEEDLINE_ASSIGN_OR_RETURN(listing, format.spec().reads_objects
+                                           ? backend.stat_many(keys)
+                                           : backend.stat_many_if_listed(keys));
+    if (format.spec().indexed && options.use_index) {
       std::vector<std::string> idx_keys;
       for (const auto& k : keys) idx_keys.push_back(k + std::string(kTarIndexSuffix));
       if (auto idx = backend.stat_many(idx_keys)) {
         for (auto& o : *idx) listing.push_back(std::move(o));
       } else {
-        ds.notes.push_back(format == DatasetFormat::kTar
-                               ? "not every shard has a .tar.idx index: reading the shards' "
-                                 "headers instead"
-                               : "not every file has a .tfrecord.idx index: reading the records' "
-                                 "headers instead");
+        ds.notes.emplace_back(format.spec().missing_index_note);
       }
     }
   } else if (auto l = backend.list(prefix)) {
@@ -271,7 +228,7 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
           outside.size() > 1 ? ", ..." : ""));
     }
   }
-  if (format == DatasetFormat::kAuto) {
+  if (format.is_auto()) {
     std::vector<std::string_view> names;
     for (const auto& o : listing) {
       const std::string_view rel =
@@ -279,8 +236,10 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
       if (!hidden(rel)) names.push_back(rel);
     }
     resolve_format(names);
+    FEEDLINE_TRY(claimed(format, formats, root, backend));
   }
   ds.format = format;
+  const FormatSpec& spec = format.spec();
   auto relative = [&](const storage::ObjectInfo& o) {
     return std::string_view(o.key).substr(std::min(prefix.size(), o.key.size()));
   };
@@ -294,9 +253,7 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
   std::unique_ptr<storage::IoQueue> queue;
   auto get_queue = [&]() -> Result<storage::IoQueue*> {
     if (!queue) {
-      const std::size_t depth = format == DatasetFormat::kTar || format == DatasetFormat::kFiles
-                                    ? kTarIndexProbes
-                                    : detail::kOpenBatchDepth;
+      const std::size_t depth = spec.open_depth ? spec.open_depth : detail::kOpenBatchDepth;
       FEEDLINE_ASSIGN_OR_RETURN(queue, backend.make_queue({.depth = static_cast<unsigned>(depth),
                                                            .single_thread = true}));
     }
@@ -326,7 +283,8 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
     FEEDLINE_ASSIGN_OR_RETURN(
         std::string text,
         detail::read_object(backend, *q, o, options.stop, kMaxManifestBytes, "a dataset manifest"));
-    FEEDLINE_ASSIGN_OR_RETURN(DatasetManifest m, parse_manifest(text, shown(backend, o.key)));
+    FEEDLINE_ASSIGN_OR_RETURN(DatasetManifest m,
+                              parse_manifest(text, shown(backend, o.key), formats));
     const std::string dataset =
         dir.empty() ? shown(backend, root)
                     : shown(backend, prefix + std::string(dir.substr(0, dir.size() - 1)));
@@ -347,58 +305,45 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
 
   SampleBuilder builder(ds);
   std::vector<bool> skipped_objects;  // by index in ds.objects: left out under skip_bad_objects
-  if (format == DatasetFormat::kFiles) {
-    for (storage::ObjectInfo& o : listing) {
-      const std::string_view rel = relative(o);
-      if (rel.empty() || skipped(rel) || rel.ends_with(kTarIndexSuffix)) continue;
-      const auto object = static_cast<std::uint32_t>(ds.objects.size());
-      // Size unknown: the sample's length and its member's size are kUnknownSize until read.
-      const bool unknown = o.size == storage::kUnknownSize;
-      builder.add(object, rel, 0, o.size, is_zstd(rel) || unknown ? 0 : o.size);
-      builder.close();
-      ds.objects.push_back(std::move(o));
-    }
-  } else {
-    // Tar shards, TFRecord files, npz archives, npy arrays: found here, read by their openers.
+  {
+    // The format's objects, found here (each with the index listed beside it), read by its opener.
     std::unordered_map<std::string_view, const storage::ObjectInfo*> indexes;
     std::vector<detail::FoundObject> found;
     bool any_named = false;
-    for (const storage::ObjectInfo& o : listing) {
+    for (storage::ObjectInfo& o : listing) {
       const std::string_view rel = relative(o);
       if (rel.empty() || skipped(rel)) continue;
       if (rel.ends_with(kTarIndexSuffix)) {
         indexes.emplace(o.key, &o);
         continue;
       }
-      any_named = any_named || names_object_of(format, rel);
+      any_named = any_named || spec.names_object(rel);
       found.push_back({&o, rel, nullptr});
     }
-    // TFRecord files need no extension (TensorFlow's own "train-00000-of-01024"): with none
-    // named *.tfrecord(s), every object is one.
-    if (format != DatasetFormat::kTfRecord || any_named) {
-      std::erase_if(found,
-                    [&](const detail::FoundObject& f) { return !names_object_of(format, f.rel); });
+    // A format that claims objects by name reads those alone, or every object when none is so
+    // named where it allows that (TFRecord files need no extension: TensorFlow's own
+    // "train-00000-of-01024"); one that claims none (files) reads every object.
+    if (!spec.extensions.empty()) {
+      if (!spec.any_object_when_none_named || any_named) {
+        std::erase_if(found,
+                      [&](const detail::FoundObject& f) { return !spec.names_object(f.rel); });
+      }
+      if (found.empty()) {
+        const std::string what = spec.objects_noun.empty() ? fmt::format("{} objects", spec.name)
+                                                           : std::string(spec.objects_noun);
+        return fail(
+            Error(Errc::kNotFound, fmt::format("no {} under {}", what, shown(backend, root)))
+                .with_object(shown(backend, root))
+                .with_hint(listing.empty()
+                               ? std::string("check the path")
+                               : fmt::format("no object ends in {}; {}", spec.extensions.front(),
+                                             spec.no_objects_hint.empty()
+                                                 ? fmt::format("set the dataset's format ({})",
+                                                               formats.names_text())
+                                                 : std::string(spec.no_objects_hint))));
+      }
     }
-    if (found.empty()) {
-      const std::string_view ext = format == DatasetFormat::kTar        ? ".tar"
-                                   : format == DatasetFormat::kTfRecord ? ".tfrecord"
-                                   : format == DatasetFormat::kNpz      ? ".npz"
-                                                                        : ".npy";
-      const std::string what = format == DatasetFormat::kTar
-                                   ? std::string("tar shards")
-                                   : fmt::format("{} objects", format_name(format));
-      return fail(
-          Error(Errc::kNotFound, fmt::format("no {} under {}", what, shown(backend, root)))
-              .with_object(shown(backend, root))
-              .with_hint(listing.empty()
-                             ? std::string("check the path")
-                             : fmt::format("no object ends in {}; {}", ext,
-                                           format == DatasetFormat::kTar
-                                               ? "for one sample per file use --format files"
-                                               : "set the dataset's format (files, tar, "
-                                                 "tfrecord, npz or npy)")));
-    }
-    if (has_index(format) && options.use_index) {
+    if (spec.indexed && options.use_index) {
       for (detail::FoundObject& f : found) {
         if (auto it = indexes.find(f.info->key + std::string(kTarIndexSuffix));
             it != indexes.end()) {
@@ -406,9 +351,12 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
         }
       }
     }
-    FEEDLINE_ASSIGN_OR_RETURN(storage::IoQueue * q, get_queue());
+    storage::IoQueue* q = nullptr;
+    if (spec.reads_objects) {
+      FEEDLINE_ASSIGN_OR_RETURN(q, get_queue());
+    }
     detail::OpenContext ctx{backend,
-                            *q,
+                            q,
                             options,
                             ds,
                             builder,
@@ -416,20 +364,7 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
                             [&backend](std::string_view key) { return shown(backend, key); },
                             std::max<std::uint64_t>(backend.caps().alignment, kPageAlign)};
     ds.objects.reserve(found.size());
-    switch (format) {
-      case DatasetFormat::kTar:
-        FEEDLINE_TRY(detail::open_tar_shards(ctx, found));
-        break;
-      case DatasetFormat::kTfRecord:
-        FEEDLINE_TRY(detail::open_tfrecord_files(ctx, found));
-        break;
-      case DatasetFormat::kNpz:
-        FEEDLINE_TRY(detail::open_npz_files(ctx, found));
-        break;
-      default:
-        FEEDLINE_TRY(detail::open_npy_files(ctx, found));
-        break;
-    }
+    FEEDLINE_TRY(spec.open(ctx, found));
   }
   count_reads();
 
@@ -440,13 +375,12 @@ Result<Dataset> open_keys(storage::Backend& backend, std::string_view root,
   }
 
   if (ds.samples.empty()) {
-    return fail(Error(Errc::kNotFound, fmt::format("no samples under {}", shown(backend, root)))
-                    .with_object(shown(backend, root))
-                    .with_hint(ds.objects.empty() ? "check the path, or run feedline gen first"
-                               : format == DatasetFormat::kTfRecord ? "its files hold no records"
-                               : format == DatasetFormat::kNpz
-                                   ? "its archives hold no arrays"
-                                   : "the shards hold no regular members"));
+    return fail(
+        Error(Errc::kNotFound, fmt::format("no samples under {}", shown(backend, root)))
+            .with_object(shown(backend, root))
+            .with_hint(std::string(ds.objects.empty() ? "check the path, or run feedline gen first"
+                                   : spec.no_samples_hint.empty() ? "its objects hold no samples"
+                                                                  : spec.no_samples_hint)));
   }
   ds.total_bytes = 0;
   ds.max_sample_bytes = 0;

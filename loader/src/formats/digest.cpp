@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "feedline/loader/dataset.hpp"
+#include "feedline/loader/format.hpp"
 
 #include <xxhash.h>
 #if FEEDLINE_HAVE_XXH3_DISPATCH
@@ -48,7 +49,15 @@ std::uint64_t listing_fingerprint(const Dataset& dataset) noexcept {
   if (!owned) return 0;  // no memory for 576 bytes: the state then says nothing of its dataset
   XXH3_state_t& state = *owned;
   XXH3_64bits_reset(&state);
-  add(state, static_cast<std::uint64_t>(dataset.format));
+  // The format: the number the built-in ones had as an enum (saved loader states resume), else
+  // its name.
+  if (dataset.format.is_auto()) {
+    add(state, std::uint64_t{2});
+  } else if (const int id = dataset.format.spec().legacy_id; id >= 0) {
+    add(state, static_cast<std::uint64_t>(id));
+  } else {
+    add(state, dataset.format.name());
+  }
   add(state, dataset.objects.size());
   for (const auto& o : dataset.objects) {
     add(state, relative(o.key, dataset.root));

@@ -11,15 +11,13 @@
 #include <vector>
 
 #include "../random_bits.hpp"
-#include "crc32c.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/codec.hpp"
 #include "feedline/loader/digest.hpp"
+#include "feedline/loader/format.hpp"
 #include "feedline/loader/image.hpp"
 #include "feedline/loader/manifest.hpp"
-#include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
-#include "feedline/loader/tfrecord.hpp"
 #include "gen_parts.hpp"
 
 namespace feedline::loader {
@@ -39,7 +37,6 @@ namespace {
 using detail::as_bytes;
 using detail::join_key;
 using detail::SampleParts;
-using detail::write_object;
 
 constexpr std::size_t kContentBlock = 4096;  // compressibility is spread evenly at this grain
 
@@ -105,27 +102,44 @@ bool parse_padded(std::string_view text, std::size_t width, std::uint64_t& n) {
          std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
 }
 
-// Would this config write the object named `rel` (relative to the root)?
-bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t shards) {
-  if (c.format != DatasetFormat::kTar && c.format != DatasetFormat::kTfRecord) {
-    const std::string ext = c.format == DatasetFormat::kNpz   ? std::string(".npz")
-                            : c.format == DatasetFormat::kNpy ? std::string(".npy")
-                                                              : payload_extension(c);
-    if (!rel.ends_with(ext)) return false;
-    std::uint64_t n = 0;
-    return parse_padded(rel.substr(0, rel.size() - ext.size()), 6, n) && n < c.samples &&
-           rel.substr(0, rel.size() - ext.size()) == sample_key(n, c.samples);
+// Would this config write the object named `rel` (relative to the root): data object n of the
+// `objects` it writes, for some n, or the index beside one? Object names hold their number (a
+// sample's key, a shard's), zero-padded: each run of digits in the name is tried as n.
+bool is_ours(const GenConfig& c, std::string_view rel, std::uint64_t objects) {
+  std::string_view data = rel;
+  if (!c.format.is_auto() && c.format.spec().indexed && data.ends_with(kTarIndexSuffix)) {
+    data.remove_suffix(kTarIndexSuffix.size());
   }
-  if (!rel.starts_with("shard-")) return false;
-  rel.remove_prefix(6);
-  const std::string_view data_ext = c.format == DatasetFormat::kTar ? ".tar" : ".tfrecord";
-  const std::string index_ext = std::string(data_ext) + ".idx";
-  std::string_view ext = rel.ends_with(index_ext) ? std::string_view(index_ext) : data_ext;
-  if (!rel.ends_with(ext)) return false;
-  const std::string_view num = rel.substr(0, rel.size() - ext.size());
-  std::uint64_t n = 0;
-  return parse_padded(num, 6, n) && n < shards &&
-         num.size() == sample_key(shards - 1, shards).size();
+  const auto digit = [](char ch) { return ch >= '0' && ch <= '9'; };
+  for (std::size_t at = 0; at < data.size();) {
+    if (!digit(data[at])) {
+      ++at;
+      continue;
+    }
+    std::size_t end = at;
+    while (end < data.size() && digit(data[end])) ++end;
+    std::uint64_t n = 0;
+    if (parse_padded(data.substr(at, end - at), 1, n) && n < objects &&
+        generated_object_name(c, n) == data) {
+      return true;
+    }
+    at = end;
+  }
+  return false;
+}
+
+// The built-in formats gen writes that take what `takes` says ("files and tar"), for messages.
+std::string formats_that(bool FormatSpec::Gen::*takes, std::string_view conjunction) {
+  std::vector<std::string_view> names;
+  for (const FormatSpec* f : builtin_formats().formats()) {
+    if (f->gen.write && f->gen.*takes) names.push_back(f->name);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? fmt::format(" {} ", conjunction) : ", ";
+    out += names[i];
+  }
+  return out;
 }
 
 }  // namespace
@@ -208,6 +222,15 @@ Result<void> draw_sample(const GenConfig& c, std::uint64_t i, const GenHooks& ho
   account_member(parts.raw, sum);
   ++sum.samples;
   return {};
+}
+
+Result<ConstBytes> draw_stored(const GenConfig& c, std::uint64_t i, const GenHooks& hooks,
+                               SampleParts& parts, Compressor& compressor, GenSummary& sum) {
+  FEEDLINE_TRY(draw_sample(c, i, hooks, parts, sum));
+  if (c.compress.codec != Compression::kZstd) return ConstBytes(parts.raw);
+  parts.stored.clear();
+  FEEDLINE_TRY(compressor.compress_append(parts.raw, c.compress.level, parts.stored, hooks.stop));
+  return ConstBytes(parts.stored);
 }
 
 }  // namespace detail
@@ -398,35 +421,30 @@ Result<void> validate(const GenConfig& c) {
     return bad("uniform sample sizes: the maximum is below the minimum");
   }
   if (c.max_sample_size < 1) return bad("the maximum sample size must be at least 1 byte");
-  if (c.format == DatasetFormat::kAuto) {
-    return bad("gen writes one format: files, tar, tfrecord, npz or npy, not auto");
+  if (c.format.is_auto()) {
+    return bad(fmt::format("gen writes one format: {}, not auto",
+                           builtin_formats().names_text(/*writable=*/true)));
   }
-  if ((c.format == DatasetFormat::kTar || c.format == DatasetFormat::kTfRecord) &&
-      c.samples_per_shard < 1) {
+  const FormatSpec::Gen& gen = c.format.spec().gen;
+  if (!gen.write) return bad(fmt::format("gen does not write {} datasets", c.format.name()));
+  if (!c.format.spec().one_sample_per_object && c.samples_per_shard < 1) {
     return bad("samples per shard must be at least 1");
   }
-  const bool compressible = c.format == DatasetFormat::kFiles || c.format == DatasetFormat::kTar;
-  if (c.compress.codec != Compression::kNone && !compressible) {
+  if (c.compress.codec != Compression::kNone && !gen.compresses) {
     return bad(
-        fmt::format("compress {}: only files and tar samples are compressed; {} is written "
-                    "uncompressed",
-                    c.compress.to_string(), format_name(c.format)));
+        fmt::format("compress {}: only {} samples are compressed; {} is written uncompressed",
+                    c.compress.to_string(), formats_that(&FormatSpec::Gen::compresses, "and"),
+                    c.format.name()));
   }
-  if (c.format == DatasetFormat::kTfRecord && !tfrecord_available()) {
-    return fail(tfrecord_unavailable());
-  }
-  if (c.format == DatasetFormat::kNpz && !detail::crc_available()) {
-    return fail(Error(Errc::kUnsupported, "built without ISA-L: writing npz needs its CRC-32")
-                    .with_hint("rebuild with -DFEEDLINE_WITH_ISAL=ON, or write npy"));
-  }
+  if (gen.available) FEEDLINE_TRY(gen.available());
   if (!(c.compressibility >= 0 && c.compressibility <= 1)) {
     return bad(fmt::format("compressibility {} is outside [0, 1]", c.compressibility));
   }
   if (c.num_classes < 1) return bad("num_classes must be at least 1");
   if (c.image.jpeg) {
-    if (c.format != DatasetFormat::kFiles && c.format != DatasetFormat::kTar) {
-      return bad(fmt::format("images ({}) are written as files or tar members, not {}",
-                             c.image.to_string(), format_name(c.format)));
+    if (!gen.images) {
+      return bad(fmt::format("images ({}) are written as {} members, not {}", c.image.to_string(),
+                             formats_that(&FormatSpec::Gen::images, "or"), c.format.name()));
     }
     if (!jpeg_available()) {
       return fail(Error(Errc::kUnsupported, "cannot write JPEG images: built without JPEG")
@@ -461,36 +479,14 @@ GenFootprint estimate_footprint(const GenConfig& c, std::uint64_t block_size) {
   if (c.compress.codec == Compression::kZstd) payload *= 1.0 - c.compressibility;
   const double samples = static_cast<double>(c.samples);
   const double objects = static_cast<double>(generated_objects(c));
-  double data = 0, per_object = 0, indexes = 0;
-  switch (c.format) {
-    case DatasetFormat::kTar: {
-      // A header and half a block of padding per member; the label, a header and its block.
-      const double sample = 512 + payload + 256 + (c.with_label ? 1024 : 0);
-      data = samples * sample;
-      per_object = 1024;                                      // the end-of-archive marker
-      indexes = samples * (c.with_label ? 2 : 1) * 40 + 100;  // ~40 bytes a member line
-      break;
-    }
-    case DatasetFormat::kTfRecord:
-      data = samples * (payload + 16);
-      indexes = samples * 16;
-      break;
-    case DatasetFormat::kNpz:
-      data = samples * (payload + 300 + (c.with_label ? 300 : 0));
-      break;
-    case DatasetFormat::kNpy:
-      data = samples * (payload + 128);
-      break;
-    case DatasetFormat::kFiles:
-    case DatasetFormat::kAuto:
-      data = samples * payload;
-      break;
-  }
+  const FormatSpec* spec = c.format.is_auto() ? nullptr : &c.format.spec();
+  const GenEstimate e = spec && spec->gen.footprint ? spec->gen.footprint(c, payload)
+                                                    : GenEstimate{.data = samples * payload};
   GenFootprint f;
-  const bool sharded = c.format == DatasetFormat::kTar || c.format == DatasetFormat::kTfRecord;
-  f.objects = generated_objects(c) * (sharded ? 2 : 1) + 1;  // indexes, the manifest
-  const double bytes = objects * blocks(data / objects + per_object) +
-                       (sharded ? objects * blocks(indexes / objects) : 0) + blocks(4096);
+  const bool indexed = spec && spec->indexed;
+  f.objects = generated_objects(c) * (indexed ? 2 : 1) + 1;  // indexes, the manifest
+  const double bytes = objects * blocks(e.data / objects + e.per_object) +
+                       (indexed ? objects * blocks(e.indexes / objects) : 0) + blocks(4096);
   f.bytes = bytes >= 1.8e19 ? ~std::uint64_t{0} : static_cast<std::uint64_t>(bytes);
   return f;
 }
@@ -533,86 +529,6 @@ Result<void> check_room(storage::Backend& backend, std::string_view root, const 
                     .with_object(backend.display_name(root))
                     .with_hint("write fewer, larger objects (--samples-per-file with tar or "
                                "tfrecord), or use a filesystem with more inodes"));
-  }
-  return {};
-}
-
-// The data objects and indexes, in order, accounted in sum.
-Result<void> write_objects(storage::Backend& backend, std::string_view root, const GenConfig& c,
-                           const GenHooks& hooks, GenSummary& sum) {
-  switch (c.format) {
-    case DatasetFormat::kTfRecord:
-      return detail::write_tfrecord_files(backend, root, c, hooks, sum);
-    case DatasetFormat::kNpz:
-      return detail::write_npz_files(backend, root, c, hooks, sum);
-    case DatasetFormat::kNpy:
-      return detail::write_npy_files(backend, root, c, hooks, sum);
-    case DatasetFormat::kFiles:
-    case DatasetFormat::kTar:
-    case DatasetFormat::kAuto:
-      break;
-  }
-  const bool tar = c.format == DatasetFormat::kTar;
-  const std::uint64_t shards = tar ? generated_objects(c) : 0;
-  SampleParts parts;
-  Compressor compressor;
-  const bool zstd = c.compress.codec == Compression::kZstd;
-  const std::string bin_ext = payload_extension(c);
-
-  // Produces the stored bytes of sample i into parts and accounts its decoded members.
-  auto produce = [&](std::uint64_t i) -> Result<ConstBytes> {
-    FEEDLINE_TRY(detail::draw_sample(c, i, hooks, parts, sum));
-    if (!zstd) return ConstBytes(parts.raw);
-    parts.stored.clear();
-    FEEDLINE_TRY(compressor.compress_append(parts.raw, c.compress.level, parts.stored, hooks.stop));
-    return ConstBytes(parts.stored);
-  };
-
-  if (!tar) {
-    for (std::uint64_t i = 0; i < c.samples; ++i) {
-      FEEDLINE_ASSIGN_OR_RETURN(ConstBytes stored, produce(i));
-      FEEDLINE_TRY(
-          write_object(backend, join_key(root, generated_object_name(c, i)), stored, hooks));
-      ++sum.objects;
-      sum.bytes_stored += stored.size();
-      if (hooks.progress) hooks.progress(sum.samples);
-    }
-    return {};
-  }
-
-  TarIndex index;
-  std::string member;
-  for (std::uint64_t s = 0; s < shards; ++s) {
-    const std::string shard_key = join_key(root, generated_object_name(c, s));
-    FEEDLINE_ASSIGN_OR_RETURN(auto writer, detail::create_object(backend, shard_key, hooks));
-    tar::Writer tw(*writer, shard_key);
-    index.entries.clear();
-    const std::uint64_t first = s * c.samples_per_shard;
-    const std::uint64_t last = std::min(c.samples, first + c.samples_per_shard);
-    for (std::uint64_t i = first; i < last; ++i) {
-      FEEDLINE_ASSIGN_OR_RETURN(ConstBytes stored, produce(i));
-      const std::string key = sample_key(i, c.samples);
-      member = key;
-      member += bin_ext;
-      FEEDLINE_ASSIGN_OR_RETURN(tar::Placement p, tw.add(member, stored));
-      index.entries.push_back({member, p.header_offset, p.data_offset, p.size, parts.raw.size()});
-      if (c.with_label) {
-        member = key;
-        member += ".cls";
-        FEEDLINE_ASSIGN_OR_RETURN(tar::Placement pl, tw.add(member, as_bytes(parts.label)));
-        index.entries.push_back({member, pl.header_offset, pl.data_offset, pl.size, pl.size});
-        detail::account_member(as_bytes(parts.label), sum);
-      }
-      if (hooks.progress) hooks.progress(sum.samples);
-    }
-    FEEDLINE_TRY(tw.finish());
-    FEEDLINE_TRY(writer->commit());
-    ++sum.objects;
-    sum.bytes_stored += tw.offset();
-    index.shard_bytes = tw.offset();
-    FEEDLINE_ASSIGN_OR_RETURN(std::string text, format_tar_index(index));
-    FEEDLINE_TRY(backend.write(shard_key + std::string(kTarIndexSuffix), as_bytes(text)));
-    ++sum.index_objects;
   }
   return {};
 }
@@ -675,7 +591,7 @@ Result<GenSummary> generate_dataset(storage::Backend& backend, std::string_view 
   FEEDLINE_TRY(backend.write(manifest_key, as_bytes(format_manifest(manifest))));
 
   GenSummary sum;
-  FEEDLINE_TRY(write_objects(backend, root, c, hooks, sum));
+  FEEDLINE_TRY(c.format.spec().gen.write(backend, root, c, hooks, sum));  // validate(): one
   manifest.complete = true;
   manifest.summary = sum;
   FEEDLINE_TRY(backend.write(manifest_key, as_bytes(format_manifest(manifest))));

@@ -1,5 +1,6 @@
-// What feedline gen's writers share (gen.cpp writes files and tar, gen_formats.cpp TFRecord, npz
-// and npy): sample i's bytes, drawn from the config, and the accounting of what is written.
+// What feedline gen's writers share (each format's, FormatSpec::Gen::write in format.hpp:
+// files/files_format.cpp, tar/tar_format.cpp, ...): sample i's bytes, drawn from the config, the
+// accounting of what is written, and writes that stop when asked.
 //
 // Private to the formats module. Single-threaded, as generate_dataset() is.
 #pragma once
@@ -14,6 +15,7 @@
 
 #include "feedline/core/bytes.hpp"
 #include "feedline/core/error.hpp"
+#include "feedline/loader/codec.hpp"
 #include "feedline/loader/gen.hpp"
 #include "feedline/storage/backend.hpp"
 
@@ -54,6 +56,11 @@ Result<void> write_object(storage::Backend& backend, const std::string& key, Con
 Result<void> draw_sample(const GenConfig& c, std::uint64_t i, const GenHooks& hooks,
                          SampleParts& parts, GenSummary& sum);
 
+// draw_sample(), and the bytes to store: the payload, or its zstd frame when c.compress asks for
+// one (in parts.stored, made by compressor).
+Result<ConstBytes> draw_stored(const GenConfig& c, std::uint64_t i, const GenHooks& hooks,
+                               SampleParts& parts, Compressor& compressor, GenSummary& sum);
+
 // Accounts one more member of the current sample (a label) in sum.
 void account_member(ConstBytes decoded, GenSummary& sum);
 
@@ -63,13 +70,5 @@ std::string join_key(std::string_view root, std::string_view name);
 inline ConstBytes as_bytes(std::string_view s) {
   return std::as_bytes(std::span(s.data(), s.size()));
 }
-
-// The data objects of the other formats, in order, accounted in sum (gen_formats.cpp).
-Result<void> write_tfrecord_files(storage::Backend& backend, std::string_view root,
-                                  const GenConfig& c, const GenHooks& hooks, GenSummary& sum);
-Result<void> write_npz_files(storage::Backend& backend, std::string_view root, const GenConfig& c,
-                             const GenHooks& hooks, GenSummary& sum);
-Result<void> write_npy_files(storage::Backend& backend, std::string_view root, const GenConfig& c,
-                             const GenHooks& hooks, GenSummary& sum);
 
 }  // namespace feedline::loader::detail

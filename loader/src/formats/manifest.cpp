@@ -9,6 +9,8 @@
 #include <limits>
 #include <map>
 
+#include "feedline/loader/format.hpp"
+
 namespace feedline::loader {
 namespace {
 
@@ -35,15 +37,22 @@ std::string_view plural(std::uint64_t n, std::string_view one, std::string_view 
 
 namespace {
 
+// The format gen writes (null for auto, which validate() refuses: named as files are).
+const FormatSpec* spec_of(const GenConfig& c) {
+  return c.format.is_auto() ? nullptr : &c.format.spec();
+}
+
 // Formats whose objects hold samples_per_shard samples each (the others one).
 bool sharded(const GenConfig& c) {
-  return c.format == DatasetFormat::kTar || c.format == DatasetFormat::kTfRecord;
+  const FormatSpec* f = spec_of(c);
+  return f && !f->one_sample_per_object;
 }
 
 // Members gen writes per sample.
 std::uint64_t members_per_sample(const GenConfig& c) {
-  const bool labelled = c.format == DatasetFormat::kTar || c.format == DatasetFormat::kNpz;
-  return labelled && c.with_label ? 2 : 1;
+  const FormatSpec* f = spec_of(c);
+  if (!f) return 1;
+  return f->gen.members + (f->gen.labels && c.with_label ? 1 : 0);
 }
 
 }  // namespace
@@ -55,21 +64,12 @@ std::uint64_t generated_objects(const GenConfig& c) {
 }
 
 std::string generated_object_name(const GenConfig& c, std::uint64_t i) {
-  switch (c.format) {
-    case DatasetFormat::kNpz:
-      return sample_key(i, c.samples) + ".npz";
-    case DatasetFormat::kNpy:
-      return sample_key(i, c.samples) + ".npy";
-    case DatasetFormat::kTar:
-    case DatasetFormat::kTfRecord: {
-      const std::uint64_t shards = generated_objects(c);
-      return fmt::format("shard-{}.{}", sample_key(i, shards), format_name(c.format));
-    }
-    case DatasetFormat::kFiles:
-    case DatasetFormat::kAuto:
-      break;
-  }
-  return sample_key(i, c.samples) + payload_extension(c);
+  const FormatSpec* f = spec_of(c);
+  if (!f) return sample_key(i, c.samples) + payload_extension(c);
+  if (f->gen.object_name) return f->gen.object_name(c, i);
+  const std::string_view ext = f->extensions.empty() ? std::string_view() : f->extensions.front();
+  if (!sharded(c)) return fmt::format("{}{}", sample_key(i, c.samples), ext);
+  return fmt::format("shard-{}{}", sample_key(i, generated_objects(c)), ext);
 }
 
 std::uint64_t generated_samples_in(const GenConfig& c, std::uint64_t i) {
@@ -83,10 +83,10 @@ std::string format_manifest(const DatasetManifest& m) {
   std::string out = fmt::format(
       "{} {}\nstate {}\nformat {}\nsamples {}\nsamples-per-shard {}\nlabel {}\nsample-size {}\n"
       "max-sample-size {}\ncompress {}\ncompressibility {}\nclasses {}\nseed {}\nobjects {}\n",
-      kManifestMagic, kManifestVersion, m.complete ? "complete" : "in-progress",
-      format_name(c.format), c.samples, c.samples_per_shard, c.with_label ? "true" : "false",
-      c.sample_size.to_string(), c.max_sample_size, c.compress.to_string(), c.compressibility,
-      c.num_classes, c.seed, m.summary.objects);
+      kManifestMagic, kManifestVersion, m.complete ? "complete" : "in-progress", c.format.name(),
+      c.samples, c.samples_per_shard, c.with_label ? "true" : "false", c.sample_size.to_string(),
+      c.max_sample_size, c.compress.to_string(), c.compressibility, c.num_classes, c.seed,
+      m.summary.objects);
   if (c.image.jpeg) fmt::format_to(std::back_inserter(out), "image {}\n", c.image.to_string());
   if (m.complete) {
     const GenSummary& s = m.summary;
@@ -97,7 +97,8 @@ std::string format_manifest(const DatasetManifest& m) {
   return out;
 }
 
-Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view object_name) {
+Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view object_name,
+                                       const FormatRegistry& formats) {
   std::size_t pos = 0;  // start of the line being looked at
   auto bad = [&](std::string_view why) {
     return fail(Error(Errc::kCorrupt, fmt::format("corrupt dataset manifest: {}", why))
@@ -170,7 +171,7 @@ Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view o
   }
   m.complete = v == "complete";
   FEEDLINE_TRY(value_of("format", v));
-  auto format = parse_format(v);
+  auto format = formats.parse(v);
   if (!format) return bad(fmt::format("unknown format '{}'", v));
   c.format = *format;
   FEEDLINE_TRY(number("samples", c.samples));
@@ -230,10 +231,8 @@ Result<void> check_manifest(const DatasetManifest& m, std::string_view manifest_
   if (root_manifest) ds.manifest = std::string(manifest_key);
   const GenConfig& c = m.config;
   if (!m.complete || c.format != ds.format) return {};  // another format: each object read as it is
-  const std::string_view kind = c.format == DatasetFormat::kTar        ? "tar shard"
-                                : c.format == DatasetFormat::kNpz      ? "npz archive"
-                                : c.format == DatasetFormat::kTfRecord ? "TFRecord file"
-                                                                       : "file";
+  const FormatSpec& spec = ds.format.spec();
+  const std::string_view kind = spec.object_noun.empty() ? "object" : spec.object_noun;
   const std::string kinds = fmt::format("{}s", kind);
   const std::string where = dir.empty()
                                 ? shown(ds.root)
@@ -305,9 +304,10 @@ Result<void> check_manifest(const DatasetManifest& m, std::string_view manifest_
                       fmt::format("{}", missing), first_missing);
   }
 
-  // Every shard (TFRecord file, archive) holds what gen put in it.
+  // Every shard (TFRecord file, archive) holds what gen put in it; an object of a format whose
+  // opener reads nothing (files) is one sample by construction.
   bool exact = under.size() == ds.objects.size() && under.size() == want;
-  if (c.format != DatasetFormat::kFiles) {
+  if (spec.reads_objects) {
     std::vector<std::uint64_t> samples(ds.objects.size()), members(ds.objects.size());
     for (const Sample& s : ds.samples) {
       ++samples[s.object];

@@ -1,6 +1,7 @@
-// What open_dataset() (dataset.cpp) shares with the openers of its formats (tar_open.cpp,
-// tfrecord_open.cpp, npy_open.cpp): naming rules, the SampleBuilder that fills a Dataset, whole
-// and batched reads through one IoQueue, and the openers themselves.
+// What open_dataset() (dataset.cpp) shares with the openers of its formats (FormatSpec::open,
+// format.hpp; tar/tar_open.cpp, tfrecord/tfrecord_open.cpp, npy/npy_open.cpp, files/): naming
+// rules, the SampleBuilder that fills a Dataset, whole and batched reads through one IoQueue, and
+// the openers of the built-in formats.
 //
 // Private to the formats module. Lifetimes: an OpenContext borrows everything it names for the
 // duration of one open_dataset() call; RangeRead owns its buffer, and its op must not move while
@@ -107,7 +108,9 @@ Result<void> read_ranges(storage::IoQueue& queue, std::uint64_t align, std::span
 // What the openers of the formats share for one open_dataset() call.
 struct OpenContext {
   storage::Backend& backend;
-  storage::IoQueue& queue;
+  // The queue for the open's reads (depth FormatSpec::open_depth); null for a format that reads
+  // nothing (FormatSpec::reads_objects false).
+  storage::IoQueue* queue = nullptr;
   const DatasetOptions& options;
   Dataset& ds;
   SampleBuilder& builder;
@@ -119,16 +122,18 @@ struct OpenContext {
 };
 
 // A data object of the dataset: its listing entry, its path relative to the root, and its index
-// when one is listed beside it (else null).
+// when one is listed beside it (else null). The listing entry is the opener's to copy, or to move
+// into ds.objects once it is done with rel (a view of its key).
 struct FoundObject {
-  const storage::ObjectInfo* info = nullptr;
+  storage::ObjectInfo* info = nullptr;
   std::string_view rel;
   const storage::ObjectInfo* index = nullptr;
 };
 
-// The openers: each appends its objects to ctx.ds.objects (in the order given) and their samples.
-// A damaged object fails the open, or with options.skip_bad_objects is recorded in ds.skipped
-// (its whole samples before the damage kept where the format allows).
+// The openers of the built-in formats (FormatSpec::open, format.hpp): each appends its objects to
+// ctx.ds.objects (in the order given) and their samples. A damaged object fails the open, or with
+// options.skip_bad_objects is recorded in ds.skipped (its whole samples before the damage kept
+// where the format allows).
 Result<void> open_tar_shards(OpenContext& ctx, std::span<const FoundObject> shards);
 Result<void> open_tfrecord_files(OpenContext& ctx, std::span<const FoundObject> files);
 Result<void> open_npz_files(OpenContext& ctx, std::span<const FoundObject> files);

@@ -1,6 +1,7 @@
 // Datasets: what the pipeline reads, resolved to byte ranges of storage objects.
 //
-// Five formats:
+// Five formats are built in (format.hpp registers them, one folder each under
+// loader/src/formats/; a registry of one's own may add more, DatasetOptions::formats):
 //  - files: one sample per object (file). A name ending in ".zst" is a zstd frame to decompress.
 //    The sample key is the object key relative to the dataset root, without the extension(s).
 //  - tar: WebDataset-style shards. A sample is the run of consecutive regular members whose
@@ -53,12 +54,38 @@
 
 namespace feedline::loader {
 
+struct FormatSpec;     // format.hpp
+class FormatRegistry;  // format.hpp
+
+// A dataset format: a handle to a registered FormatSpec (format.hpp), or auto. Copied freely,
+// compared by name.
+//
 // kAuto (DatasetOptions only): decided from the names the one listing the open makes (or the
-// pattern) gives: tar for ".tar" shards, tfrecord for ".tfrecord"/".tfrecords" files, npz for
-// ".npz", npy for ".npy" (the first of these in that order when several are there, with a note),
-// else files.
-enum class DatasetFormat { kFiles, kTar, kAuto, kTfRecord, kNpz, kNpy };
-std::string_view format_name(DatasetFormat f) noexcept;
+// pattern) gives, by the extensions the registry's formats claim: with the built-in formats, tar
+// for ".tar" shards, tfrecord for ".tfrecord"/".tfrecords" files, npz for ".npz", npy for ".npy"
+// (the first of these in that order when several are there, with a note), else files.
+class DatasetFormat {
+ public:
+  constexpr DatasetFormat() noexcept = default;  // auto
+  constexpr explicit DatasetFormat(const FormatSpec& spec) noexcept : spec_(&spec) {}
+
+  // Auto, and the built-in formats (builtin_formats()). Other formats are reached by name
+  // (FormatRegistry::parse) or from their spec.
+  static const DatasetFormat kAuto, kFiles, kTar, kTfRecord, kNpz, kNpy;
+
+  bool is_auto() const noexcept { return spec_ == nullptr; }
+  // The format's entry; not for auto.
+  const FormatSpec& spec() const noexcept { return *spec_; }
+  std::string_view name() const noexcept;  // "tar", "auto"
+  friend bool operator==(const DatasetFormat& a, const DatasetFormat& b) noexcept {
+    return a.spec_ == b.spec_ || a.name() == b.name();
+  }
+
+ private:
+  const FormatSpec* spec_ = nullptr;
+};
+std::string_view format_name(DatasetFormat f) noexcept;  // f.name()
+// A built-in format's name, or "auto" (builtin_formats().parse()).
 Result<DatasetFormat> parse_format(std::string_view text);
 
 // What the decode step checks in a member's bytes before it delivers them, beyond their size.
@@ -142,6 +169,9 @@ struct Dataset {
 
 struct DatasetOptions {
   DatasetFormat format = DatasetFormat::kAuto;
+  // The formats auto chooses from and a manifest's format is looked up in: null for
+  // builtin_formats() (format.hpp). Borrowed for the call.
+  const FormatRegistry* formats = nullptr;
   bool use_index = true;  // read X.tar.idx and X.tfrecord.idx where present
   // A shard, file or archive that cannot be read (not a tar, truncated, a TFRecord header whose
   // CRC is wrong, an npz of compressed or unsupported arrays, unreadable) is left out and recorded

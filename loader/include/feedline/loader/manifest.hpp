@@ -55,6 +55,7 @@
 
 #include "feedline/core/error.hpp"
 #include "feedline/loader/dataset.hpp"
+#include "feedline/loader/format.hpp"
 #include "feedline/loader/gen.hpp"
 
 namespace feedline::loader {
@@ -72,9 +73,10 @@ struct DatasetManifest {
 };
 
 std::string format_manifest(const DatasetManifest& manifest);
-// kCorrupt naming object_name (with the line's byte offset) for text that breaks the format;
-// kUnsupported for another version.
-Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view object_name);
+// kCorrupt naming object_name (with the line's byte offset) for text that breaks the format, or
+// whose format is not one of `formats`; kUnsupported for another version.
+Result<DatasetManifest> parse_manifest(std::string_view text, std::string_view object_name,
+                                       const FormatRegistry& formats = builtin_formats());
 
 // The data objects a config writes: how many, the name of the i-th relative to the root
 // ("shard-000003.tar", "shard-000003.tfrecord", "000123.bin.zst", "000123.npz"), and the samples

@@ -12,10 +12,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "../open_common.hpp"
+#include "../sequential_reader.hpp"
 #include "feedline/loader/tar.hpp"
 #include "feedline/loader/tar_index.hpp"
-#include "open_common.hpp"
-#include "sequential_reader.hpp"
 
 namespace feedline::loader::detail {
 namespace {
@@ -198,7 +198,7 @@ Result<void> members_from_scan(storage::Backend& backend, storage::IoQueue& queu
 
 Result<void> open_tar_shards(OpenContext& ctx, std::span<const FoundObject> shards) {
   storage::Backend& backend = ctx.backend;
-  storage::IoQueue& queue_ref = ctx.queue;
+  storage::IoQueue& queue_ref = *ctx.queue;
   const DatasetOptions& options = ctx.options;
   Dataset& ds = ctx.ds;
   SampleBuilder& builder = ctx.builder;

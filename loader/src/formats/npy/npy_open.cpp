@@ -14,9 +14,9 @@
 #include <memory>
 #include <optional>
 
+#include "../open_common.hpp"
 #include "feedline/loader/npy.hpp"
 #include "feedline/loader/zip.hpp"
-#include "open_common.hpp"
 
 namespace feedline::loader::detail {
 namespace {
@@ -103,7 +103,7 @@ Result<void> parse_arrays(OpenContext& ctx, std::span<const FoundObject> files,
     reads[j].offset = p.data_offset;
     reads[j].length = std::min(p.bytes, kMaxNpyHeaderBytes + kNpyPreludeV2);
   }
-  FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, reads, ctx.options.stop));
+  FEEDLINE_TRY(read_ranges(*ctx.queue, ctx.align, reads, ctx.options.stop));
   for (std::size_t j = 0; j < more.size(); ++j) {
     const PendingArray& p = pending[more[j]];
     ObjectState& st = states[p.object];
@@ -238,7 +238,7 @@ Result<void> open_npz_group(OpenContext& ctx, std::span<const FoundObject> files
   }
   std::erase_if(tails, [](const RangeRead& r) { return r.object == nullptr; });
   // (tails is in group order without the failed objects: walk both together)
-  FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, tails, ctx.options.stop));
+  FEEDLINE_TRY(read_ranges(*ctx.queue, ctx.align, tails, ctx.options.stop));
   std::vector<std::vector<ZipEntry>> entries(files.size());
   std::vector<ZipDirectoryLocation> locs(files.size());
   std::vector<std::size_t> far;  // objects whose directory lies before their tail
@@ -282,7 +282,7 @@ Result<void> open_npz_group(OpenContext& ctx, std::span<const FoundObject> files
     dirs[j].offset = locs[far[j]].offset;
     dirs[j].length = locs[far[j]].size;
   }
-  FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, dirs, ctx.options.stop));
+  FEEDLINE_TRY(read_ranges(*ctx.queue, ctx.align, dirs, ctx.options.stop));
   for (std::size_t j = 0; j < far.size(); ++j) {
     ObjectState& st = states[far[j]];
     const std::string name = ctx.shown(files[far[j]].info->key);
@@ -333,7 +333,7 @@ Result<void> open_npz_group(OpenContext& ctx, std::span<const FoundObject> files
       heads[k].length = std::min(kHeadBytes, e.limit - e.local_header_offset);
     }
     std::erase_if(heads, [](const RangeRead& r) { return r.object == nullptr; });
-    FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, heads, ctx.options.stop));
+    FEEDLINE_TRY(read_ranges(*ctx.queue, ctx.align, heads, ctx.options.stop));
     first.assign(n, ConstBytes{});
     for (std::size_t k = 0, h = 0; k < n; ++k) {
       PendingArray& p = pending[k];
@@ -381,7 +381,7 @@ Result<void> open_npy_group(OpenContext& ctx, std::span<const FoundObject> files
     r.object = states[i].handle.get();
     r.length = std::min(kHeadBytes, p.bytes);
   }
-  FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, heads, ctx.options.stop));
+  FEEDLINE_TRY(read_ranges(*ctx.queue, ctx.align, heads, ctx.options.stop));
   std::vector<ConstBytes> first(heads.size());
   for (std::size_t k = 0; k < heads.size(); ++k) {
     if (heads[k].bytes) {

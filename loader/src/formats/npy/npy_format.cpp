@@ -1,22 +1,22 @@
-// feedline gen's TFRecord, npz and npy writers (gen.hpp for the layouts).
-//
-// TFRecord: files of samples_per_shard records each, a record's data the sample's bytes, and an
-// index beside each file (tfrecord.hpp). npz: one archive per sample, written as numpy's np.savez
-// writes it (zip.hpp: stored entries with numpy's ZIP64 extra fields, numpy's own .npy headers),
-// so np.load reads it: array x, the sample's bytes as uint8 of shape (n,), and with a label array
-// y, the class as an int64 scalar. npy: one np.save file per sample, array x alone. Each object is
+// The npz and npy formats (dataset.hpp, npy.hpp, zip.hpp): numpy's archives and arrays, one
+// sample per object, read by npy_open.cpp from their zip and .npy headers. gen writes npz as
+// numpy's np.savez writes it (stored entries with numpy's ZIP64 extra fields, numpy's own .npy
+// headers), so np.load reads it: array x, the sample's bytes as uint8 of shape (n,), and with a
+// label array y, the class as an int64 scalar; npy as np.save does, array x alone. Each object is
 // written as a stream (create, append, commit): a sample is never copied whole once more.
 #include <fmt/format.h>
 
 #include <array>
-#include <cstring>
+#include <vector>
 
-#include "crc32c.hpp"
+#include "../builtin_formats.hpp"
+#include "../crc32c.hpp"
+#include "../gen_parts.hpp"
+#include "../open_common.hpp"
+#include "feedline/loader/gen.hpp"
 #include "feedline/loader/manifest.hpp"
 #include "feedline/loader/npy.hpp"
-#include "feedline/loader/tfrecord.hpp"
 #include "feedline/loader/zip.hpp"
-#include "gen_parts.hpp"
 
 namespace feedline::loader::detail {
 namespace {
@@ -32,53 +32,6 @@ struct Array {
 Array x_array(const SampleParts& parts) {
   const std::uint64_t n = parts.raw.size();
   return {"x.npy", format_npy_header("|u1", std::span(&n, 1)), parts.raw};
-}
-
-}  // namespace
-
-Result<void> write_tfrecord_files(storage::Backend& backend, std::string_view root,
-                                  const GenConfig& c, const GenHooks& hooks, GenSummary& sum) {
-  const std::uint64_t files = generated_objects(c);
-  SampleParts parts;
-  std::vector<std::byte> record;
-  std::vector<TfRecordIndexEntry> index;
-  for (std::uint64_t f = 0; f < files; ++f) {
-    const std::string key = join_key(root, generated_object_name(c, f));
-    FEEDLINE_ASSIGN_OR_RETURN(auto writer, create_object(backend, key, hooks));
-    index.clear();
-    std::uint64_t offset = 0;
-    const std::uint64_t first = f * c.samples_per_shard;
-    const std::uint64_t last = std::min(c.samples, first + c.samples_per_shard);
-    for (std::uint64_t i = first; i < last; ++i) {
-      FEEDLINE_TRY(draw_sample(c, i, hooks, parts, sum));
-      // The framing around the data, the data itself written from where it was drawn (a GiB
-      // record is not copied once more, and its write stops between chunks).
-      record.clear();
-      FEEDLINE_TRY(append_tfrecord({}, record));  // the layout; length and CRCs set below
-      const std::uint64_t n = parts.raw.size();
-      for (int b = 0; b < 8; ++b) record[b] = static_cast<std::byte>((n >> (8 * b)) & 0xFF);
-      const auto store_crc = [&](std::size_t at, std::uint32_t crc) {
-        for (int b = 0; b < 4; ++b)
-          record[at + b] = static_cast<std::byte>((crc >> (8 * b)) & 0xFF);
-      };
-      store_crc(8, tfrecord_mask(crc32c(ConstBytes(record.data(), 8))));
-      store_crc(12, tfrecord_mask(crc32c(parts.raw)));
-      FEEDLINE_TRY(writer->append(ConstBytes(record.data(), kTfRecordHeaderBytes)));
-      FEEDLINE_TRY(writer->append(parts.raw));
-      FEEDLINE_TRY(
-          writer->append(ConstBytes(record.data() + kTfRecordHeaderBytes, kTfRecordFooterBytes)));
-      index.push_back({offset, n + kTfRecordFramingBytes});
-      offset += n + kTfRecordFramingBytes;
-      if (hooks.progress) hooks.progress(sum.samples);
-    }
-    FEEDLINE_TRY(writer->commit());
-    ++sum.objects;
-    sum.bytes_stored += offset;
-    const std::string text = format_tfrecord_index(index);
-    FEEDLINE_TRY(backend.write(key + std::string(kTfRecordIndexSuffix), as_bytes(text)));
-    ++sum.index_objects;
-  }
-  return {};
 }
 
 Result<void> write_npz_files(storage::Backend& backend, std::string_view root, const GenConfig& c,
@@ -143,5 +96,58 @@ Result<void> write_npy_files(storage::Backend& backend, std::string_view root, c
   }
   return {};
 }
+
+Result<void> npz_writable() {
+  if (!crc_available()) {
+    return fail(Error(Errc::kUnsupported, "built without ISA-L: writing npz needs its CRC-32")
+                    .with_hint("rebuild with -DFEEDLINE_WITH_ISAL=ON, or write npy"));
+  }
+  return {};
+}
+
+GenEstimate npz_footprint(const GenConfig& c, double payload) {
+  return {.data = static_cast<double>(c.samples) * (payload + 300 + (c.with_label ? 300 : 0))};
+}
+
+GenEstimate npy_footprint(const GenConfig& c, double payload) {
+  return {.data = static_cast<double>(c.samples) * (payload + 128)};
+}
+
+constexpr std::string_view kNpzExtensions[] = {".npz"};
+constexpr std::string_view kNpyExtensions[] = {".npy"};
+
+}  // namespace
+
+const FormatSpec kNpzFormat{
+    .name = "npz",
+    .description = "one np.savez archive per sample",
+    .extensions = kNpzExtensions,
+    .one_sample_per_object = true,
+    .legacy_id = 4,
+    .objects_noun = "npz objects",
+    .object_noun = "npz archive",
+    .no_samples_hint = "its archives hold no arrays",
+    .open = open_npz_files,
+    .gen = {.write = write_npz_files,
+            .available = npz_writable,
+            .footprint = npz_footprint,
+            .labels = true,
+            .refuses_samples_per_object = true},
+};
+
+const FormatSpec kNpyFormat{
+    .name = "npy",
+    .description = "one np.save array per sample",
+    .extensions = kNpyExtensions,
+    .one_sample_per_object = true,
+    .legacy_id = 5,
+    .objects_noun = "npy objects",
+    .object_noun = "file",
+    .no_samples_hint = "the shards hold no regular members",
+    .open = open_npy_files,
+    .gen = {.write = write_npy_files,
+            .footprint = npy_footprint,
+            .refuses_samples_per_object = true},
+};
 
 }  // namespace feedline::loader::detail

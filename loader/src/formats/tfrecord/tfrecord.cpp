@@ -8,7 +8,7 @@
 #include <charconv>
 #include <cstring>
 
-#include "crc32c.hpp"
+#include "../crc32c.hpp"
 
 namespace feedline::loader {
 namespace {

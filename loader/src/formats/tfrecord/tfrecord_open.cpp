@@ -12,10 +12,10 @@
 #include <memory>
 #include <optional>
 
+#include "../open_common.hpp"
+#include "../sequential_reader.hpp"
 #include "feedline/loader/tar_index.hpp"
 #include "feedline/loader/tfrecord.hpp"
-#include "open_common.hpp"
-#include "sequential_reader.hpp"
 
 namespace feedline::loader::detail {
 namespace {
@@ -42,7 +42,7 @@ Result<void> scan(OpenContext& ctx, const FoundObject& f, const storage::ObjectH
                   std::vector<TfRecordIndexEntry>& records) {
   const std::uint64_t size = handle.size();
   const std::string name = ctx.shown(f.info->key);
-  SequentialReader source(ctx.queue, handle, ctx.align, SequentialReader::kDefaultChunk,
+  SequentialReader source(*ctx.queue, handle, ctx.align, SequentialReader::kDefaultChunk,
                           ctx.options.stop);
   for (std::uint64_t offset = 0; offset < size;) {
     if (ctx.options.stop.stop_requested()) {
@@ -86,7 +86,7 @@ Result<void> use_indexes(OpenContext& ctx, std::span<const FoundObject> files,
     reads[k].object = idx_handles[k].get();
     reads[k].length = idx_handles[k]->size();
   }
-  FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, reads, ctx.options.stop));
+  FEEDLINE_TRY(read_ranges(*ctx.queue, ctx.align, reads, ctx.options.stop));
 
   // The indexes that parse, and the probes of each, in one batch.
   struct Probe {
@@ -122,7 +122,7 @@ Result<void> use_indexes(OpenContext& ctx, std::span<const FoundObject> files,
     probe_reads[p].offset = states[probes[p].file].records[probes[p].record].offset;
     probe_reads[p].length = kTfRecordHeaderBytes;
   }
-  FEEDLINE_TRY(read_ranges(ctx.queue, ctx.align, probe_reads, ctx.options.stop));
+  FEEDLINE_TRY(read_ranges(*ctx.queue, ctx.align, probe_reads, ctx.options.stop));
   std::vector<std::optional<Error>> stale(files.size());
   for (std::size_t p = 0; p < probes.size(); ++p) {
     FileState& st = states[probes[p].file];
