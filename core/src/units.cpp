@@ -148,4 +148,35 @@ std::string format_count(double n) {
   return fmt::format("{:.2f}G", n / 1e9);
 }
 
+Result<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min,
+                                         std::uint64_t max) {
+  if (text.empty()) return fail(Errc::kInvalidArgument, "empty: expected a whole number");
+  for (char c : text) {
+    if (c < '0' || c > '9') {
+      return fail(Errc::kInvalidArgument,
+                  fmt::format("'{}' is not a whole number (digits only)", text));
+    }
+  }
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range || v < min || v > max) {
+    return fail(Errc::kInvalidArgument, fmt::format("{} is out of range: {}..{}", text, min, max));
+  }
+  if (ec != std::errc() || p != text.data() + text.size())
+    return fail(Errc::kInvalidArgument, fmt::format("'{}' is not a whole number", text));
+  return v;
+}
+
+Result<double> parse_number_in(std::string_view text, double lo, double hi, bool lo_inclusive) {
+  double v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || !std::isfinite(v))
+    return fail(Errc::kInvalidArgument, fmt::format("'{}' is not a finite number", text));
+  if (v > hi || v < lo || (!lo_inclusive && v == lo)) {
+    return fail(Errc::kInvalidArgument, fmt::format("{} is out of range: {}{}..{}]", text,
+                                                    lo_inclusive ? "[" : "(", lo, hi));
+  }
+  return v;
+}
+
 }  // namespace feedline

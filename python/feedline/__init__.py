@@ -7,19 +7,22 @@
         t, lengths = batch.to_torch(".bin")
     print(loader.report()["bottleneck"])
 
-Options are `feedline run`'s flags with "_" for "-" (``io_depth=64`` is ``--io-depth 64``): a
-count takes an int, a size or duration a str ("64MiB", "2ms"; a size also an int of bytes), a
-flag without a value True or False (``direct=True``; 1 and 0 too); ``shuffle=False`` is
-``--no-shuffle``; None leaves an option at its default. Each value is checked as the CLI checks
-it, and an error names the keyword. The pipeline (storage reads, decode threads, collate into a
+Settings are keywords, one per knob of the library's settings table (``help(feedline.Loader)``
+lists them with their defaults; `feedline run`'s flags are the same names with dashes:
+``io_depth=64`` is ``--io-depth 64``, ``shuffle=False`` is ``--no-shuffle``): a count takes an
+int, a size or duration a str ("64MiB", "2ms"; a size also an int of bytes), a flag True or
+False (1 and 0 too); None leaves a setting at its default. The library checks each value, as it
+checks the CLI's, and an error names the keyword. The pipeline (storage reads, decode threads, collate into a
 bounded pool of batch buffers) runs in C++ threads: iterating waits for a batch with the GIL
 released, and the time between two batches is counted as your training step's compute.
 """
 import atexit
+import inspect
 import json
 import operator
 import os
 import re
+import warnings
 
 from . import _feedline
 
@@ -31,92 +34,101 @@ atexit.register(_feedline._close_all)
 
 __all__ = ["Loader", "Batch", "Error", "decode_image", "MAX_PIXELS"]
 
-# `feedline run` flags that make no sense for an embedded loader (the CLI's own output, its
-# emulated accelerators and its after-run measurements).
-_CLI_ONLY = {"json", "compute-time", "stages-alone", "stages-alone-samples", "au-target", "config",
-             "accelerators", "runs", "help"}
-# Each keyword's kind, from the native parser's options: "flag" (True/False), "int", "float"
-# or "text" (sizes and durations such as "64MiB" and "2ms", names, modes).
-_KINDS = {name.replace("-", "_"): kind for name, kind in _feedline._run_flags()
-          if name not in _CLI_ONLY}
-_KINDS["shuffle"] = "flag"  # --no-shuffle, the other way round
-_PATHS = {"ca_bundle"}  # keywords that take a path (str or os.PathLike)
+# The loader's settings, from the library's table (feedline/loader/settings.hpp): each keyword's
+# type, default, range and one line of help. Those only the command line takes (an emulated
+# accelerator's compute, repeated runs, a utilisation target) are not keywords: the training
+# loop that iterates is the real thing.
+_SETTINGS = {s["name"]: s for s in _feedline._settings() if s["scope"] == "loader"}
+# Keywords of earlier releases that named a flag the other way round (no_index=True is
+# index=False): still taken, with a DeprecationWarning.
+_RENAMED = {"no_index": "index", "no_accounting": "accounting", "no_dct_scaling": "dct_scaling",
+            "no_sign_request": "sign_request"}
+_ANNOTATIONS = {"flag": bool, "count": int, "number": float, "size": "int | str",
+                "duration": str, "choice": str, "path": "str | os.PathLike", "text": str}
 
 
-def _flag_to_keyword(message):
-    """The parser's messages name flags (--batch-size); a Python caller passed keywords."""
-    return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
+def _python_default(setting):
+    """A setting's default as Python writes it (None for a setting left unset)."""
+    text, kind = setting["default"], setting["type"]
+    if text == "":
+        return None
+    if kind == "flag":
+        return text == "true"
+    if kind == "count":
+        return int(text)
+    if kind == "number":
+        return float(text)
+    return text
 
 
 def _keyword_value(key, value):
-    """The text of keyword `key`'s value for the parser (a flag's: True or False). TypeError for
-    a value of the wrong type (a bool for a number, a float for a count), ValueError for an
-    empty text or a path that cannot be read; each names the keyword."""
-    kind = _KINDS[key]
+    """The text of keyword `key`'s value for the library, which checks it. TypeError for a value
+    of the wrong type (a bool for a number, a float for a count), ValueError for an empty text;
+    each names the keyword."""
+    kind = _SETTINGS[key]["type"]
     if kind == "flag":
         # True/False, and 0/1 as C and the CLI's config files write them.
         if isinstance(value, bool) or (type(value) is int and value in (0, 1)):
-            return bool(value)
+            return "true" if value else "false"
         raise TypeError("%s is a flag: True or False, not %r" % (key, value))
     if isinstance(value, bool):
         raise TypeError("%s takes a value, not %r (None leaves it at its default)" % (key, value))
-    if kind == "int":
+    if kind == "count":
         try:
             return str(operator.index(value))  # int, numpy integers; not float, not str
         except TypeError:
             raise TypeError("%s must be an int, not %s" % (key, type(value).__name__)) from None
-    if kind == "float":
+    if kind == "number":
         if isinstance(value, (int, float)):
             return repr(float(value))
         raise TypeError("%s must be a number, not %s" % (key, type(value).__name__))
-    if key in _PATHS and isinstance(value, os.PathLike):
+    if kind == "path" and isinstance(value, os.PathLike):
         value = os.fsdecode(os.fspath(value))
-    elif isinstance(value, (int, float)):
-        value = str(value)  # a size in bytes (memory_budget=256 << 20)
+    elif isinstance(value, (int, float)) and kind in ("size", "duration"):
+        value = str(value)  # a size in bytes (memory_budget=256 << 20), a duration in seconds
     elif not isinstance(value, str):
         raise TypeError("%s must be a str%s, not %s" % (
-            key, " or a path" if key in _PATHS else "", type(value).__name__))
+            key, " or a path" if kind == "path" else "", type(value).__name__))
     if value == "":
         raise ValueError("%s='' is empty: give a value, or None for the default" % key)
-    if key in _PATHS:
-        _check_readable_file(key, value)
     return value
 
 
-def _check_readable_file(key, path):
-    if os.path.isdir(path):
-        raise ValueError("%s: %s is a directory, not a file" % (key, path))
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as e:
-        raise ValueError("%s: cannot read %s: %s" % (key, path, e.strerror)) from None
+def _settings_args(options):
+    """The (name, text) pairs of the keywords given (None leaves a setting at its default)."""
+    out = []
+    for key, value in options.items():
+        if key in _RENAMED and value is not None:
+            if not (isinstance(value, bool) or (type(value) is int and value in (0, 1))):
+                raise TypeError("%s is a flag: True or False, not %r" % (key, value))
+            new, value = _RENAMED[key], not value
+            warnings.warn("the keyword %s=%r is %s=%r now" % (key, not value, new, value),
+                          DeprecationWarning, stacklevel=3)
+            key = new
+        if key not in _SETTINGS:
+            raise TypeError("Loader() got an unexpected keyword argument %r" % key)
+        if value is None:
+            continue
+        out.append((key, _keyword_value(key, value)))
+    return out
 
 
-def _args(url, options):
-    """The parser's argument list (bytes, as Linux's names are: a URL that is not UTF-8 stays
-    as it is)."""
+def _url_bytes(url):
+    """The dataset's URL as bytes, as Linux's names are (a URL that is not UTF-8 stays as it
+    is)."""
     if not isinstance(url, (str, bytes, os.PathLike)):
         raise TypeError("url must be a str, bytes or a path, not %s" % type(url).__name__)
     url = os.fsencode(url)
     if not url:
         raise ValueError("url is empty: give a directory or a file://, s3://, http(s):// or "
                          "nfs:// URL")
-    args = [url]
-    for key, value in options.items():
-        if key not in _KINDS:
-            raise TypeError("Loader() got an unexpected keyword argument %r" % key)
-        if value is None:
-            continue
-        text = _keyword_value(key, value)
-        if key == "shuffle":
-            if not text:
-                args.append(b"--no-shuffle")
-        elif text is True:
-            args.append(os.fsencode("--" + key.replace("_", "-")))
-        elif text is not False:
-            args += [os.fsencode("--" + key.replace("_", "-")), os.fsencode(text)]
-    return args
+    return url
+
+
+def _flag_to_keyword(message):
+    """Checks made after the keywords' own (the run's set-up) still name flags (--batch-size):
+    a Python caller passed keywords."""
+    return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
 
 
 def _suffix(suffix):
@@ -246,11 +258,14 @@ class Loader:
             state = json.dumps(state)
         elif state is not None and not isinstance(state, str):
             raise TypeError("state must be a dict from state_dict() or its JSON text")
-        if options.get("image_size") is not None:
-            _check_image_size(options["image_size"], MAX_PIXELS, "feedline.MAX_PIXELS")
-        args = _args(url, options)
+        size = options.get("image_size")
+        # Its type and range are the library's to check (below); its pixels, Python's limit.
+        if type(size) is int and 1 <= size <= _MAX_IMAGE_SIZE:
+            _check_image_size(size, MAX_PIXELS, "feedline.MAX_PIXELS")
+        url = _url_bytes(url)
+        settings = _settings_args(options)
         try:
-            self._native = _feedline._Loader(args, state, _start_epoch, transform)
+            self._native = _feedline._Loader(url, settings, state, _start_epoch, transform)
         except ValueError as e:
             raise ValueError(_flag_to_keyword(str(e))) from None
         except Error as e:
@@ -299,6 +314,32 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _loader_signature():
+    """Loader's signature as help() and inspect show it: every setting a keyword, with its
+    default and type."""
+    P = inspect.Parameter
+    params = [P("self", P.POSITIONAL_OR_KEYWORD), P("url", P.POSITIONAL_OR_KEYWORD),
+              P("state", P.POSITIONAL_OR_KEYWORD, default=None),
+              P("transform", P.POSITIONAL_OR_KEYWORD, default=None)]
+    for name, setting in _SETTINGS.items():
+        params.append(P(name, P.KEYWORD_ONLY, default=_python_default(setting),
+                        annotation=_ANNOTATIONS[setting["type"]]))
+    return inspect.Signature(params)
+
+
+def _settings_doc():
+    lines = ["", "", "    Settings (keywords; None leaves one at its default):"]
+    for name, s in _SETTINGS.items():
+        bounds = s["range"] + (" " + s["unit"] if s["unit"] and s["range"] else "")
+        lines.append("      %s=%r%s: %s" % (name, _python_default(s),
+                                           " (%s)" % bounds if bounds else "", s["help"]))
+    return "\n".join(lines)
+
+
+Loader.__init__.__signature__ = _loader_signature()
+Loader.__doc__ += _settings_doc()
 
 
 # The most pixels one decoded image may have, as Pillow's Image.MAX_IMAGE_PIXELS (beyond it

@@ -43,6 +43,7 @@
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
 #include "feedline/loader/sampler.hpp"
+#include "feedline/loader/settings.hpp"
 #include "loader_state.hpp"
 #include "run_options.hpp"
 
@@ -516,18 +517,20 @@ class PyLoader {
     if (!opened_ || !opened_->metrics) return std::nullopt;
     return opened_->metrics->url();
   }
-  PyLoader(std::vector<std::string> args, std::optional<std::string> state_json,
-           std::uint32_t start_epoch, py::object transform) {
+  // url: the dataset (bytes: Linux names are bytes); settings: (name, value) pairs of the
+  // library's table, as text (feedline/__init__.py makes them from the keywords' Python values).
+  PyLoader(std::string url, std::vector<std::pair<std::string, std::string>> settings,
+           std::optional<std::string> state_json, std::uint32_t start_epoch, py::object transform) {
     auto opened = std::make_shared<Opened>();
-    try {
-      CLI::App app("feedline");
-      app.add_option("url", opened->options.url)->required();
-      fl::tools::add_run_options(app, opened->options);
-      fl::tools::add_metrics_options(app, opened->options);
-      std::reverse(args.begin(), args.end());  // CLI11 takes them last first
-      app.parse(args);
-    } catch (const CLI::ParseError& e) {
-      raise_value(e.what());
+    opened->options.url = std::move(url);
+    for (const auto& [name, value] : settings) {
+      const ld::Setting* w = ld::find_setting(name);
+      if (!w || w->scope != ld::SettingScope::kLoader) {
+        raise_python(PyExc_TypeError,
+                     fmt::format("Loader() got an unexpected keyword argument '{}'", name));
+      }
+      if (auto r = ld::set_setting(opened->options, *w, value); !r)
+        raise_value(fmt::format("{}: {}", name, r.error().message()));
     }
     if (!transform.is_none()) {
       if (!PyCallable_Check(transform.ptr())) throw py::type_error("transform must be callable");
@@ -939,21 +942,29 @@ void close_all_loaders() {
   }
 }
 
-// `feedline run`'s flags (without "--") and the kind of value each takes, for the Python
-// layer's keyword checks: "flag" (none: True/False), "int", "float" or "text".
-std::vector<std::pair<std::string, std::string>> run_flags() {
-  fl::tools::RunOptions o;
-  CLI::App app("feedline");
-  fl::tools::add_run_options(app, o);
-  fl::tools::add_metrics_options(app, o);
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const CLI::Option* opt : app.get_options()) {
-    const std::string type = opt->get_type_name();  // "UINT:INT in [1 - 64]", "TEXT", "FLOAT"
-    const char* kind = opt->get_expected_max() == 0                          ? "flag"
-                       : type.starts_with("UINT") || type.starts_with("INT") ? "int"
-                       : type.starts_with("FLOAT")                           ? "float"
-                                                                             : "text";
-    for (const auto& name : opt->get_lnames()) out.emplace_back(name, kind);
+// The library's settings table (feedline/loader/settings.hpp), for the Python layer's keywords,
+// their signature and their help: one dict per setting.
+py::list settings_table() {
+  static constexpr const char* kTypes[] = {"flag",     "count",  "number", "size",
+                                           "duration", "choice", "path",   "text"};
+  py::list out;
+  for (const ld::Setting& w : ld::settings()) {
+    py::dict d;
+    d["name"] = std::string(w.name);
+    d["type"] = kTypes[static_cast<int>(w.type)];
+    d["section"] = std::string(w.section);
+    d["unit"] = std::string(w.unit);
+    d["help"] = ld::render_setting_names(w.help, ld::SettingVocabulary::kPython);
+    d["help_cli"] = ld::render_setting_names(w.help, ld::SettingVocabulary::kCommandLine);
+    d["default"] = ld::setting_default(w);
+    d["range"] = ld::setting_range(w);
+    d["min"] = w.min;
+    d["max"] = w.max;
+    py::list choices;
+    for (std::string_view c : w.choices) choices.append(std::string(c));
+    d["choices"] = choices;
+    d["scope"] = w.scope == ld::SettingScope::kLoader ? "loader" : "command line";
+    out.append(d);
   }
   return out;
 }
@@ -1089,10 +1100,10 @@ PYBIND11_MODULE(_feedline, mod) {
       });
 
   py::class_<PyLoader>(mod, "_Loader")
-      .def(py::init<std::vector<std::string>, std::optional<std::string>, std::uint32_t,
-                    py::object>(),
-           py::arg("args"), py::arg("state") = py::none(), py::arg("start_epoch") = 0,
-           py::arg("transform") = py::none())
+      .def(py::init<std::string, std::vector<std::pair<std::string, std::string>>,
+                    std::optional<std::string>, std::uint32_t, py::object>(),
+           py::arg("url"), py::arg("settings"), py::arg("state") = py::none(),
+           py::arg("start_epoch") = 0, py::arg("transform") = py::none())
       .def("next", &PyLoader::next)
       .def("report_json", &PyLoader::report_json, py::arg("final") = false)
       .def("state_json", &PyLoader::state_json)
@@ -1101,7 +1112,7 @@ PYBIND11_MODULE(_feedline, mod) {
       .def("close", &PyLoader::close)
       .def_property_readonly("interrupted", &PyLoader::interrupted);
 
-  mod.def("_run_flags", &run_flags);
+  mod.def("_settings", &settings_table);
   mod.def("_close_all", &close_all_loaders);
   mod.def("_decode_image", &decode_image, py::arg("data"), py::arg("image_size") = 0,
           py::arg("crop") = "", py::arg("dct_scaling") = true, py::arg("seed") = 0,

@@ -227,8 +227,8 @@ def test_corrupt_sample_names_the_object(tmp_path):
         f.seek(512 + 4)
         f.write(b"\xff" * 64)
     with pytest.raises(feedline.Error, match=shard):
-        run_all(feedline.Loader(ds, batch_size=8, no_index=True))
-    keys, _, _ = run_all(feedline.Loader(ds, batch_size=8, on_error="skip", no_index=True))
+        run_all(feedline.Loader(ds, batch_size=8, index=False))
+    keys, _, _ = run_all(feedline.Loader(ds, batch_size=8, on_error="skip", index=False))
     assert len(keys) < 40
 
 

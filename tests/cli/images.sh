@@ -152,7 +152,7 @@ else
 fi
 
 # --- bad input -----------------------------------------------------------------------------------
-expect_usage "unknown crop" "--crop" "unknown crop 'random'" -- run "$tar_ds" --image-size 32 --crop random
+expect_usage "unknown crop" "--crop" "'random' is not one of random-resized, center, none" -- run "$tar_ds" --image-size 32 --crop random
 expect_usage "crop without size" "--crop center needs --image-size" -- run "$tar_ds" --crop center
 expect_usage "image size 0" "--image-size" -- run "$tar_ds" --image-size 0
 expect_usage "image size too large" "--image-size" -- run "$tar_ds" --image-size 99999

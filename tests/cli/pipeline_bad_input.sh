@@ -230,7 +230,7 @@ expect_usage "run --batch-size 0" "--batch-size" -- run "$tar_ds" --batch-size 0
 expect_usage "run --shard-shuffle with --no-shuffle" "--shard-shuffle" "--no-shuffle" -- run "$tar_ds" --shard-shuffle 4 --no-shuffle
 expect_usage "run --shard-shuffle -1" "--shard-shuffle" -- run "$tar_ds" --shard-shuffle -1
 expect_usage "run --shard-shuffle 100000" "--shard-shuffle" "65536" -- run "$tar_ds" --shard-shuffle 100000
-expect_usage "run --on-error bogus" "--on-error" "'bogus'" "fail or skip" -- run "$tar_ds" --on-error bogus
+expect_usage "run --on-error bogus" "--on-error" "'bogus'" "is not one of fail, skip" -- run "$tar_ds" --on-error bogus
 expect_usage "run --compute-time 5parsecs" "--compute-time" "'5parsecs'" -- run "$tar_ds" --compute-time 5parsecs
 expect_usage "run --compute-time normal:5ms" "--compute-time" -- run "$tar_ds" --compute-time normal:5ms
 expect_usage "run --decode-cost 5parsecs" "--decode-cost" "'5parsecs'" -- run "$tar_ds" --decode-cost 5parsecs

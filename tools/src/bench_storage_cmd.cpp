@@ -31,7 +31,7 @@ namespace {
 
 struct Options {
   std::string url;
-  NetOptions net;
+  loader::LoaderSettings settings;  // its network settings (the only ones it takes)
   std::string rw = "read";
   std::string bs = "1MiB";
   unsigned iodepth = 32;
@@ -124,7 +124,7 @@ Plan make_plan(const Options& o) {
   p.backend.file.sqpoll = o.sqpoll;
   p.backend.file.register_buffers = o.fixedbufs;
   std::vector<std::string> notes;
-  apply_net_options(o.net, o.url, p.backend, notes);
+  apply_net_options(o.settings.net, o.url, p.backend, notes);
   for (const auto& n : notes) out::note(n);
   p.bench.stop = stop_token();
   p.backend.stop = stop_token();
@@ -442,7 +442,7 @@ void add_bench_storage(CLI::App& bench, int& exit_code) {
                   "Reads re-issued per submission (fio's iodepth_batch_submit)")
       ->capture_default_str();
   cmd->add_flag("--direct", o->direct, "O_DIRECT: bypass the page cache");
-  add_net_options(*cmd, o->net);
+  add_net_options(*cmd, o->settings);
   cmd->add_option("--engine", o->engine, "I/O engine: uring, posix or auto")->capture_default_str();
   cmd->add_option("--size", o->size, "Bytes of the file to cover (default: all of it)");
   cmd->add_option("--runtime", o->runtime,

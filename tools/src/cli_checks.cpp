@@ -1,7 +1,9 @@
 #include "cli_checks.hpp"
 
 #include <fmt/format.h>
+
 #include <unistd.h>
+#include "feedline/core/units.hpp"
 
 #include <cerrno>
 #include <charconv>
@@ -13,23 +15,10 @@ namespace feedline::tools {
 
 std::optional<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min,
                                                 std::uint64_t max, std::string* why) {
-  auto no = [&](std::string reason) -> std::optional<std::uint64_t> {
-    if (why) *why = std::move(reason);
-    return std::nullopt;
-  };
-  if (text.empty()) return no("empty: expected a whole number");
-  for (char c : text) {
-    if (c < '0' || c > '9')
-      return no(fmt::format("'{}' is not a whole number (digits only)", text));
-  }
-  std::uint64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range || v < min || v > max) {
-    return no(fmt::format("{} is out of range: {}..{}", text, min, max));
-  }
-  if (ec != std::errc() || p != text.data() + text.size())
-    return no(fmt::format("'{}' is not a whole number", text));
-  return v;
+  auto n = feedline::parse_whole_number(text, min, max);
+  if (n) return *n;
+  if (why) *why = n.error().message();
+  return std::nullopt;
 }
 
 CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
@@ -44,15 +33,8 @@ CLI::Validator whole_number(std::uint64_t min, std::uint64_t max) {
 CLI::Validator number_in(double lo, double hi, bool lo_inclusive) {
   return CLI::Validator(
       [lo, hi, lo_inclusive](std::string& s) -> std::string {
-        double v = 0;
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) {
-          return fmt::format("'{}' is not a finite number", s);
-        }
-        if (v > hi || v < lo || (!lo_inclusive && v == lo)) {
-          return fmt::format("{} is out of range: {}{}..{}]", s, lo_inclusive ? "[" : "(", lo, hi);
-        }
-        return {};
+        auto v = parse_number_in(s, lo, hi, lo_inclusive);
+        return v ? std::string() : v.error().message();
       },
       fmt::format("NUMBER in {}{} - {}]", lo_inclusive ? "[" : "(", lo, hi));
 }
@@ -77,13 +59,6 @@ CLI::Validator readable_file() {
         return {};
       },
       "FILE");
-}
-
-std::uint64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return ~std::uint64_t{0};
-  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
 }
 
 }  // namespace feedline::tools

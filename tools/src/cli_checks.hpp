@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "feedline/core/cpus.hpp"
+
 namespace feedline::tools {
 
 // A whole number in [min, max]: digits only (no sign, no exponent, no spaces).
@@ -29,7 +31,7 @@ CLI::Validator readable_file();
 std::optional<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min,
                                                 std::uint64_t max, std::string* why = nullptr);
 
-// Machine limits that bound what users may ask for.
-std::uint64_t physical_memory_bytes();
+// Machine limits that bound what users may ask for (core's, for the commands that named it here).
+using feedline::physical_memory_bytes;
 
 }  // namespace feedline::tools

@@ -92,11 +92,11 @@ std::string local_path(const std::string& url) {
 double order_speedup_for(const WhatIf& w, const RunOptions& base, const RunSetup& st,
                          const RunDataset& rd, const loader::Diagnosis& d,
                          std::chrono::duration<double> duration) {
-  if (w.options.no_shuffle == base.no_shuffle && w.options.shard_shuffle == base.shard_shuffle) {
+  if (w.options.shuffle == base.shuffle && w.options.shard_shuffle == base.shard_shuffle) {
     return 1;
   }
   const loader::Measurements& m = d.measurements;
-  if (w.options.no_shuffle && !base.no_shuffle && base.shard_shuffle == 0) {
+  if (!w.options.shuffle && base.shuffle && base.shard_shuffle == 0) {
     return m.storage_order_speedup;
   }
   if (m.storage_alone_samples_per_second <= 0) return 1;

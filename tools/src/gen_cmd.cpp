@@ -25,7 +25,7 @@ namespace {
 
 struct Options {
   std::string url;
-  NetOptions net;
+  loader::LoaderSettings settings;  // its network settings (the only ones it takes)
   std::string format = "files";
   std::uint64_t samples = 1000;
   std::string sample_size = "128KiB";
@@ -142,7 +142,7 @@ int run_checked(const Options& o, const loader::GenConfig& c) {
   bc.stop = stop_token();
   {
     std::vector<std::string> notes;
-    apply_net_options(o.net, o.url, bc, notes);
+    apply_net_options(o.settings.net, o.url, bc, notes);
     for (const auto& n : notes) out::note(n);
   }
   storage::Resolved resolved = value_or_exit(registry.open(o.url, bc));
@@ -228,7 +228,7 @@ void add_gen(CLI::App& app, int& exit_code) {
                   "Where: a directory, file:///path, s3://bucket/prefix/, nfs://server/export/dir "
                   "or mem://prefix")
       ->required();
-  add_net_options(*cmd, o->net);
+  add_net_options(*cmd, o->settings);
   cmd->add_option("--format", o->format, loader::builtin_formats().gen_help())
       ->capture_default_str();
   cmd->add_option("--samples", o->samples, "Number of samples")

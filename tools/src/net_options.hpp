@@ -7,26 +7,16 @@
 
 #include <string>
 
+#include "feedline/loader/settings.hpp"
 #include "feedline/storage/registry.hpp"
 
 namespace feedline::tools {
 
-struct NetOptions {
-  unsigned connections = 0;
-  std::string endpoint;
-  std::string region;
-  std::string profile;
-  bool no_sign_request = false;
-  bool insecure = false;
-  std::string ca_bundle;
-  std::string part_size = "8MiB";
-  unsigned http_loops = 0;
-  unsigned max_attempts = 5;
-  std::string connect_timeout = "10s";
-  std::string stall_timeout = "30s";
-};
+// The network settings (the library's table: feedline/loader/settings.hpp, section "network").
+using NetOptions = loader::NetSettings;
 
-void add_net_options(CLI::App& cmd, NetOptions& options);
+// Their flags (setting_flags.hpp), bound to s.net.
+void add_net_options(CLI::App& cmd, loader::LoaderSettings& s);
 
 // Fills the http, s3 and nfs sections. Throws UsageError for bad values. `notes` collects what
 // the user should know (--insecure is on, where credentials came from) — never a secret.

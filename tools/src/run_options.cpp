@@ -18,6 +18,7 @@
 #include "feedline/transports/cuda.hpp"
 #include "json_render.hpp"
 #include "output.hpp"
+#include "setting_flags.hpp"
 
 namespace feedline::tools {
 namespace {
@@ -103,9 +104,9 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
   c.sampler.batch_size = o.batch_size;
   c.sampler.epochs = o.epochs;
   c.sampler.seed = o.seed;
-  c.sampler.shuffle = !o.no_shuffle;
+  c.sampler.shuffle = o.shuffle;
   c.sampler.shard_shuffle = o.shard_shuffle;
-  if (o.shard_shuffle > 0 && o.no_shuffle)
+  if (o.shard_shuffle > 0 && !o.shuffle)
     throw UsageError("--shard-shuffle shuffles: it cannot go with --no-shuffle");
   const Sharding sh = sharding(o);
   c.sampler.rank = sh.rank;
@@ -150,18 +151,18 @@ RunSetup make_run_setup(const RunOptions& o, std::stop_token stop) {
     throw UsageError(
         fmt::format("--on-error: unknown policy '{}' (choose fail or skip)", o.on_error));
   }
-  c.diagnostics.accounting = !o.no_accounting;
-  if (o.image_size > 0 || !o.crop.empty() || o.no_dct_scaling) {
+  c.diagnostics.accounting = o.accounting;
+  if (o.image_size || !o.crop.empty() || !o.dct_scaling) {
     loader::ImageConfig ic;
     ic.decode = true;
-    ic.size = o.image_size;
+    ic.size = o.image_size.value_or(0);
     ic.crop = o.image_size ? loader::Crop::kCenter : loader::Crop::kNone;
     if (!o.crop.empty()) {
       auto crop = loader::parse_crop(o.crop);
       if (!crop) throw UsageError(fmt::format("--crop: {}", crop.error().what()));
       ic.crop = *crop;
     }
-    ic.dct_scaling = !o.no_dct_scaling;
+    ic.dct_scaling = o.dct_scaling;
     if (ic.crop != loader::Crop::kNone && ic.size == 0) {
       throw UsageError(
           fmt::format("--crop {} needs --image-size (the output's side, e.g. 224); "
@@ -269,156 +270,18 @@ void add_html_option(CLI::App& cmd, std::optional<std::string>& path) {
 }
 
 void add_metrics_options(CLI::App& cmd, RunOptions& o) {
-  CLI::Option* port =
-      cmd.add_option("--metrics-port", o.metrics_port,
-                     "Serve Prometheus metrics at http://ADDR:PORT/metrics while the run goes on "
-                     "(0: any free port, said on stderr)")
-          ->check(CLI::Range(0u, 65535u));
-  cmd.add_option("--metrics-bind", o.metrics_bind,
-                 "The IPv4 address --metrics-port listens on (0.0.0.0: every interface)")
-      ->capture_default_str()
-      ->needs(port)
-      ->check(non_empty());
+  add_setting_flags(cmd, o, {"observability"});
+  cmd.get_option("--metrics-bind")->needs(cmd.get_option("--metrics-port"));
 }
 
-void add_run_options(CLI::App& cmd_ref, RunOptions& o) {
-  CLI::App* cmd = &cmd_ref;
-  cmd->add_option("--format", o.format, loader::builtin_formats().help())
-      ->capture_default_str()
-      ->check(non_empty());
-  cmd->add_option("--batch-size", o.batch_size, "Samples per batch")
-      ->capture_default_str()
-      ->check(whole_number(1, loader::kMaxBatchSize));
-  cmd->add_option("--epochs", o.epochs, "Passes over the dataset")
-      ->capture_default_str()
-      ->check(whole_number(1, kMaxEpochs));
-  cmd->add_option("--seed", o.seed, "Shuffle seed")
-      ->capture_default_str()
-      ->check(whole_number(0, ~std::uint64_t{0}));
-  cmd->add_flag("--no-shuffle", o.no_shuffle, "Read in storage order");
-  cmd->add_option("--shard-shuffle", o.shard_shuffle,
-                  "Shuffle shards, not samples: K shards open at a time, runs of batch-size/K "
-                  "consecutive samples "
-                  "from a random one (reads of a run coalesce over HTTP; 0 = shuffle samples)")
-      ->capture_default_str()
-      ->check(whole_number(0, 65536));
-  cmd->add_option("--rank", o.rank,
-                  "This process's rank (default: RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)")
-      ->check(whole_number(0, kMaxRanks - 1));
-  cmd->add_option("--world-size", o.world_size,
-                  "Number of ranks (default: WORLD_SIZE, OMPI_COMM_WORLD_SIZE or SLURM_NTASKS)")
-      ->check(whole_number(1, kMaxRanks));
-  cmd->add_flag("--drop-last", o.drop_last, "Drop each epoch's last partial batch");
-  cmd->add_option("--io-depth", o.io_depth, "Reads in flight at most")
-      ->capture_default_str()
-      ->check(whole_number(1, loader::kMaxIoDepth));
-  cmd->add_option(
-         "--storage-threads", o.storage_threads,
-         "Storage threads, each with its own I/O queue and a share of --io-depth (0: "
-         "auto: one per core, at most 4, for local page-cache reads and HTTP objects of one "
-         "sample each; one otherwise)")
-      ->capture_default_str()
-      ->check(whole_number(0, loader::kMaxStorageThreads));
-  cmd->add_option("--accelerators", o.accelerators,
-                  "Emulated accelerators on this host, as MLPerf Storage's ranks: each its own "
-                  "shard, batches and compute; --decode-threads and --memory-budget are the "
-                  "host's, shared out between them")
-      ->capture_default_str()
-      ->check(whole_number(1, loader::kMaxAccelerators));
-  cmd->add_option("--decode-threads", o.decode_threads, "Decode worker threads")
-      ->capture_default_str()
-      ->check(whole_number(1, loader::kMaxDecodeThreads));
-  cmd->add_option(
-         "--decode-nice", o.decode_nice,
-         "Nice increment for the decode threads (0-19): CPU-bound decode yields to the short "
-         "storage/collate/consumer hand-offs on busy cores; 0 keeps them at the process's priority")
-      ->capture_default_str()
-      ->check(whole_number(0, 19));
-  cmd->add_option(
-         "--prefetch", o.prefetch,
-         "Finished batches queued ahead of the consumer (over a network the batch pool also grows, "
-         "within half the memory budget, until storage may read 16 x --io-depth samples ahead)")
-      ->capture_default_str()
-      ->check(whole_number(0, loader::kMaxPrefetchBatches));
-  cmd->add_option("--memory-budget", o.memory_budget, "Bytes the pipeline may hold in buffers")
-      ->capture_default_str()
-      ->check(non_empty());
-  cmd->add_option("--max-sample-size", o.max_sample_size,
-                  "Largest sample accepted, stored or decoded (default: what the memory budget "
-                  "holds); larger ones, "
-                  "and zstd frames declaring more, are data errors")
-      ->check(non_empty());
-  cmd->add_option("--compute-time", o.compute_time,
-                  "Emulated accelerator time per batch: 50ms or normal:50ms:5ms")
-      ->check(non_empty());
-  cmd->add_option("--decode-cost", o.decode_cost,
-                  "Extra CPU time per sample in decode (plants a decode bottleneck)")
-      ->check(non_empty());
-  cmd->add_option("--collate-cost", o.collate_cost, "Extra CPU time per batch in collate")
-      ->check(non_empty());
-  cmd->add_option("--on-error", o.on_error, "fail, or skip bad samples and count them")
-      ->capture_default_str()
-      ->check(non_empty());
-  cmd->add_flag("--no-accounting", o.no_accounting,
-                "Turn stall accounting off (to measure its overhead)");
-  cmd->add_option("--json", o.json_path,
-                  "Write the report as one JSON document to FILE (also when the run fails)");
-  cmd->add_option("--engine", o.engine, "Local I/O engine: uring, posix or auto")
-      ->capture_default_str()
-      ->check(non_empty());
-  cmd->add_flag("--direct", o.direct, "O_DIRECT reads of local files");
-  cmd->add_option("--device", o.device,
-                  "Copy each batch to this GPU (cuda:N) with overlapped async copies")
-      ->check(non_empty());
-  cmd->add_option(
-         "--gpu-direct", o.gpu_direct,
-         "Direct path for samples that need no decode: auto, on (an error when impossible) or off")
-      ->capture_default_str()
-      ->check(non_empty());
-  cmd->add_option("--cuda-streams", o.cuda_streams,
-                  "Host-to-device copies in flight (one per stream)")
-      ->capture_default_str()
-      ->check(whole_number(1, 64));
-  add_net_options(*cmd, o.net);
-  cmd->add_option("--throttle-bw", o.throttle_bw,
-                  "Cap storage bandwidth (bytes per second, e.g. 50MiB)")
-      ->check(non_empty());
-  cmd->add_option("--throttle-latency", o.throttle_latency,
-                  "Add latency to every read: 2ms, normal:2ms:500us or lognormal:2ms:1ms")
-      ->check(non_empty());
-  cmd->add_option("--throttle-seek", o.throttle_seek,
-                  "Add latency to every read that does not go on from where the previous one "
-                  "ended (a rotational disk's seek): 8ms")
-      ->check(non_empty());
-  cmd->add_option("--image-size", o.image_size,
-                  "Decode JPEG members (.jpg, .jpeg) into SIZE x SIZE x 3 RGB images (HWC uint8), "
-                  "cropped by --crop")
-      ->check(whole_number(1, loader::kMaxImageSize));
-  cmd->add_option("--crop", o.crop,
-                  "With --image-size: random-resized (torchvision's RandomResizedCrop), center "
-                  "(the central 87.5% square, as Resize(256) + CenterCrop(224)) or none (the "
-                  "whole image, squashed); --crop none alone: each image at its own size")
-      ->check(non_empty());
-  cmd->add_flag("--no-dct-scaling", o.no_dct_scaling,
-                "Decode JPEGs at full size before the resize (Pillow's pixels, more CPU), not at "
-                "the DCT scale M/8 the crop allows");
-  cmd->add_flag("--no-index", o.no_index,
-                "Ignore tar and TFRecord indexes and scan the shards' and files' headers");
-  cmd->add_flag("--stages-alone", o.stages_alone,
-                "After the run, measure storage, decode and collate each alone and report the "
-                "pipeline's efficiency");
-  cmd->add_option("--stages-alone-samples", o.stages_alone_samples, "Samples for --stages-alone")
-      ->capture_default_str()
-      ->check(whole_number(1, 1u << 26));
-  cmd->add_option("--runs", o.runs,
-                  "MLPerf Storage's repeated runs: a warm-up, then N runs of the same settings; "
-                  "the report is the last one's, with each run's samples/s and whether they agree "
-                  "within 5%")
-      ->capture_default_str()
-      ->check(whole_number(1, 100));
-  cmd->add_option("--au-target", o.au_target,
-                  "Minimum accelerator utilisation (0..1] the run must reach, as in MLPerf Storage")
-      ->check(number_in(0, 1, false));
+void add_run_options(CLI::App& cmd, RunOptions& o) {
+  add_setting_flags(
+      cmd, o,
+      {"sampler", "dataset", "pipeline", "storage", "network", "decode", "device", "emulation"});
+  // The formats' names and words are the format registry's (the table's line is a summary).
+  cmd.get_option("--format")->description(loader::builtin_formats().help());
+  cmd.add_option("--json", o.json_path,
+                 "Write the report as one JSON document to FILE (also when the run fails)");
 }
 
 // The process's peak resident set (VmHWM), to check the memory budget holds from outside.
@@ -443,7 +306,7 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   if (st.throttle) rd.backend = storage::make_throttle(std::move(rd.backend), *st.throttle);
 
   loader::DatasetOptions dopt;
-  dopt.use_index = !o.no_index;
+  dopt.use_index = o.index;
   dopt.skip_bad_objects = c.on_error == loader::OnError::kSkip;
   dopt.format = st.format.value_or(loader::DatasetFormat::kAuto);
   dopt.stop = c.stop;

@@ -15,6 +15,7 @@
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/loader/settings.hpp"
 #include "feedline/storage/backend.hpp"
 #include "feedline/storage/decorators.hpp"
 #include "net_options.hpp"
@@ -22,60 +23,21 @@
 
 namespace feedline::tools {
 
-// Bounds on what a user may ask for (the loader's own, and these): beyond them a value would only
+// Bounds on what a user may ask for (the settings table's): beyond them a value would only
 // allocate (per-read, per-batch and per-thread state) or run for ever, not read faster.
 inline constexpr std::uint64_t kMaxEpochs = 1u << 20;
 inline constexpr std::uint64_t kMaxRanks = 1u << 20;
 
-struct RunOptions {
+// A run's options: the library's settings (their flags made from its table: setting_flags.hpp)
+// and what only the command line has (its URL argument, output files, --autotune, --runtime).
+struct RunOptions : loader::LoaderSettings {
   std::string url;
-  NetOptions net;
-  std::string format = "auto";
-  unsigned batch_size = 32;
-  unsigned epochs = 1;
-  std::uint64_t seed = 0;
-  bool no_shuffle = false;
-  unsigned shard_shuffle = 0;
-  std::optional<unsigned> rank;
-  std::optional<unsigned> world_size;
-  bool drop_last = false;
-  unsigned io_depth = 64;
-  unsigned accelerators = 1;  // emulated on this host, each its own loader and shard
-  unsigned runs = 1;          // measured runs after a warm-up (MLPerf Storage's --runs)
-  unsigned decode_threads = 2;
-  unsigned storage_threads = 0;  // 0: auto
-  int decode_nice = 5;
-  unsigned prefetch = 2;
-  std::string memory_budget = "1GiB";
-  std::string max_sample_size;
-  std::string compute_time;
-  std::string decode_cost;
-  std::string collate_cost;
-  std::string on_error = "fail";
-  bool no_accounting = false;
   std::optional<std::string> json_path;    // set (maybe empty) when --json was given
   std::optional<std::string> trace_path;   // --trace FILE (run, diagnose: add_trace_option)
   std::uint64_t trace_events = 1'000'000;  // --trace-events: at most this many in the trace
   std::optional<std::string> html_path;    // --html FILE (run, diagnose: add_html_option)
-  std::optional<unsigned> metrics_port;    // --metrics-port PORT (run)
-  std::string metrics_bind = "127.0.0.1";  // --metrics-bind ADDR
-  std::string engine = "auto";
-  bool direct = false;
-  std::string throttle_bw;
-  std::string throttle_latency;
-  std::string throttle_seek;
-  bool no_index = false;
-  std::optional<double> au_target;
-  bool stages_alone = false;
-  std::string device;  // "cuda:N" copies batches to that GPU
-  std::string gpu_direct = "auto";
-  unsigned cuda_streams = 4;
-  std::uint64_t stages_alone_samples = 20000;
-  unsigned image_size = 0;  // --image-size: decode JPEG members into N x N x 3 (0: not asked)
-  std::string crop;         // --crop: random-resized, center or none ("" : not given)
-  bool no_dct_scaling = false;
-  bool autotune = false;  // `run --autotune` (registered by run only)
-  std::string runtime;    // `run --runtime D`: epochs repeat until D has passed (run only)
+  bool autotune = false;                   // `run --autotune` (registered by run only)
+  std::string runtime;  // `run --runtime D`: epochs repeat until D has passed (run only)
 };
 
 // Everything a run needs, validated, before anything is opened.
@@ -95,6 +57,7 @@ void add_trace_options(CLI::App& cmd, std::optional<std::string>& path, std::uin
 void add_html_option(CLI::App& cmd, std::optional<std::string>& path);
 // --metrics-port PORT and --metrics-bind ADDR: a Prometheus endpoint while the run goes on.
 void add_metrics_options(CLI::App& cmd, RunOptions& o);
+// The flags of every setting but the metrics endpoint's (the table's), and --json FILE.
 void add_run_options(CLI::App& cmd, RunOptions& o);
 
 // Checks o (UsageError naming the flag) and makes what a run needs; stop ends its waits.

@@ -74,11 +74,11 @@ WhatIf parse_what_if(std::string_view text, const RunOptions& base) {
     } else if (key == "order") {
       if (value != "storage")
         bad(text, fmt::format("order={}: the order to try is 'storage'", value));
-      o.no_shuffle = true;
+      o.shuffle = false;
       o.shard_shuffle = 0;
     } else if (key == "shard-shuffle") {
       o.shard_shuffle = whole(text, key, value, 1, 1u << 20);
-      o.no_shuffle = false;
+      o.shuffle = true;
     } else if (key == "accelerators") {
       w.accelerators = whole(text, key, value, 1, loader::kMaxAccelerators);
     } else if (key == "cores") {
@@ -141,7 +141,7 @@ std::vector<WhatIf> default_what_ifs(const RunOptions& base, unsigned cores,
         "storage-bw={}MiB/s", static_cast<std::uint64_t>(2 * storage_bytes_per_second_seen) >> 20));
   }
   texts.push_back("storage-latency=+5ms");
-  if (!base.no_shuffle && base.shard_shuffle == 0) texts.push_back("order=storage");
+  if (base.shuffle && base.shard_shuffle == 0) texts.push_back("order=storage");
   texts.push_back(fmt::format("cores={}", 2 * cores));
   texts.push_back("accelerators=2");
   std::vector<WhatIf> out;

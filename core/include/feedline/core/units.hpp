@@ -22,6 +22,13 @@ Result<std::uint64_t> parse_size(std::string_view text);
 // Parses a duration into nanoseconds.
 Result<std::chrono::nanoseconds> parse_duration(std::string_view text);
 
+// A whole number in [min, max] as users type counts: decimal digits only (no sign, no exponent,
+// no spaces), so that "-1" is not 2^64-1 and "1e3" not 1. The error says why, naming the limit.
+Result<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min,
+                                         std::uint64_t max);
+// A finite decimal number in (lo, hi] ([lo, hi] with lo_inclusive).
+Result<double> parse_number_in(std::string_view text, double lo, double hi, bool lo_inclusive);
+
 // "4 KiB", "1.50 MiB", "12.3 GiB": binary units, three significant digits.
 std::string format_bytes(double bytes);
 // Decimal rate, as storage vendors quote it: "1.02 GB/s", "850 MB/s".
