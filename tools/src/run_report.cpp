@@ -95,7 +95,7 @@ nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) 
       {"bottleneck",
        {{"stage", r.verdict.stage ? json(loader::stage_name(*r.verdict.stage)) : json("none")},
         {"evidence", r.verdict.evidence},
-        {"suggestion", suggestion_text(r.verdict)},
+        {"suggestion", flag_suggestion(r.verdict)},
         {"next", next}}},
       // null where samples never passed through host memory (cuFile into GPU memory).
       {"delivered",
@@ -424,7 +424,7 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   line(fmt::format("  bottleneck: {}",
                    r.verdict.stage ? loader::stage_name(*r.verdict.stage) : "none"));
   line(fmt::format("    evidence: {}", r.verdict.evidence));
-  line(fmt::format("    next: {}", suggestion_text(r.verdict)));
+  line(fmt::format("    next: {}", flag_suggestion(r.verdict)));
   if (r.delivered.digest_computed) {
     line(fmt::format("  delivered digest: {} ({} samples)", r.delivered.digest, c.samples));
   } else {
