@@ -1,7 +1,8 @@
 // feedline._feedline: the native half of the Python package. One more user of the C++ API, as
 // the CLI is: `run`'s own option parser (tools/src/run_options.hpp) turns the keywords the
 // Python layer spells as flags into a LoaderConfig, feedline::loader::Loader runs the pipeline,
-// and the report is the document `feedline run --json` writes.
+// and the report is the library's document (feedline/loader/report_json.hpp), whose schema
+// `feedline run --json` writes too.
 //
 // Threads: the Python thread that iterates is the pipeline's consumer: it waits for a batch with
 // the GIL released (Loader::next_for) and wakes every 100 ms to let Python run its signal
@@ -20,7 +21,6 @@
 #include <fmt/format.h>
 
 #include <dlpack/dlpack.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -42,6 +42,7 @@
 #include "feedline/loader/image.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
+#include "feedline/loader/report_json.hpp"
 #include "feedline/loader/sampler.hpp"
 #include "loader_state.hpp"
 #include "run_options.hpp"
@@ -655,8 +656,8 @@ class PyLoader {
     return PyBatch(opened_, std::move(**r), owner_);
   }
 
-  // The report as `feedline run --json` writes it (a JSON text): the run's so far while it goes
-  // on ("snapshot": true), its final one once it is over (or with final=true: that ends it).
+  // The report, in the schema of `feedline run --json` (a JSON text): the run's so far while it
+  // goes on ("snapshot": true), its final one once it is over (or with final=true: that ends it).
   std::string report_json(bool final) {
     if (report_) return *report_;
     if (!made_here()) raise_forked(owner_);
@@ -670,11 +671,9 @@ class PyLoader {
     }
     if (snapshot && !rep.snapshot) return report_json(true);  // it ended meanwhile
     std::optional<fl::Error> mismatch;
-    nlohmann::json doc = fl::tools::run_document(rep, opened_->setup, opened_->data.dataset,
-                                                 snapshot ? nullptr : &mismatch);
-    doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
-    if (snapshot) return dump(doc);
-    report_ = dump(doc);
+    std::string doc = report_document(rep, snapshot ? nullptr : &mismatch);
+    if (snapshot) return doc;
+    report_ = std::move(doc);
     return *report_;
   }
 
@@ -755,16 +754,13 @@ class PyLoader {
   void closed_report() {
     ld::PipelineReport rep;
     if (!with_loader([&](ld::Loader& l) { rep = l.snapshot(); })) return;
-    nlohmann::json doc =
-        fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, nullptr);
-    doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
     if (rep.snapshot) {
-      doc["interrupted"] = true;
-      doc["bottleneck"]["evidence"] =
+      rep.interrupted = true;
+      rep.verdict.evidence =
           "closed while a transform call was still running: the run's figures at close(), "
           "without the verdict";
     }
-    report_ = dump(doc);
+    report_ = report_document(rep, nullptr);
   }
 
   std::unique_ptr<ld::Loader> take_loader() {
@@ -798,10 +794,21 @@ class PyLoader {
     if (transform_) new std::shared_ptr<PyTransform>(std::move(transform_));
   }
 
-  // The report's JSON text; a name that is not UTF-8 (in an error, a skipped sample) comes out
-  // with U+FFFD for its bad bytes rather than failing the whole document.
-  static std::string dump(const nlohmann::json& doc) {
-    return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // The library's report document (feedline/loader/report_json.hpp): the schema of `feedline
+  // run --json`, the knobs in the library's words (io_depth=64 -> 128), and where a resumed run
+  // started ("resumed_from"). *mismatch (where given): gen's digest not matched.
+  std::string report_document(const ld::PipelineReport& rep,
+                              std::optional<fl::Error>* mismatch) const {
+    const fl::tools::RunContext& ctx = opened_->setup.ctx;
+    ld::ReportOptions o;
+    o.url = ctx.url;
+    o.compute_time = ctx.compute_time;
+    o.au_target = ctx.au_target;
+    o.potential_caching = ctx.potential_caching;
+    o.host_memory_bytes = ctx.host_memory_bytes;
+    o.resumed_from = &ctx.config.sampler.resume;
+    o.mismatch = mismatch;
+    return ld::report_json(rep, opened_->data.dataset, ctx.config, o);
   }
   // Runs f(loader) with the GIL released, under the lock that keeps the loader alive and its
   // consumer side one caller's at a time; false (f not run) once close() freed it.

@@ -27,7 +27,7 @@ IO_STATS = {"ops": int, "bytes": int, "errors": int, "cancelled": int, "short_re
             "histograms": dict, **{f"{h}.{k}": t for h in ("latency_ns", "slat_ns", "clat_ns") for k, t in HIST.items()}}
 SCHEMAS = {
     "run": {
-        "url": str, "format": str, "samples": int, "bytes": int, "batches": int, "epochs": int,
+        "schema": int, "url": str, "format": str, "samples": int, "bytes": int, "batches": int, "epochs": int,
         "wall_seconds": NUM, "samples_per_second": NUM, "bytes_per_second": NUM, "au": (int, float, type(None)),
         "au_steps": int, "compute_seconds": NUM, "input_bound": str, "interrupted": bool, "snapshot": bool, "error": (str, type(None)),
         "consumer_wait.fraction": NUM, "consumer_wait.seconds": NUM, "consumer_wait.first_batch_ms": NUM,

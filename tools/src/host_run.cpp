@@ -143,7 +143,7 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
   j["au_max"] = host.au_measured ? json(host.au_max) : json(nullptr);
   j["accelerators"] = host.split.accelerators;
   j["sync_seconds"] = host.sync_seconds;
-  j["mlperf"] = mlperf_json(host_mlperf(host, st.ctx));
+  j["mlperf"] = mlperf_document(host_mlperf(host, st.ctx));
   if (!each.empty()) {
     // Stages, queues and reads for the whole host; latency percentiles stay accelerator 0's
     // (per_accelerator has each one's).
