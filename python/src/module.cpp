@@ -44,7 +44,7 @@
 #include "feedline/loader/metrics.hpp"
 #include "feedline/loader/report_json.hpp"
 #include "feedline/loader/sampler.hpp"
-#include "loader_state.hpp"
+#include "feedline/loader/state.hpp"
 #include "run_options.hpp"
 
 namespace py = pybind11;
@@ -547,7 +547,7 @@ class PyLoader {
       interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
         Opened& o = *job->opened;
         o.setup = fl::tools::make_run_setup(o.options, token);
-        std::optional<fl::tools::LoaderState> saved;
+        std::optional<ld::LoaderState> saved;
         if (state_json) saved = resume_from(o, *state_json);
         o.data = fl::tools::open_run_dataset(o.options, o.setup);
         if (saved) check_dataset(o, *saved);
@@ -681,9 +681,9 @@ class PyLoader {
   // and with any number of ranks (ranks that step together, as DDP's do, save the same state).
   std::string state_json() const {
     if (!opened_) raise_value("the loader is closed");
-    return fl::tools::format_loader_state(fl::tools::loader_state(
-        opened_->setup.ctx.url, opened_->data.dataset, opened_->setup.ctx.config.sampler,
-        sampler_->resume_point_after(delivered_)));
+    return ld::format_loader_state(ld::loader_state(opened_->setup.ctx.url, opened_->data.dataset,
+                                                    opened_->setup.ctx.config.sampler,
+                                                    sampler_->resume_point_after(delivered_)));
   }
 
   void stop() {
@@ -882,11 +882,11 @@ class PyLoader {
   // Checks a state_dict against this loader's settings (all but rank and world size: the rest is
   // split over this run's ranks) and starts where it stopped. Returns the state (its dataset is
   // checked once the dataset is open).
-  static fl::tools::LoaderState resume_from(Opened& o, const std::string& text) {
-    auto s = fl::tools::parse_loader_state(text);
+  static ld::LoaderState resume_from(Opened& o, const std::string& text) {
+    auto s = ld::parse_loader_state(text);
     if (!s) raise_value(s.error().message());
     ld::SamplerConfig& c = o.setup.ctx.config.sampler;
-    if (auto why = fl::tools::loader_state_mismatch(*s, c)) raise_value(*why);
+    if (auto why = ld::loader_state_mismatch(*s, c)) raise_value(*why);
     // Where it stopped: the sampler checks the numbers against the dataset and settings.
     c.resume = s->resume;
     return std::move(*s);
@@ -908,8 +908,8 @@ class PyLoader {
   }
 
   // The same samples: the same count, and the same listing (its fingerprint).
-  static void check_dataset(const Opened& o, const fl::tools::LoaderState& s) {
-    if (auto why = fl::tools::loader_state_dataset_mismatch(s, o.data.dataset, o.setup.ctx.url)) {
+  static void check_dataset(const Opened& o, const ld::LoaderState& s) {
+    if (auto why = ld::loader_state_dataset_mismatch(s, o.data.dataset, o.setup.ctx.url)) {
       raise_value(*why);
     }
   }
