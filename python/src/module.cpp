@@ -580,13 +580,7 @@ class PyLoader {
       raise_error(*job->error);
     }
     auto loader = std::move(job->loader);
-    // The same sampler the loader runs, for where the run stands after each batch (state_dict).
-    ld::SamplerConfig sc = opened->setup.ctx.config.sampler;
-    sc.num_samples = opened->data.dataset.samples.size();
-    sc.shard_starts.clear();  // counts only: the order is not needed
-    auto sampler = ld::Sampler::create(sc);
-    if (!sampler) raise_value(sampler.error().what());
-    sampler_.emplace(std::move(*sampler));
+    at_ = opened->setup.ctx.config.sampler.resume;  // where it starts
     opened_ = std::move(opened);
     loader_ = std::move(loader);
     live_loaders().insert(this);
@@ -625,6 +619,7 @@ class PyLoader {
     // The time since the last batch was handed over: the training step's compute.
     const auto compute = std::chrono::nanoseconds(handed_ns_ ? fl::now_ns() - handed_ns_ : 0);
     std::optional<fl::Result<ld::Batch>> r;
+    ld::ResumePoint at;  // where the run stands with this batch handed out
     for (bool first = true; !r; first = false) {
       if (!first && PyErr_CheckSignals() != 0) {  // Ctrl-C: stop the run, let it through
         with_loader([](ld::Loader& l) { l.stop(); });
@@ -635,6 +630,7 @@ class PyLoader {
       const bool open = with_loader([&](ld::Loader& l) {
         if (first && compute.count() > 0) l.record_compute(compute);
         r = l.next_for(std::chrono::milliseconds(100));
+        if (r && *r && !(*r)->end()) at = l.resume_point();
       });
       if (!open) raise_value("the loader is closed");
     }
@@ -652,7 +648,7 @@ class PyLoader {
       handed_ns_ = 0;
       return std::nullopt;
     }
-    ++delivered_;
+    at_ = std::move(at);
     return PyBatch(opened_, std::move(**r), owner_);
   }
 
@@ -682,8 +678,7 @@ class PyLoader {
   std::string state_json() const {
     if (!opened_) raise_value("the loader is closed");
     return ld::format_loader_state(ld::loader_state(opened_->setup.ctx.url, opened_->data.dataset,
-                                                    opened_->setup.ctx.config.sampler,
-                                                    sampler_->resume_point_after(delivered_)));
+                                                    opened_->setup.ctx.config.sampler, at_));
   }
 
   void stop() {
@@ -922,9 +917,10 @@ class PyLoader {
   // released (never holding the GIL while it waits for this lock, or a thread inside next()
   // could not give it back).
   std::mutex consumer_mu_;
-  std::optional<ld::Sampler> sampler_;
   std::shared_ptr<PyTransform> transform_;
-  std::uint64_t delivered_ = 0;
+  // Where the run stands after the batches handed to Python (the loader's resume_point(), taken
+  // with each batch): state_dict() answers from it under the GIL, also once the loader is closed.
+  ld::ResumePoint at_;
   std::uint64_t handed_ns_ = 0;
   pid_t owner_ = ::getpid();  // the process that made it (fork: raise_forked)
   bool finished_ = false;
