@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   fmt::print("bottleneck: {} — {}\n",
              r.verdict.stage ? loader::stage_name(*r.verdict.stage) : "none", r.verdict.advice);
   for (const loader::KnobChange& k : r.verdict.next) {
-    fmt::print("  try {} = {} (now {})\n", loader::knob_name(k.knob), k.to, k.from);
+    fmt::print("  try {} = {} (now {})\n", loader::knob_name(k.knob),
+               loader::knob_value_text(k.knob, k.to), loader::knob_value_text(k.knob, k.from));
   }
   fmt::print("digest {} (checksum {})\n", r.delivered.digest, checksum);
   return 0;

@@ -1,7 +1,8 @@
 // feedline._feedline: the native half of the Python package. One more user of the C++ API, as
 // the CLI is: `run`'s own option parser (tools/src/run_options.hpp) turns the keywords the
 // Python layer spells as flags into a LoaderConfig, feedline::loader::Loader runs the pipeline,
-// and the report is the document `feedline run --json` writes.
+// and the report is the library's document (feedline/loader/report_json.hpp), whose schema
+// `feedline run --json` writes too.
 //
 // Threads: the Python thread that iterates is the pipeline's consumer: it waits for a batch with
 // the GIL released (Loader::next_for) and wakes every 100 ms to let Python run its signal
@@ -20,7 +21,6 @@
 #include <fmt/format.h>
 
 #include <dlpack/dlpack.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -42,9 +42,10 @@
 #include "feedline/loader/image.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
+#include "feedline/loader/report_json.hpp"
 #include "feedline/loader/sampler.hpp"
 #include "feedline/loader/settings.hpp"
-#include "loader_state.hpp"
+#include "feedline/loader/state.hpp"
 #include "run_options.hpp"
 
 namespace py = pybind11;
@@ -549,7 +550,7 @@ class PyLoader {
       interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
         Opened& o = *job->opened;
         o.setup = fl::tools::make_run_setup(o.options, token);
-        std::optional<fl::tools::LoaderState> saved;
+        std::optional<ld::LoaderState> saved;
         if (state_json) saved = resume_from(o, *state_json);
         o.data = fl::tools::open_run_dataset(o.options, o.setup);
         if (saved) check_dataset(o, *saved);
@@ -582,13 +583,7 @@ class PyLoader {
       raise_error(*job->error);
     }
     auto loader = std::move(job->loader);
-    // The same sampler the loader runs, for where the run stands after each batch (state_dict).
-    ld::SamplerConfig sc = opened->setup.ctx.config.sampler;
-    sc.num_samples = opened->data.dataset.samples.size();
-    sc.shard_starts.clear();  // counts only: the order is not needed
-    auto sampler = ld::Sampler::create(sc);
-    if (!sampler) raise_value(sampler.error().what());
-    sampler_.emplace(std::move(*sampler));
+    at_ = opened->setup.ctx.config.sampler.resume;  // where it starts
     opened_ = std::move(opened);
     loader_ = std::move(loader);
     live_loaders().insert(this);
@@ -627,6 +622,7 @@ class PyLoader {
     // The time since the last batch was handed over: the training step's compute.
     const auto compute = std::chrono::nanoseconds(handed_ns_ ? fl::now_ns() - handed_ns_ : 0);
     std::optional<fl::Result<ld::Batch>> r;
+    ld::ResumePoint at;  // where the run stands with this batch handed out
     for (bool first = true; !r; first = false) {
       if (!first && PyErr_CheckSignals() != 0) {  // Ctrl-C: stop the run, let it through
         with_loader([](ld::Loader& l) { l.stop(); });
@@ -637,6 +633,7 @@ class PyLoader {
       const bool open = with_loader([&](ld::Loader& l) {
         if (first && compute.count() > 0) l.record_compute(compute);
         r = l.next_for(std::chrono::milliseconds(100));
+        if (r && *r && !(*r)->end()) at = l.resume_point();
       });
       if (!open) raise_value("the loader is closed");
     }
@@ -654,12 +651,12 @@ class PyLoader {
       handed_ns_ = 0;
       return std::nullopt;
     }
-    ++delivered_;
+    at_ = std::move(at);
     return PyBatch(opened_, std::move(**r), owner_);
   }
 
-  // The report as `feedline run --json` writes it (a JSON text): the run's so far while it goes
-  // on ("snapshot": true), its final one once it is over (or with final=true: that ends it).
+  // The report, in the schema of `feedline run --json` (a JSON text): the run's so far while it
+  // goes on ("snapshot": true), its final one once it is over (or with final=true: that ends it).
   std::string report_json(bool final) {
     if (report_) return *report_;
     if (!made_here()) raise_forked(owner_);
@@ -673,11 +670,9 @@ class PyLoader {
     }
     if (snapshot && !rep.snapshot) return report_json(true);  // it ended meanwhile
     std::optional<fl::Error> mismatch;
-    nlohmann::json doc = fl::tools::run_document(rep, opened_->setup, opened_->data.dataset,
-                                                 snapshot ? nullptr : &mismatch);
-    doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
-    if (snapshot) return dump(doc);
-    report_ = dump(doc);
+    std::string doc = report_document(rep, snapshot ? nullptr : &mismatch);
+    if (snapshot) return doc;
+    report_ = std::move(doc);
     return *report_;
   }
 
@@ -685,9 +680,8 @@ class PyLoader {
   // and with any number of ranks (ranks that step together, as DDP's do, save the same state).
   std::string state_json() const {
     if (!opened_) raise_value("the loader is closed");
-    return fl::tools::format_loader_state(fl::tools::loader_state(
-        opened_->setup.ctx.url, opened_->data.dataset, opened_->setup.ctx.config.sampler,
-        sampler_->resume_point_after(delivered_)));
+    return ld::format_loader_state(ld::loader_state(opened_->setup.ctx.url, opened_->data.dataset,
+                                                    opened_->setup.ctx.config.sampler, at_));
   }
 
   void stop() {
@@ -758,16 +752,13 @@ class PyLoader {
   void closed_report() {
     ld::PipelineReport rep;
     if (!with_loader([&](ld::Loader& l) { rep = l.snapshot(); })) return;
-    nlohmann::json doc =
-        fl::tools::run_document(rep, opened_->setup, opened_->data.dataset, nullptr);
-    doc["resumed_from"] = fl::tools::resume_point_json(opened_->setup.ctx.config.sampler.resume);
     if (rep.snapshot) {
-      doc["interrupted"] = true;
-      doc["bottleneck"]["evidence"] =
+      rep.interrupted = true;
+      rep.verdict.evidence =
           "closed while a transform call was still running: the run's figures at close(), "
           "without the verdict";
     }
-    report_ = dump(doc);
+    report_ = report_document(rep, nullptr);
   }
 
   std::unique_ptr<ld::Loader> take_loader() {
@@ -801,10 +792,21 @@ class PyLoader {
     if (transform_) new std::shared_ptr<PyTransform>(std::move(transform_));
   }
 
-  // The report's JSON text; a name that is not UTF-8 (in an error, a skipped sample) comes out
-  // with U+FFFD for its bad bytes rather than failing the whole document.
-  static std::string dump(const nlohmann::json& doc) {
-    return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // The library's report document (feedline/loader/report_json.hpp): the schema of `feedline
+  // run --json`, the knobs in the library's words (io_depth=64 -> 128), and where a resumed run
+  // started ("resumed_from"). *mismatch (where given): gen's digest not matched.
+  std::string report_document(const ld::PipelineReport& rep,
+                              std::optional<fl::Error>* mismatch) const {
+    const fl::tools::RunContext& ctx = opened_->setup.ctx;
+    ld::ReportOptions o;
+    o.url = ctx.url;
+    o.compute_time = ctx.compute_time;
+    o.au_target = ctx.au_target;
+    o.potential_caching = ctx.potential_caching;
+    o.host_memory_bytes = ctx.host_memory_bytes;
+    o.resumed_from = &ctx.config.sampler.resume;
+    o.mismatch = mismatch;
+    return ld::report_json(rep, opened_->data.dataset, ctx.config, o);
   }
   // Runs f(loader) with the GIL released, under the lock that keeps the loader alive and its
   // consumer side one caller's at a time; false (f not run) once close() freed it.
@@ -878,11 +880,11 @@ class PyLoader {
   // Checks a state_dict against this loader's settings (all but rank and world size: the rest is
   // split over this run's ranks) and starts where it stopped. Returns the state (its dataset is
   // checked once the dataset is open).
-  static fl::tools::LoaderState resume_from(Opened& o, const std::string& text) {
-    auto s = fl::tools::parse_loader_state(text);
+  static ld::LoaderState resume_from(Opened& o, const std::string& text) {
+    auto s = ld::parse_loader_state(text);
     if (!s) raise_value(s.error().message());
     ld::SamplerConfig& c = o.setup.ctx.config.sampler;
-    if (auto why = fl::tools::loader_state_mismatch(*s, c)) raise_value(*why);
+    if (auto why = ld::loader_state_mismatch(*s, c)) raise_value(*why);
     // Where it stopped: the sampler checks the numbers against the dataset and settings.
     c.resume = s->resume;
     return std::move(*s);
@@ -904,8 +906,8 @@ class PyLoader {
   }
 
   // The same samples: the same count, and the same listing (its fingerprint).
-  static void check_dataset(const Opened& o, const fl::tools::LoaderState& s) {
-    if (auto why = fl::tools::loader_state_dataset_mismatch(s, o.data.dataset, o.setup.ctx.url)) {
+  static void check_dataset(const Opened& o, const ld::LoaderState& s) {
+    if (auto why = ld::loader_state_dataset_mismatch(s, o.data.dataset, o.setup.ctx.url)) {
       raise_value(*why);
     }
   }
@@ -918,9 +920,10 @@ class PyLoader {
   // released (never holding the GIL while it waits for this lock, or a thread inside next()
   // could not give it back).
   std::mutex consumer_mu_;
-  std::optional<ld::Sampler> sampler_;
   std::shared_ptr<PyTransform> transform_;
-  std::uint64_t delivered_ = 0;
+  // Where the run stands after the batches handed to Python (the loader's resume_point(), taken
+  // with each batch): state_dict() answers from it under the GIL, also once the loader is closed.
+  ld::ResumePoint at_;
   std::uint64_t handed_ns_ = 0;
   pid_t owner_ = ::getpid();  // the process that made it (fork: raise_forked)
   bool finished_ = false;

@@ -427,6 +427,25 @@ def test_a_gil_bound_transform_is_named_in_the_verdict(files_ds):
     assert "GIL" in r["bottleneck"]["suggestion"], r["bottleneck"]
 
 
+def test_the_report_names_settings_not_flags(files_ds):
+    """The library's report, versioned: the verdict's knobs are settings with numbers, and the
+    suggestion says decode_threads=1 -> 2, not the CLI's --decode-threads."""
+    loader = feedline.Loader(files_ds, batch_size=16, decode_threads=1, decode_cost="2ms")
+    for _ in loader:
+        pass
+    r = loader.report()
+    assert r["schema"] == 1
+    b = r["bottleneck"]
+    assert b["stage"] == "decode", b
+    assert "--" not in b["suggestion"], b
+    for k in b["next"]:
+        assert set(k) == {"knob", "from", "to"}, k
+        assert type(k["from"]) is int and type(k["to"]) is int, k
+    if b["next"]:  # a core left for decode (os.cpu_count() > 1)
+        k = b["next"][0]
+        assert b["suggestion"].startswith("%s=%d -> %d" % (k["knob"], k["from"], k["to"])), b
+
+
 def test_report_mid_run_is_a_snapshot_and_the_run_goes_on(files_ds):
     loader = feedline.Loader(files_ds, batch_size=50, seed=5)
     keys = []

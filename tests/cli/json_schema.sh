@@ -27,7 +27,7 @@ IO_STATS = {"ops": int, "bytes": int, "errors": int, "cancelled": int, "short_re
             "histograms": dict, **{f"{h}.{k}": t for h in ("latency_ns", "slat_ns", "clat_ns") for k, t in HIST.items()}}
 SCHEMAS = {
     "run": {
-        "url": str, "format": str, "samples": int, "bytes": int, "batches": int, "epochs": int,
+        "schema": int, "url": str, "format": str, "samples": int, "bytes": int, "batches": int, "epochs": int,
         "wall_seconds": NUM, "samples_per_second": NUM, "bytes_per_second": NUM, "au": (int, float, type(None)),
         "au_steps": int, "compute_seconds": NUM, "input_bound": str, "interrupted": bool, "snapshot": bool, "error": (str, type(None)),
         "consumer_wait.fraction": NUM, "consumer_wait.seconds": NUM, "consumer_wait.first_batch_ms": NUM,
@@ -172,11 +172,12 @@ run gen "$ds" --samples 5 --output json  # another dataset is there
 cp "$out" "$scratch/gen-failed.json"
 schema failure "gen --output json refused" "$scratch/gen-failed.json"
 
-# The verdict's structured next step names config fields and the flags for them.
+# The verdict's structured next step names config fields and the flags for them, its values
+# typed (numbers in the setting's unit, not text).
 checks=$((checks + 1))
 run run "$ds" --json "$scratch/verdict.json" --decode-cost 2ms --decode-threads 1 --batch-size 8
 v=$(json_check "$scratch/verdict.json" \
-  'd["bottleneck"]["stage"] == "decode" and all(set(k) == {"knob", "flag", "from", "to"} for k in d["bottleneck"]["next"]) and all(k["flag"].startswith("--") for k in d["bottleneck"]["next"])' \
-  "bottleneck.next entries are not {knob, flag, from, to}")
+  'd["bottleneck"]["stage"] == "decode" and d["bottleneck"]["next"] and all(set(k) == {"knob", "flag", "from", "to"} for k in d["bottleneck"]["next"]) and all(k["flag"].startswith("--") for k in d["bottleneck"]["next"]) and all(type(k["from"]) is int and type(k["to"]) is int for k in d["bottleneck"]["next"])' \
+  "bottleneck.next entries are not {knob, flag, from, to} with whole numbers")
 if [[ -z $v ]]; then echo "ok: bottleneck.next is structured"; else fail "$v"; show document "$scratch/verdict.json"; fi
 finish json_schema

@@ -9,12 +9,12 @@
 #include <string_view>
 
 #include "feedline/loader/sampler.hpp"
-#include "loader_state.hpp"
+#include "feedline/loader/state.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace feedline;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto s = tools::parse_loader_state(text);
+  auto s = loader::parse_loader_state(text);
   if (!s) {
     const Error& e = s.error();
     if (e.code() != Errc::kInvalidArgument || e.object() != "state" ||
@@ -23,9 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     return 0;
   }
-  if (s->resume.epoch > s->epochs || s->resume.progress.size() > tools::kLoaderStateMaxRuns)
+  if (s->resume.epoch > s->epochs || s->resume.progress.size() > loader::kLoaderStateMaxRuns)
     __builtin_trap();
-  auto again = tools::parse_loader_state(tools::format_loader_state(*s));
+  auto again = loader::parse_loader_state(loader::format_loader_state(*s));
   if (!again) __builtin_trap();
   // A url that is not UTF-8 is written with replacement characters: all else is kept.
   again->url = s->url;

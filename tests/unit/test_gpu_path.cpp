@@ -1075,5 +1075,5 @@ TEST_CASE("device sink: slow copies are named as the bottleneck", "[gpu][device]
   CHECK(r.report.verdict.stage == StageId::kDevice);
   REQUIRE_FALSE(r.report.verdict.next.empty());
   CHECK(r.report.verdict.next.front().knob == Knob::kCudaStreams);
-  CHECK(r.report.verdict.next.front().from == "1");
+  CHECK(r.report.verdict.next.front().from == 1);
 }

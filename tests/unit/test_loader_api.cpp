@@ -1,11 +1,15 @@
 // The loader's public API and the pipeline's seams: a Batch that outlives its Loader, next()'s
 // end and errors, the sampler settings open() fills in, a budget that holds only two batches,
-// and the stage runner's accounting that every stage gets; next_for()'s timed waits.
+// and the stage runner's accounting that every stage gets; next_for()'s timed waits;
+// resume_point(), where the batches handed out stand.
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
+#include <utility>
 
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
@@ -352,4 +356,70 @@ TEST_CASE("next_for(): nullopt while no batch comes in time; the calls' waits ar
   CHECK(rep.consumer.batches == 4);
   CHECK(rep.consumer.wait_ns.count() == 4);  // one wait per batch, however many calls it took
   CHECK(rep.consumer.wait_seconds >= 0.9 * 4 * 0.060);
+}
+
+TEST_CASE("resume_point(): where the batches handed out stand; a Loader from it does the rest",
+          "[loader][api][resume]") {
+  // (epoch, sample) of every sample delivered, counted.
+  using Seen = std::map<std::pair<std::uint32_t, std::uint32_t>, int>;
+  auto take = [](Loader& l, Seen& seen, std::uint64_t batches) {
+    std::uint64_t n = 0;
+    for (; n < batches; ++n) {
+      auto b = l.next();
+      REQUIRE(b);
+      if (b->end()) break;
+      for (const BatchSample& s : b->samples()) ++seen[{b->epoch(), s.sample}];
+    }
+    return n;
+  };
+  MemFiles f(50, 3000);
+  SECTION("one rank: stopped in either epoch, resumed in a new Loader") {
+    // 50 samples in batches of 8: 7 batches an epoch (the last of 2), 14 in all.
+    for (const std::uint64_t k : {0u, 1u, 6u, 7u, 9u, 13u, 14u}) {
+      INFO("stopped after " << k << " batches");
+      LoaderConfig c = small(8, 2);
+      c.sampler.seed = 3;
+      Seen seen;
+      ResumePoint at;
+      {
+        auto first = Loader::open(*f.backend, f.dataset, c).value();
+        CHECK(first->resume_point() == ResumePoint{});  // nothing handed out yet
+        REQUIRE(take(*first, seen, k) == k);
+        // Let storage read ahead: what it prefetched is not what the caller has.
+        std::this_thread::sleep_for(50ms);
+        at = first->resume_point();
+        SamplerConfig sc = c.sampler;
+        sc.num_samples = f.dataset.samples.size();
+        CHECK(at == Sampler::create(sc).value().resume_point_after(k));
+      }
+      c.sampler.resume = at;
+      auto second = Loader::open(*f.backend, f.dataset, c).value();
+      take(*second, seen, ~std::uint64_t{0});
+      CHECK(second->resume_point() == ResumePoint{2, {}});  // the job is over
+      CHECK(seen.size() == 100);                            // every sample of both epochs ...
+      CHECK(std::all_of(seen.begin(), seen.end(), [](const auto& e) { return e.second == 1; }));
+    }
+  }
+  SECTION("two ranks stopped together, resumed on one") {
+    MemFiles g(48, 2000);  // 24 samples a rank: 3 batches of 8 an epoch
+    Seen seen;
+    ResumePoint at;
+    for (std::uint32_t rank : {0u, 1u}) {
+      LoaderConfig c = small(8, 2);
+      c.sampler.rank = rank;
+      c.sampler.world_size = 2;
+      auto l = Loader::open(*g.backend, g.dataset, c).value();
+      REQUIRE(take(*l, seen, 2) == 2);
+      const ResumePoint mine = l->resume_point();
+      CHECK(mine == ResumePoint{0, {{2, 2}}});
+      if (rank == 0) at = mine;
+      CHECK(mine == at);  // ranks that step together stand at the same point
+    }
+    LoaderConfig c = small(8, 2);
+    c.sampler.resume = at;
+    auto l = Loader::open(*g.backend, g.dataset, c).value();
+    take(*l, seen, ~std::uint64_t{0});
+    CHECK(seen.size() == 96);
+    CHECK(std::all_of(seen.begin(), seen.end(), [](const auto& e) { return e.second == 1; }));
+  }
 }

@@ -8,17 +8,17 @@
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/digest.hpp"
 #include "feedline/loader/sampler.hpp"
-#include "loader_state.hpp"
+#include "feedline/loader/state.hpp"
 
 using feedline::Errc;
+using feedline::loader::format_loader_state;
+using feedline::loader::loader_state;
+using feedline::loader::loader_state_dataset_mismatch;
+using feedline::loader::loader_state_mismatch;
+using feedline::loader::LoaderState;
+using feedline::loader::parse_loader_state;
 using feedline::loader::ResumePoint;
 using feedline::loader::SamplerConfig;
-using feedline::tools::format_loader_state;
-using feedline::tools::loader_state;
-using feedline::tools::loader_state_dataset_mismatch;
-using feedline::tools::loader_state_mismatch;
-using feedline::tools::LoaderState;
-using feedline::tools::parse_loader_state;
 
 namespace {
 
@@ -210,4 +210,29 @@ TEST_CASE(
   REQUIRE_FALSE(r);
   CHECK(r.error().message().find("version 1") != std::string::npos);
   CHECK(r.error().message().find("start epoch 2 afresh") != std::string::npos);
+}
+
+TEST_CASE("loader state: resume_from() checks the settings, then the dataset, then resumes") {
+  using feedline::loader::resume_from;
+  const auto ds = two_shards();
+  SamplerConfig c = settings();
+  const LoaderState s = loader_state("/data/ds", ds, c, ResumePoint{1, {{2, 1}}});
+  // Another batch size: refused, naming it; nothing is changed.
+  SamplerConfig other = c;
+  other.batch_size = 16;
+  auto r = resume_from(s, ds, "/data/ds", other);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code() == Errc::kInvalidArgument);
+  CHECK(r.error().message().starts_with("state: it was saved with batch_size=32"));
+  CHECK(other.resume.at_start());
+  // Another dataset: refused, naming it.
+  auto fewer = ds;
+  fewer.samples.pop_back();
+  r = resume_from(s, fewer, "/data/fewer", c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message().find("/data/fewer") != std::string::npos);
+  CHECK(c.resume.at_start());
+  // The same: the sampler starts where the state stood.
+  REQUIRE(resume_from(s, ds, "/data/ds", c));
+  CHECK(c.resume == ResumePoint{1, {{2, 1}}});
 }

@@ -675,6 +675,33 @@ PipelineReport run_planted(MemDataset& ds, const LoaderConfig& config,
 }
 }  // namespace
 
+TEST_CASE("a knob change is typed, and each front end spells it", "[loader][verdict]") {
+  // The library's words are LoaderConfig's fields; a size reads as one (format_bytes).
+  CHECK(knob_change_text({Knob::kIoDepth, 64, 128}) == "io_depth=64 -> 128");
+  CHECK(knob_change_text({Knob::kMemoryBudget, 1ull << 30, 2ull << 30}) ==
+        "memory_budget=1.00 GiB -> 2.00 GiB");
+  for (const Knob k :
+       {Knob::kIoDepth, Knob::kDecodeThreads, Knob::kPrefetchBatches, Knob::kMemoryBudget,
+        Knob::kBatchSize, Knob::kShardShuffle, Knob::kCudaStreams, Knob::kConnections,
+        Knob::kPartSize, Knob::kStorageThreads}) {
+    CHECK(knob_from_name(knob_name(k)) == k);  // a document's "knob" reads back
+  }
+  CHECK_FALSE(knob_from_name("--io-depth"));
+  Verdict v{StageId::kStorage,
+            "",
+            {{Knob::kIoDepth, 2, 4}, {Knob::kConnections, 2, 4}},
+            "more reads in flight"};
+  CHECK(suggestion_text(v) == "io_depth=2 -> 4, or connections=2 -> 4: more reads in flight");
+  // A front end's own words (the CLI's flags).
+  auto flags = [](const KnobChange& k) {
+    return fmt::format("--{} {} -> {}", knob_name(k.knob), k.from, k.to);
+  };
+  CHECK(suggestion_text(v, flags) ==
+        "--io_depth 2 -> 4, or --connections 2 -> 4: more reads in flight");
+  v.next.clear();
+  CHECK(suggestion_text(v) == "more reads in flight");
+}
+
 TEST_CASE("the verdict blames the planted bottleneck", "[loader][verdict]") {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
@@ -695,8 +722,8 @@ TEST_CASE("the verdict blames the planted bottleneck", "[loader][verdict]") {
     CHECK(r.verdict.stage == StageId::kStorage);
     REQUIRE_FALSE(r.verdict.next.empty());
     CHECK(r.verdict.next.front().knob == Knob::kIoDepth);
-    CHECK(r.verdict.next.front().from == "2");
-    CHECK(r.verdict.next.front().to == "4");
+    CHECK(r.verdict.next.front().from == 2);
+    CHECK(r.verdict.next.front().to == 4);
   }
   SECTION("decode: expensive per-sample work") {
     MemDataset ds(100, 4096);

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "feedline/loader/report.hpp"
 #include "feedline/loader/settings.hpp"
 
 using namespace feedline;
@@ -110,4 +111,15 @@ TEST_CASE("settings: a message names settings in each front end's words", "[sett
   REQUIRE(set_setting(s, *find_setting("seed"), "18446744073709551615").has_value());
   CHECK(s.seed == ~std::uint64_t{0});
   CHECK(!set_setting(s, *find_setting("seed"), "18446744073709551616"));
+}
+
+TEST_CASE("settings: every knob the verdict turns is a setting, named as the table names it",
+          "[settings]") {
+  for (const Knob k :
+       {Knob::kIoDepth, Knob::kDecodeThreads, Knob::kPrefetchBatches, Knob::kMemoryBudget,
+        Knob::kBatchSize, Knob::kShardShuffle, Knob::kCudaStreams, Knob::kConnections,
+        Knob::kPartSize, Knob::kStorageThreads}) {
+    INFO(knob_name(k));
+    CHECK(find_setting(knob_name(k)) != nullptr);
+  }
 }

@@ -416,7 +416,7 @@ json diagnose_json(const DiagnoseReport& rep) {
       {"bottleneck",
        {{"stage", v.stage ? json(loader::stage_name(*v.stage)) : json("none")},
         {"evidence", v.evidence},
-        {"suggestion", suggestion_text(v)},
+        {"suggestion", flag_suggestion(v)},
         {"next", next}}},
       {"conclusion", advice},
       {"notes", notes},

@@ -143,7 +143,7 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
   j["au_max"] = host.au_measured ? json(host.au_max) : json(nullptr);
   j["accelerators"] = host.split.accelerators;
   j["sync_seconds"] = host.sync_seconds;
-  j["mlperf"] = mlperf_json(host_mlperf(host, st.ctx));
+  j["mlperf"] = mlperf_document(host_mlperf(host, st.ctx));
   if (!each.empty()) {
     // Stages, queues and reads for the whole host; latency percentiles stay accelerator 0's
     // (per_accelerator has each one's).
@@ -186,7 +186,7 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
   j["bottleneck"] = {
       {"stage", host.verdict.stage ? json(loader::stage_name(*host.verdict.stage)) : json("none")},
       {"evidence", host.verdict.evidence},
-      {"suggestion", suggestion_text(host.verdict)},
+      {"suggestion", flag_suggestion(host.verdict)},
       {"next", next}};
   j["delivered"] = {{"samples", host.samples},
                     {"digest", host.digest_computed ? json(host.digest) : json(nullptr)},
@@ -282,7 +282,7 @@ std::string host_text(const loader::HostReport& host, const RunContext& ctx) {
   line(fmt::format("  bottleneck (host): {}",
                    host.verdict.stage ? loader::stage_name(*host.verdict.stage) : "none"));
   line(fmt::format("    evidence: {}", host.verdict.evidence));
-  line(fmt::format("    next: {}", suggestion_text(host.verdict)));
+  line(fmt::format("    next: {}", flag_suggestion(host.verdict)));
   if (host.digest_computed) {
     line(fmt::format("  delivered digest: {} ({} samples, summed over the accelerators)",
                      host.digest, host.samples));

@@ -58,6 +58,16 @@ std::string str(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// A knob's value in bottleneck.next[] as the text report shows it ("64", "1 GiB").
+std::string knob_value(const json& next, const char* key) {
+  if (!next.is_object()) return {};
+  auto it = next.find(key);
+  if (it == next.end() || !it->is_number_unsigned()) return {};
+  const auto knob = loader::knob_from_name(str(next, "knob"));
+  return knob ? loader::knob_value_text(*knob, it->get<std::uint64_t>())
+              : fmt::format("{}", it->get<std::uint64_t>());
+}
+
 // A figure shown with its JSON key and exact value, for a reader and for a test.
 std::string tile(const std::string& key, const std::string& label, const std::string& shown,
                  const json& value) {
@@ -122,7 +132,8 @@ std::string verdict_section(const json& run, const json* diag) {
     std::string knobs;
     for (const auto& k : b["next"]) {
       knobs += fmt::format("{}<code>{} {}</code> (now {})", knobs.empty() ? "" : ", ",
-                           escape(str(k, "flag")), escape(str(k, "to")), escape(str(k, "from")));
+                           escape(str(k, "flag")), escape(knob_value(k, "to")),
+                           escape(knob_value(k, "from")));
     }
     out += fmt::format("<p><b>Try:</b> {}</p>", knobs);
   }

@@ -290,7 +290,7 @@ json job_document(std::vector<json> ranks, const JobSetup& setup) {
     m.au_min = au_min;
   }
   m.au_target = setup.au_target;
-  j["mlperf"] = mlperf_json(m);
+  j["mlperf"] = mlperf_document(m);
   j["ranks"] = std::move(ranks);
   return j;
 }

@@ -1,5 +1,6 @@
-// One JSON rendering of the measurements every command reports (run, bench storage): latency
-// histograms and an I/O queue's stats. Keys are part of the documented schema
+// The measurements every command reports (run, bench storage), latency histograms and an I/O
+// queue's stats, as the library renders them in the run's report (loader/report_json.hpp): one
+// rendering, so the same figures have the same keys. Keys are part of the documented schema
 // (tests/cli/json_schema.sh pins them).
 //
 // And the one way a document becomes text. Names are bytes (a file name, an S3 key) and a JSON

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <vector>
-
 namespace feedline::tools {
 
 std::string_view knob_flag(loader::Knob k) noexcept {
@@ -33,13 +31,13 @@ std::string_view knob_flag(loader::Knob k) noexcept {
   return "?";
 }
 
-std::string suggestion_text(const loader::Verdict& v) {
-  std::vector<std::string> knobs;
-  for (const auto& k : v.next)
-    knobs.push_back(fmt::format("{} {} -> {}", knob_flag(k.knob), k.from, k.to));
-  if (knobs.empty()) return v.advice;
-  const std::string turn = fmt::format("{}", fmt::join(knobs, ", or "));
-  return v.advice.empty() ? turn : fmt::format("{}: {}", turn, v.advice);
+std::string knob_flag_text(const loader::KnobChange& k) {
+  return fmt::format("{} {} -> {}", knob_flag(k.knob), loader::knob_value_text(k.knob, k.from),
+                     loader::knob_value_text(k.knob, k.to));
+}
+
+std::string flag_suggestion(const loader::Verdict& v) {
+  return loader::suggestion_text(v, knob_flag_text);
 }
 
 }  // namespace feedline::tools

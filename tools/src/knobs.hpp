@@ -12,8 +12,11 @@ namespace feedline::tools {
 // "--io-depth", "--decode-threads", "--prefetch", ...
 std::string_view knob_flag(loader::Knob k) noexcept;
 
+// One change in flags: "--io-depth 64 -> 128", "--memory-budget 1 GiB -> 2 GiB".
+std::string knob_flag_text(const loader::KnobChange& k);
+
 // The verdict's advice in flags: "--decode-threads 2 -> 4: decode is CPU-bound ..." (the advice
 // alone when there is no knob to turn).
-std::string suggestion_text(const loader::Verdict& v);
+std::string flag_suggestion(const loader::Verdict& v);
 
 }  // namespace feedline::tools

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 
 #include "cli_checks.hpp"
 #include "cli_error.hpp"
@@ -16,7 +15,7 @@
 #include "feedline/loader/image.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/transports/cuda.hpp"
-#include "json_render.hpp"
+#include "knobs.hpp"
 #include "output.hpp"
 #include "setting_flags.hpp"
 
@@ -284,17 +283,6 @@ void add_run_options(CLI::App& cmd, RunOptions& o) {
                  "Write the report as one JSON document to FILE (also when the run fails)");
 }
 
-// The process's peak resident set (VmHWM), to check the memory budget holds from outside.
-std::uint64_t peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0)
-      return std::stoull(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
-  }
-  return 0;
-}
-
 RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   RunContext& ctx = st.ctx;
   const loader::LoaderConfig& c = ctx.config;
@@ -337,57 +325,22 @@ RunDataset open_run_dataset(const RunOptions& o, RunSetup& st) {
   return rd;
 }
 
-std::optional<bool> check_manifest_digest(const DeliveredWhole& d, const loader::LoaderConfig& c,
-                                          const loader::Dataset& dataset,
-                                          std::optional<Error>* mismatch) {
-  const bool whole_epochs = d.world_size == 1 && !c.sampler.drop_last &&
-                            c.sampler.resume.at_start() && d.skipped == 0 &&
-                            dataset.skipped.empty() && !d.stopped &&
-                            d.samples == dataset.samples.size() * std::uint64_t{c.sampler.epochs};
-  if (!dataset.manifest_digest || !whole_epochs || !d.digest_computed) return std::nullopt;
-  const std::uint64_t want =
-      *dataset.manifest_digest * std::uint64_t{c.sampler.epochs};  // mod 2^64, as the digest
-  if (d.digest != want && mismatch) {
-    *mismatch =
-        Error(Errc::kCorrupt,
-              fmt::format("the bytes delivered are not those feedline gen wrote: digest {}, "
-                          "expected {} ({} epoch(s) x {} from its manifest)",
-                          d.digest, want, c.sampler.epochs, *dataset.manifest_digest))
-            .with_object(dataset.manifest)
-            .with_hint(
-                "a sample was changed after gen wrote it, or was read wrong: rerun with "
-                "--no-index, and check the storage");
-  }
-  return d.digest == want;
-}
-
-nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
+nlohmann::json run_document(const loader::PipelineReport& report, const RunSetup& st,
                             const loader::Dataset& dataset, std::optional<Error>* mismatch) {
-  const loader::LoaderConfig& c = st.ctx.config;
-  // Objects left out of the dataset itself (unreadable shards) are skipped work too.
-  report.delivered.skipped_examples.insert(report.delivered.skipped_examples.begin(),
-                                           dataset.skipped.begin(), dataset.skipped.end());
-  nlohmann::json doc = run_json(report, st.ctx);
-  doc["skipped"]["objects"] = dataset.skipped.size();
-  doc["memory"]["peak_rss_bytes"] = peak_rss_bytes();
-  doc["dataset"]["manifest"] =
-      dataset.manifest.empty() ? nlohmann::json(nullptr) : nlohmann::json(dataset.manifest);
-  doc["dataset"]["open_reads"] = dataset.open_reads;
-  doc["dataset"]["open_bytes"] = dataset.open_bytes;
-  doc["dataset"]["listing_bytes"] = dataset.listing_bytes;
-  doc["delivered"]["verified"] = nullptr;
-  const DeliveredWhole whole{report.delivered.digest,
-                             report.consumer.samples,
-                             report.delivered.skipped,
-                             report.delivered.digest_computed,
-                             report.interrupted || report.error.has_value(),
-                             c.sampler.world_size};
-  if (auto v = check_manifest_digest(whole, c, dataset, mismatch)) {
-    doc["delivered"]["verified"] = *v;
-    if (!*v && mismatch && *mismatch) doc["error"] = (*mismatch)->what();
-  }
-  // Names are bytes: the document holds only UTF-8, whoever dumps it (the Python binding too).
-  make_utf8(doc);
+  const RunContext& ctx = st.ctx;
+  loader::ReportOptions o;
+  o.url = ctx.url;
+  o.compute_time = ctx.compute_time;
+  o.au_target = ctx.au_target;
+  o.potential_caching = ctx.potential_caching;
+  o.host_memory_bytes = ctx.host_memory_bytes;
+  o.knob_text = knob_flag_text;
+  o.mismatch = mismatch;
+  nlohmann::json doc = nlohmann::json::parse(loader::report_json(report, dataset, ctx.config, o));
+  // The CLI's name of each knob, beside the library's (the same order as the verdict's).
+  auto& next = doc["bottleneck"]["next"];
+  for (std::size_t i = 0; i < next.size() && i < report.verdict.next.size(); ++i)
+    next[i]["flag"] = knob_flag(report.verdict.next[i].knob);
   return doc;
 }
 

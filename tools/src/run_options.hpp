@@ -15,6 +15,7 @@
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/loader/report_json.hpp"
 #include "feedline/loader/settings.hpp"
 #include "feedline/storage/backend.hpp"
 #include "feedline/storage/decorators.hpp"
@@ -71,32 +72,17 @@ struct RunDataset {
 };
 RunDataset open_run_dataset(const RunOptions& o, RunSetup& st);
 
-// The JSON document of a finished (or stopped) run, as `feedline run --json` writes it: run_json
-// and what the dataset adds (skipped objects, manifest, peak RSS, the manifest check). A run that
-// delivered every sample of every epoch of a dataset `feedline gen` wrote must add up to its
-// digest: when it does not, *mismatch names the difference (and the document has "error").
-// What a run (or a host's accelerators together) delivered, as check_manifest_digest needs it.
-struct DeliveredWhole {
-  std::uint64_t digest = 0;
-  std::uint64_t samples = 0;
-  std::uint64_t skipped = 0;
-  bool digest_computed = false;
-  bool stopped = false;          // interrupted, or failed
-  std::uint64_t world_size = 1;  // ranks the samples were delivered over, together
-};
-// Whether the digest delivered is the one `feedline gen` recorded, where that can be known (every
-// sample of every epoch delivered, of a dataset with a manifest): nullopt where not. A mismatch
-// also sets *mismatch (when given) to an error naming the manifest.
-std::optional<bool> check_manifest_digest(const DeliveredWhole& d, const loader::LoaderConfig& c,
-                                          const loader::Dataset& dataset,
-                                          std::optional<Error>* mismatch);
+// The library's (loader/report_json.hpp), for the CLI's documents of several runs.
+using loader::check_manifest_digest;
+using loader::DeliveredWhole;
+using loader::peak_rss_bytes;
 
-// The run's JSON document (`run --json`, the Python binding's report). Its strings are UTF-8
-// (json_render.hpp's make_utf8()): it dumps without throwing whatever the names.
-nlohmann::json run_document(loader::PipelineReport& report, const RunSetup& st,
+// The run's JSON document (`run --json`; loader::report_json(), the schema every front end
+// shares) with the CLI's own on top: each knob's flag in bottleneck.next[], the suggestion in
+// flags. A run that delivered every sample of every epoch of a dataset `feedline gen` wrote must
+// add up to its digest: when it does not, *mismatch (where given) names the difference, and the
+// document has it as "error". Its strings are UTF-8: it dumps without throwing whatever the names.
+nlohmann::json run_document(const loader::PipelineReport& report, const RunSetup& st,
                             const loader::Dataset& dataset, std::optional<Error>* mismatch);
-
-// The process's peak resident set (VmHWM), to check the memory budget holds from outside.
-std::uint64_t peak_rss_bytes();
 
 }  // namespace feedline::tools

@@ -5,187 +5,10 @@
 #include <algorithm>
 
 #include "feedline/core/units.hpp"
-#include "json_render.hpp"
 #include "knobs.hpp"
 #include "output.hpp"
 
 namespace feedline::tools {
-
-namespace {
-double ms(std::uint64_t ns) { return static_cast<double>(ns) / 1e6; }
-}  // namespace
-
-nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx) {
-  using nlohmann::json;
-  const loader::ConsumerReport& c = r.consumer;
-  json stages = json::array();
-  for (const auto& s : r.stages) {
-    stages.push_back({{"name", loader::stage_name(s.stage)},
-                      {"threads", s.threads},
-                      {"busy_fraction", s.busy_fraction},
-                      {"starved_fraction", s.starved_fraction},
-                      {"blocked_fraction", s.blocked_fraction},
-                      {"cpu_seconds", s.cpu_seconds},
-                      {"items", s.items},
-                      {"items_inline", s.items_inline},
-                      {"bytes", s.bytes}});
-  }
-  json queues = json::array();
-  for (const auto& q : r.queues) {
-    queues.push_back({{"name", loader::queue_name(q.queue)},
-                      {"capacity", q.capacity},
-                      {"mean_occupancy", q.mean_occupancy},
-                      {"max_occupancy", q.max_occupancy},
-                      {"producer_blocked_fraction", q.producer_blocked_fraction},
-                      {"consumer_starved_fraction", q.consumer_starved_fraction},
-                      {"items", q.items}});
-  }
-  // The storage stage's reads: the queue's stats as every command renders them, plus the
-  // pipeline's own (the window, the budget, what the verdict reads).
-  json io = io_stats_json(r.io.stats);
-  io["engine"] = r.io.engine;
-  io["reads"] = r.io.stats.ops;
-  io["bytes"] = r.io.storage_bytes;
-  io["depth_cap"] = r.io.io_depth;
-  io["storage_threads"] = r.io.storage_threads;
-  io["poll_wait_seconds"] = r.io.poll_wait_seconds;
-  io["window_limited_fraction"] = r.io.window_limited_fraction;
-  io["budget_limited_fraction"] = r.io.budget_limited_fraction;
-  io["window_samples"] = r.io.window_samples;
-  io["batch_buffers"] = r.io.batch_buffers;
-  json next = json::array();
-  for (const auto& k : r.verdict.next) {
-    next.push_back({{"knob", loader::knob_name(k.knob)},
-                    {"flag", knob_flag(k.knob)},
-                    {"from", k.from},
-                    {"to", k.to}});
-  }
-  json j = {
-      {"url", ctx.url},
-      {"format", ctx.format},
-      {"samples", c.samples},
-      {"bytes", c.bytes},
-      {"batches", c.batches},
-      {"epochs", c.epochs},
-      {"wall_seconds", c.wall_seconds},
-      {"samples_per_second", c.samples_per_second},
-      {"bytes_per_second", c.bytes_per_second},
-      // null when not measured (a run of one step: AU leaves the first step out).
-      {"au", c.au_steps > 0 ? json(c.au) : json(nullptr)},
-      {"au_steps", c.au_steps},
-      {"compute_seconds", c.compute_seconds},
-      {"sync_seconds", c.sync_seconds},
-      {"consumer_wait",
-       {{"fraction", c.wait_fraction},
-        {"seconds", c.wait_seconds},
-        {"first_batch_ms", c.first_batch_seconds * 1e3},
-        {"p50_ms", ms(c.wait_ns.percentile(0.5))},
-        {"p90_ms", ms(c.wait_ns.percentile(0.9))},
-        {"p99_ms", ms(c.wait_ns.percentile(0.99))},
-        {"max_ms", ms(c.wait_ns.max())}}},
-      {"input_bound", loader::input_bound_name(c.input_bound)},
-      {"stages", stages},
-      {"queues", queues},
-      {"io", io},
-      {"memory",
-       {{"budget_bytes", r.memory.budget},
-        {"peak_bytes", r.memory.peak},
-        {"overshoot_bytes", r.memory.overshoot},
-        {"fitted", r.memory.fitted}}},
-      {"bottleneck",
-       {{"stage", r.verdict.stage ? json(loader::stage_name(*r.verdict.stage)) : json("none")},
-        {"evidence", r.verdict.evidence},
-        {"suggestion", suggestion_text(r.verdict)},
-        {"next", next}}},
-      // null where samples never passed through host memory (cuFile into GPU memory).
-      {"delivered",
-       {{"samples", c.samples},
-        {"digest", r.delivered.digest_computed ? json(r.delivered.digest) : json(nullptr)}}},
-      {"skipped", {{"samples", r.delivered.skipped}, {"examples", r.delivered.skipped_examples}}},
-      {"interrupted", r.interrupted},
-      {"snapshot", r.snapshot},
-      {"config",
-       {{"batch_size", ctx.config.sampler.batch_size},
-        {"epochs", ctx.config.sampler.epochs},
-        {"seed", ctx.config.sampler.seed},
-        {"shuffle", ctx.config.sampler.shuffle},
-        {"shard_shuffle", ctx.config.sampler.shard_shuffle},
-        {"rank", ctx.config.sampler.rank},
-        {"world_size", ctx.config.sampler.world_size},
-        {"drop_last", ctx.config.sampler.drop_last},
-        {"io_depth", ctx.config.io_depth},
-        {"storage_threads", ctx.config.storage_threads},
-        {"decode_threads", ctx.config.decode_threads},
-        {"decode_nice", ctx.config.decode_nice},
-        {"prefetch_batches", ctx.config.prefetch_batches},
-        {"caller_batches", ctx.config.caller_batches},
-        {"memory_budget", ctx.config.memory_budget},
-        {"compute_time", ctx.compute_time},
-        {"accounting", ctx.config.diagnostics.accounting}}},
-      {"dataset",
-       {{"samples", ctx.dataset_samples},
-        {"bytes", ctx.dataset_bytes},
-        {"unknown_size_samples", ctx.dataset_unknown_sizes},
-        {"host_memory_bytes", ctx.host_memory_bytes}}},
-      {"potential_caching", ctx.potential_caching},
-  };
-  j["error"] = r.error ? json(r.error->what()) : json(nullptr);
-  j["runs"] = nullptr;      // --runs N: the command sets it (runs_json)
-  j["autotune"] = nullptr;  // run --autotune: the command sets it
-  // The user's transform (the Python layer's transform=): null without one.
-  j["transform"] = nullptr;
-  if (const auto& t = r.transform; t.enabled) {
-    j["transform"] = {{"samples", t.samples},
-                      {"errors", t.errors},
-                      {"seconds", t.seconds},
-                      {"cpu_seconds", t.cpu_seconds},
-                      {"lock_wait_seconds", t.lock_wait_seconds},
-                      {"off_cpu_seconds", t.off_cpu_seconds},
-                      {"decode_share", t.decode_share},
-                      {"off_cpu_share", t.off_cpu_share}};
-  }
-  {
-    const auto& p = r.data_path;
-    j["data_paths"] = json::array({{{"path", loader::data_path_name(p.path)},
-                                    {"bytes", p.bytes},
-                                    {"copied_bytes", p.copied_bytes},
-                                    {"copy_amplification", p.copy_amplification},
-                                    {"detail", p.detail}}});
-    json decoders = json::array();
-    for (const auto& d : p.decoders) {
-      decoders.push_back({{"name", d.name}, {"output", d.output}, {"members", d.members}});
-    }
-    j["data_path"] = {{"gpu_direct", std::string(loader::gpu_direct_name(ctx.config.gpu_direct))},
-                      {"reason", p.reason},
-                      {"notes", p.notes},
-                      {"decoders", std::move(decoders)}};
-    if (r.device.enabled) {
-      const auto& d = r.device;
-      j["device"] = {
-          {"device", fmt::format("cuda:{}", d.device)},
-          {"name", d.name},
-          {"streams", d.streams},
-          {"host_memory", d.host_memory},
-          {"copies", d.copies},
-          {"h2d_bytes", d.h2d_bytes},
-          {"h2d_seconds", d.h2d_seconds},
-          {"h2d_bytes_per_second", d.h2d_bytes_per_second},
-          {"peak_bytes_per_second", d.peak_bytes_per_second},
-          {"h2d_of_peak",
-           d.peak_bytes_per_second > 0 ? d.h2d_bytes_per_second / d.peak_bytes_per_second : 0},
-          {"copy_wait_seconds", d.copy_wait_seconds},
-          {"consumer_wait_on_copy_seconds", d.consumer_wait_on_copy_seconds}};
-    } else {
-      j["device"] = nullptr;
-    }
-  }
-  if (ctx.au_target > 0) {
-    j["au_target"] = ctx.au_target;
-    j["au_pass"] = c.au_steps > 0 ? json(c.au >= ctx.au_target) : json(nullptr);
-  }
-  j["mlperf"] = mlperf_json(run_mlperf(r, ctx));
-  return j;
-}
 
 std::string record_run(RunsRecord& r, unsigned i, double samples_per_second,
                        std::optional<double> au) {
@@ -239,25 +62,11 @@ std::string runs_text(const RunsRecord& r) {
 }
 
 MlperfFigures run_mlperf(const loader::PipelineReport& r, const RunContext& ctx) {
-  const loader::ConsumerReport& c = r.consumer;
-  MlperfFigures m;
-  m.samples_per_second = c.samples_per_second;
-  m.bytes_per_second = c.bytes_per_second;
-  if (c.au_steps > 0 && c.compute_seconds > 0) m.au_mean = m.au_min = c.au;
-  m.au_target = ctx.au_target;
-  return m;
+  return loader::run_mlperf(r, ctx.au_target);
 }
 
-nlohmann::json mlperf_json(const MlperfFigures& m) {
-  using nlohmann::json;
-  json meet = nullptr;
-  if (m.au_target > 0 && m.au_min) meet = *m.au_min >= m.au_target ? "success" : "fail";
-  return {{"num_accelerators", m.accelerators},
-          {"num_hosts", m.hosts},
-          {"train_au_mean_percentage", m.au_mean ? json(*m.au_mean * 100) : json(nullptr)},
-          {"train_au_meet_expectation", meet},
-          {"train_throughput_mean_samples_per_second", m.samples_per_second},
-          {"train_io_mean_MB_per_second", m.bytes_per_second / (1024.0 * 1024.0)}};
+nlohmann::json mlperf_document(const MlperfFigures& m) {
+  return nlohmann::json::parse(loader::mlperf_json(m));
 }
 
 std::string mlperf_text(const MlperfFigures& m) {
@@ -424,7 +233,7 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   line(fmt::format("  bottleneck: {}",
                    r.verdict.stage ? loader::stage_name(*r.verdict.stage) : "none"));
   line(fmt::format("    evidence: {}", r.verdict.evidence));
-  line(fmt::format("    next: {}", suggestion_text(r.verdict)));
+  line(fmt::format("    next: {}", flag_suggestion(r.verdict)));
   if (r.delivered.digest_computed) {
     line(fmt::format("  delivered digest: {} ({} samples)", r.delivered.digest, c.samples));
   } else {

@@ -1,4 +1,4 @@
-// Rendering of a pipeline run: the text report and the JSON document (a stable schema).
+// Rendering of a pipeline run: the text report, and what the CLI adds to its JSON document.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "feedline/loader/loader.hpp"
+#include "feedline/loader/report_json.hpp"
 
 namespace feedline::tools {
 
@@ -30,7 +31,7 @@ struct RunContext {
   std::string image;  // what JPEG members decode to ("224x224x3 RGB, center crop"); "": not decoded
 };
 
-nlohmann::json run_json(const loader::PipelineReport& r, const RunContext& ctx);
+// The run's text report (its JSON document is the library's: run_options.hpp's run_document()).
 std::string run_text(const loader::PipelineReport& r, const RunContext& ctx);
 
 // MLPerf Storage's --runs: a warm-up run, then `runs` measured runs of the same settings.
@@ -53,22 +54,9 @@ nlohmann::json runs_json(const RunsRecord& r);
 // One line for the text report ("" for a single run).
 std::string runs_text(const RunsRecord& r);
 
-// A result in MLPerf Storage's words (the keys of DLIO's summary.json), beside feedline's own:
-// num_accelerators, num_hosts, train_au_mean_percentage (null where AU was not measured),
-// train_au_meet_expectation ("success" / "fail" against au_target by the lowest accelerator's
-// AU, as MLPerf Storage asks of every accelerator; null without a target),
-// train_throughput_mean_samples_per_second, train_io_mean_MB_per_second (MiB/s, as DLIO computes
-// it). AU is feedline's: over the whole run, the first step left out (DLIO averages its epochs').
-struct MlperfFigures {
-  unsigned accelerators = 1;
-  unsigned hosts = 1;
-  double samples_per_second = 0;
-  double bytes_per_second = 0;
-  std::optional<double> au_mean;
-  std::optional<double> au_min;
-  double au_target = 0;  // 0: none
-};
-nlohmann::json mlperf_json(const MlperfFigures& m);
+// A result in MLPerf Storage's words (loader/report_json.hpp), as every document renders it.
+using loader::MlperfFigures;
+nlohmann::json mlperf_document(const MlperfFigures& m);
 // A single loader's run (one accelerator, this host).
 MlperfFigures run_mlperf(const loader::PipelineReport& r, const RunContext& ctx);
 // The same as one line of the text report.

@@ -76,6 +76,7 @@ std::optional<Result<Batch>> Consumer::next_for(std::chrono::nanoseconds timeout
   bytes_ += b->bytes();
   if (!empty) ++batches_;
   live_batches_.store(batches_, std::memory_order_relaxed);
+  handed_.store(handed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   digest_ += b->digest();
   worker_.count(b->samples().size(), b->bytes());
   BatchAccess::hand_to_caller(*b);

@@ -290,6 +290,12 @@ LiveFigures Pipeline::live() const {
   return f;
 }
 
+ResumePoint Pipeline::resume_point() const {
+  // The run's own sampler: what it says of a count of batches depends only on its settings and
+  // where it started, which its storage-thread user never changes.
+  return sampler_.resume_point_after(consumer_ ? consumer_->handed() : 0);
+}
+
 // ---- Loader ------------------------------------------------------------------------------------
 
 Loader::Loader(std::unique_ptr<Pipeline> p) : pipeline_(std::move(p)) {}
@@ -357,5 +363,6 @@ void Loader::stop() { pipeline_->stop_by_user(); }
 PipelineReport Loader::report() { return pipeline_->report(); }
 PipelineReport Loader::snapshot() { return pipeline_->snapshot(); }
 LiveFigures Loader::live() const { return pipeline_->live(); }
+ResumePoint Loader::resume_point() const { return pipeline_->resume_point(); }
 
 }  // namespace feedline::loader

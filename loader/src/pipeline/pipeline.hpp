@@ -78,6 +78,8 @@ class Pipeline {
   PipelineReport snapshot();
   // From any thread (Loader::live()).
   LiveFigures live() const;
+  // From any thread (Loader::resume_point()).
+  ResumePoint resume_point() const;
   const std::vector<std::shared_ptr<LiveWatch>>& watchers() const noexcept {
     return config_.watchers;
   }

@@ -1,6 +1,13 @@
 // Names of the report's enums (report.hpp), as reports and JSON documents spell them.
 #include "feedline/loader/report.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+
+#include "feedline/core/units.hpp"
+
 namespace feedline::loader {
 
 std::string_view stage_name(StageId s) noexcept {
@@ -79,15 +86,15 @@ std::string_view knob_name(Knob k) noexcept {
     case Knob::kDecodeThreads:
       return "decode_threads";
     case Knob::kPrefetchBatches:
-      return "prefetch_batches";
+      return "prefetch";
     case Knob::kMemoryBudget:
       return "memory_budget";
     case Knob::kBatchSize:
-      return "sampler.batch_size";
+      return "batch_size";
     case Knob::kShardShuffle:
-      return "sampler.shard_shuffle";
+      return "shard_shuffle";
     case Knob::kCudaStreams:
-      return "device.streams";
+      return "cuda_streams";
     case Knob::kConnections:
       return "connections";
     case Knob::kPartSize:
@@ -96,6 +103,36 @@ std::string_view knob_name(Knob k) noexcept {
       return "storage_threads";
   }
   return "?";
+}
+
+std::optional<Knob> knob_from_name(std::string_view name) noexcept {
+  static constexpr std::array kAll = {
+      Knob::kIoDepth,   Knob::kDecodeThreads, Knob::kPrefetchBatches, Knob::kMemoryBudget,
+      Knob::kBatchSize, Knob::kShardShuffle,  Knob::kCudaStreams,     Knob::kConnections,
+      Knob::kPartSize,  Knob::kStorageThreads};
+  for (const Knob k : kAll) {
+    if (knob_name(k) == name) return k;
+  }
+  return std::nullopt;
+}
+
+std::string knob_value_text(Knob k, std::uint64_t value) {
+  if (k == Knob::kMemoryBudget || k == Knob::kPartSize)
+    return format_bytes(static_cast<double>(value));
+  return fmt::format("{}", value);
+}
+
+std::string knob_change_text(const KnobChange& k) {
+  return fmt::format("{}={} -> {}", knob_name(k.knob), knob_value_text(k.knob, k.from),
+                     knob_value_text(k.knob, k.to));
+}
+
+std::string suggestion_text(const Verdict& v, const KnobText& spell) {
+  std::vector<std::string> knobs;
+  for (const KnobChange& k : v.next) knobs.push_back(spell(k));
+  if (knobs.empty()) return v.advice;
+  const std::string turn = fmt::format("{}", fmt::join(knobs, ", or "));
+  return v.advice.empty() ? turn : fmt::format("{}: {}", turn, v.advice);
 }
 
 const StageReport* PipelineReport::stage(StageId id) const noexcept {

@@ -121,6 +121,9 @@ class Consumer {
   std::uint64_t end_ns() const noexcept { return end_ns_; }
   bool finished() const noexcept { return finished_; }
   std::uint64_t digest() const noexcept { return digest_; }
+  // Batches handed to the caller, those whose every sample was skipped too: the sampler's count
+  // of what was delivered (Loader::resume_point()). From any thread.
+  std::uint64_t handed() const noexcept { return handed_.load(std::memory_order_relaxed); }
   double copy_blocking_seconds() const noexcept {
     return static_cast<double>(copy_blocking_ns_) / 1e9;
   }
@@ -151,6 +154,7 @@ class Consumer {
   // Copies of the figures above for live readers (only this thread stores).
   std::atomic<std::uint64_t> live_end_ns_{0};  // end_ns_ once finished
   std::atomic<std::uint64_t> live_batches_{0};
+  std::atomic<std::uint64_t> handed_{0};
   std::atomic<std::uint64_t> live_wait_ns_{0};
   std::atomic<std::uint64_t> live_compute_ns_{0};
   LiveHistogram live_wait_;

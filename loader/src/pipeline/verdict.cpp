@@ -17,7 +17,6 @@ namespace {
 constexpr double kMostlyBusy = 0.6;  // a stage busier than this, while the consumer waits, limits
 
 std::string pct(double f) { return fmt::format("{:.0f}%", f * 100); }
-std::string num(std::uint64_t v) { return fmt::format("{}", v); }
 
 // How busy a CPU stage really was: its busy time, but no more than the CPU it actually got. A
 // thread that is runnable but not running (other threads, other processes) shows as busy on the
@@ -72,7 +71,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
         {},
         ""};
     if (d.pinned) {
-      v.next.push_back({Knob::kCudaStreams, num(d.streams), num(2 * d.streams)});
+      v.next.push_back({Knob::kCudaStreams, d.streams, 2 * d.streams});
       v.advice =
           "more copy streams let more copies overlap; or check the PCIe link (feedline probe "
           "--h2d-bench)";
@@ -129,15 +128,15 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       }
       v.advice = "the transform is most of decode's work: make it cheaper";
       if (config.decode_threads < cores) {
-        v.next.push_back({Knob::kDecodeThreads, num(config.decode_threads),
-                          num(std::min(cores, 2 * config.decode_threads))});
+        v.next.push_back({Knob::kDecodeThreads, config.decode_threads,
+                          std::min(cores, 2 * config.decode_threads)});
         v.advice += fmt::format(", or run it on more of the {} cores", cores);
       }
       return v;
     }
     if (config.decode_threads < cores) {
-      v.next.push_back({Knob::kDecodeThreads, num(config.decode_threads),
-                        num(std::min(cores, 2 * config.decode_threads))});
+      v.next.push_back({Knob::kDecodeThreads, config.decode_threads,
+                        std::min(cores, 2 * config.decode_threads)});
       v.advice = fmt::format("decode is CPU-bound and {} of the {} cores are left for it",
                              cores - config.decode_threads, cores);
     } else {
@@ -197,9 +196,9 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
             wait_text, pct(io.window_limited_fraction), io.window_samples, io.batch_buffers,
             pct(decode->starved_fraction), pct(collate->starved_fraction), io.stats.mean_depth(),
             io.io_depth),
-        {{Knob::kPrefetchBatches, num(config.prefetch_batches),
-          num(std::max(4u, 4 * config.prefetch_batches))},
-         {Knob::kBatchSize, num(config.sampler.batch_size), num(2 * config.sampler.batch_size)}},
+        {{Knob::kPrefetchBatches, config.prefetch_batches,
+          std::max(4u, 4 * config.prefetch_batches)},
+         {Knob::kBatchSize, config.sampler.batch_size, 2 * config.sampler.batch_size}},
         "a longer read-ahead window (more prefetched batches, with the memory budget to hold them, "
         "or larger "
         "batches) keeps reads in flight past one late answer"};
@@ -224,7 +223,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
           format_duration_ns(static_cast<double>(st.lat.percentile(0.99)))),
       {},
       ""};
-  const std::string depth = num(io.io_depth), twice = num(2 * std::uint64_t{io.io_depth});
+  const std::uint64_t depth = io.io_depth, twice = 2 * depth;
   if (auto it = st.histograms.find("ttfb_ns");
       it != st.histograms.end() && it->second.count() > 0) {
     // Object stores: is a read waiting for its first byte (request latency: more requests in
@@ -245,13 +244,13 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
                                 counter(st, "http_coalesced_reads") * 10 < st.ops;
     if (counter(st, "http_throttled") * 20 > counter(st, "http_requests") &&
         counter(st, "http_throttled") > 0) {
-      v.next.push_back({Knob::kIoDepth, depth, num(std::max(1u, io.io_depth / 2))});
+      v.next.push_back({Knob::kIoDepth, depth, std::max(1u, io.io_depth / 2)});
       v.advice =
           "the server throttled requests (HTTP 503/429): ask for fewer at a time (reads in flight, "
           "connections), "
           "or spread keys over more prefixes";
     } else if (t50 >= x50 && get_per_sample) {
-      v.next.push_back({Knob::kShardShuffle, "0", "8"});
+      v.next.push_back({Knob::kShardShuffle, 0, 8});
       v.next.push_back({Knob::kIoDepth, depth, twice});
       v.advice = fmt::format(
           "reads wait mostly for the first byte, and each sample was a GET of its own ({} requests "
@@ -267,8 +266,8 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
           "busy: more "
           "requests in flight help";
     } else if (t50 >= x50) {
-      v.next.push_back({Knob::kPrefetchBatches, num(config.prefetch_batches),
-                        num(std::max(4u, 2 * config.prefetch_batches))});
+      v.next.push_back({Knob::kPrefetchBatches, config.prefetch_batches,
+                        std::max(4u, 2 * config.prefetch_batches)});
       v.advice = fmt::format(
           "reads wait mostly for the first byte (request latency) and only {:.1f} were in flight "
           "on "
@@ -313,8 +312,8 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
         us_per_sample, 1e6 / std::max(us_per_sample, 1e-3),
         decode && decode->items == 0 ? ", the digest taken there too (nothing to decode)" : "");
     if (storage->threads < cores) {
-      v.next.push_back({Knob::kStorageThreads, num(storage->threads),
-                        num(std::min(cores, 2 * storage->threads))});
+      v.next.push_back(
+          {Knob::kStorageThreads, storage->threads, std::min(cores, 2 * storage->threads)});
       v.advice = fmt::format(
           "storage is CPU-bound on per-sample work (each small object's open, copy and close), "
           "not waiting for the device: more reads in flight will not help; more storage threads "
@@ -337,8 +336,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
         "it is "
         "already saturated, only faster storage helps";
   } else if (io.budget_limited_fraction >= 0.3) {
-    v.next.push_back({Knob::kMemoryBudget, format_bytes(static_cast<double>(r.memory.budget)),
-                      format_bytes(2 * static_cast<double>(r.memory.budget))});
+    v.next.push_back({Knob::kMemoryBudget, r.memory.budget, 2 * r.memory.budget});
     v.advice =
         fmt::format("reads waited for memory {} of the time", pct(io.budget_limited_fraction));
   } else {

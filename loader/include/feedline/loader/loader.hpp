@@ -253,6 +253,13 @@ class Loader {
   // metrics endpoint's scrape, a sampler of the run's course): counters and depths read as they
   // are, never waiting on the pipeline (live.hpp).
   LiveFigures live() const;
+  // Where the job stands after the batches next() has handed out so far (not those prefetched),
+  // empty ones (every sample skipped) included: the resume point of a run that goes on from
+  // there, on any rank and with any world size (SamplerConfig::resume). A checkpoint saves it
+  // with the model's state (state.hpp: loader_state(), format_loader_state()), and a Loader
+  // opened with it delivers exactly the rest. From any thread, at any time while the Loader
+  // lives; taken between two next() calls, it matches the batches the caller has.
+  ResumePoint resume_point() const;
 
  private:
   explicit Loader(std::unique_ptr<Pipeline> p);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -178,8 +179,8 @@ struct DeliveredReport {
   std::vector<std::string> skipped_examples;
 };
 
-// The settings the verdict can suggest turning, by LoaderConfig's names (tools/ maps them to
-// flags: kDecodeThreads is --decode-threads).
+// The settings the verdict can suggest turning, by LoaderConfig's names (each front end spells
+// them its own way: the CLI's kDecodeThreads is --decode-threads).
 enum class Knob : std::uint8_t {
   kIoDepth,          // io_depth
   kDecodeThreads,    // decode_threads
@@ -192,14 +193,24 @@ enum class Knob : std::uint8_t {
   kPartSize,         // the HTTP part size (BackendConfig)
   kStorageThreads,   // storage_threads
 };
-std::string_view knob_name(Knob k) noexcept;  // the config field: "io_depth", "decode_threads", ...
+std::string_view knob_name(
+    Knob k) noexcept;  // the setting (settings.hpp): "io_depth", "prefetch", ...
+// The knob knob_name() names (a document read back), or nullopt.
+std::optional<Knob> knob_from_name(std::string_view name) noexcept;
 
-// One knob to turn, from what it was to what to try (as text: "2", "4", "1 GiB").
+// One knob to turn, from what it was to what to try, in the field's unit: a count, or bytes for
+// memory_budget and part_size.
 struct KnobChange {
   Knob knob = Knob::kIoDepth;
-  std::string from;
-  std::string to;
+  std::uint64_t from = 0;
+  std::uint64_t to = 0;
 };
+// A knob's value as a person reads it: "64"; a size as "1 GiB".
+std::string knob_value_text(Knob k, std::uint64_t value);
+// A change in the library's own words, LoaderConfig's field and its values: "io_depth=64 -> 128".
+std::string knob_change_text(const KnobChange& k);
+// How a front end spells a change (the CLI: "--io-depth 64 -> 128", its flag).
+using KnobText = std::function<std::string(const KnobChange&)>;
 
 // The bottleneck: the first stage, walking from the consumer back to storage, that is mostly
 // busy while the consumer waits; the numbers behind the call; what to change.
@@ -209,6 +220,9 @@ struct Verdict {
   std::vector<KnobChange> next;  // the knobs to turn, most promising first (may be empty)
   std::string advice;            // why, and what else helps; names no flag (knobs are in `next`)
 };
+// The verdict's advice after its knobs, each spelt by `spell`: "io_depth=64 -> 128: reads sat at
+// the in-flight cap..." (several joined by ", or "; the advice alone when there is no knob).
+std::string suggestion_text(const Verdict& v, const KnobText& spell = knob_change_text);
 
 // The user's transform (transform.hpp), where there was one.
 struct TransformReport {

@@ -1,4 +1,5 @@
-#include "loader_state.hpp"
+// The checkpoint state as a JSON document (state.hpp): written, and parsed trusting nothing.
+#include "feedline/loader/state.hpp"
 
 #include <fmt/format.h>
 
@@ -10,8 +11,9 @@
 #include <utility>
 
 #include "feedline/loader/digest.hpp"
+#include "json_support.hpp"
 
-namespace feedline::tools {
+namespace feedline::loader {
 namespace {
 
 using json = nlohmann::json;
@@ -75,16 +77,16 @@ constexpr std::uint64_t kU64 = std::numeric_limits<std::uint64_t>::max();
 }  // namespace
 
 LoaderState loader_state(std::string url, std::uint64_t num_samples, std::uint64_t fingerprint,
-                         const loader::SamplerConfig& c, loader::ResumePoint where) {
+                         const SamplerConfig& c, ResumePoint where) {
   return LoaderState{std::move(url), num_samples, fingerprint,  c.batch_size,
                      c.epochs,       c.seed,      c.shuffle,    c.shard_shuffle,
                      c.drop_last,    c.rank,      c.world_size, std::move(where)};
 }
 
-LoaderState loader_state(std::string url, const loader::Dataset& dataset,
-                         const loader::SamplerConfig& c, loader::ResumePoint where) {
-  return loader_state(std::move(url), dataset.samples.size(), loader::listing_fingerprint(dataset),
-                      c, std::move(where));
+LoaderState loader_state(std::string url, const Dataset& dataset, const SamplerConfig& c,
+                         ResumePoint where) {
+  return loader_state(std::move(url), dataset.samples.size(), listing_fingerprint(dataset), c,
+                      std::move(where));
 }
 
 std::string format_loader_state(const LoaderState& s) {
@@ -101,7 +103,7 @@ std::string format_loader_state(const LoaderState& s) {
               {"drop_last", s.drop_last},
               {"rank", s.rank},
               {"world_size", s.world_size}};
-  doc.update(resume_point_json(s.resume));
+  doc.update(detail::resume_point_doc(s.resume));
   // A url from outside may hold bytes that are not UTF-8: written escaped, not refused.
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -182,8 +184,7 @@ Result<LoaderState> parse_loader_state(std::string_view text) {
   return s;
 }
 
-std::optional<std::string> loader_state_mismatch(const LoaderState& s,
-                                                 const loader::SamplerConfig& c) {
+std::optional<std::string> loader_state_mismatch(const LoaderState& s, const SamplerConfig& c) {
   auto differs = [](const char* option, auto saved, auto mine) -> std::optional<std::string> {
     if (saved == mine) return std::nullopt;
     return fmt::format(
@@ -201,14 +202,14 @@ std::optional<std::string> loader_state_mismatch(const LoaderState& s,
 }
 
 std::optional<std::string> loader_state_dataset_mismatch(const LoaderState& s,
-                                                         const loader::Dataset& dataset,
+                                                         const Dataset& dataset,
                                                          std::string_view url) {
   if (s.num_samples != dataset.samples.size()) {
     return fmt::format(
         "state: it was saved on a dataset of {} samples, and {} has {}: the dataset changed",
         s.num_samples, url, dataset.samples.size());
   }
-  const std::uint64_t here = loader::listing_fingerprint(dataset);
+  const std::uint64_t here = listing_fingerprint(dataset);
   if (s.dataset_fingerprint != here) {
     return fmt::format(
         "state: it was saved on a dataset whose listing's fingerprint is {}, and {} lists {}: "
@@ -220,11 +221,13 @@ std::optional<std::string> loader_state_dataset_mismatch(const LoaderState& s,
   return std::nullopt;
 }
 
-nlohmann::json resume_point_json(const loader::ResumePoint& p) {
-  json progress = json::array();
-  for (const loader::EpochProgress& e : p.progress)
-    progress.push_back({{"world_size", e.world_size}, {"batches", e.batches}});
-  return {{"epoch", p.epoch}, {"progress", std::move(progress)}};
+Result<void> resume_from(const LoaderState& s, const Dataset& dataset, std::string_view url,
+                         SamplerConfig& c) {
+  auto why = loader_state_mismatch(s, c);
+  if (!why) why = loader_state_dataset_mismatch(s, dataset, url);
+  if (why) return fail(Error(Errc::kInvalidArgument, std::move(*why)).with_object("state"));
+  c.resume = s.resume;
+  return {};
 }
 
-}  // namespace feedline::tools
+}  // namespace feedline::loader
