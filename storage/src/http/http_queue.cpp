@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -15,6 +16,19 @@
 
 namespace feedline::storage::detail {
 namespace {
+
+// An HTTP status as the member of http_status_ (counters.hpp): "206". No allocation.
+struct StatusText {
+  std::array<char, 8> digits{};
+  std::size_t size = 0;
+  operator std::string_view() const noexcept { return {digits.data(), size}; }
+};
+StatusText status_text(long status) noexcept {
+  StatusText t;
+  t.size = fmt::format_to_n(t.digits.data(), t.digits.size(), "{}", status).size;
+  t.size = std::min(t.size, t.digits.size());
+  return t;
+}
 
 using transports::HttpClient;
 using transports::HttpRequest;
@@ -59,6 +73,11 @@ class HttpQueue final : public IoQueue {
         answer_error_(std::move(answer_error)),
         inbox_(wake_for(*loops.front())) {
     for (auto& c : loops) loops_.push_back(Loop{std::move(c), 0});
+    using namespace counters;
+    mutable_stats().start({&kHttpRequests, &kHttpFailedRequests, &kHttpCoalescedReads,
+                           &kHttpUnknownSizeRestReads, &kHttpConnectionsOpened,
+                           &kHttpConnectionsPeak, &kHttpRetries, &kHttpThrottled, &kTtfb,
+                           &kTransfer});
   }
 
   ~HttpQueue() override {
@@ -292,7 +311,7 @@ class HttpQueue final : public IoQueue {
           req.scatter.push_back(HttpRequest::Segment{at, pieces[k].dst});
           members.push_back(Member{pieces[k].st, at, pieces[k].length});
         }
-        mutable_stats().counters["http_coalesced_reads"] += j - i;
+        mutable_stats().count(counters::kHttpCoalescedReads) += j - i;
       }
       issue(std::move(req), std::move(members), end - first.offset);
       i = j;
@@ -359,15 +378,17 @@ class HttpQueue final : public IoQueue {
     if (p.loop == kNoLoop) {  // cancelled while waiting for a loop: never sent
       error = p.r.error();
     } else if (p.r) {
-      ++stats.counters["http_requests"];
+      using namespace counters;
+      ++stats.count(kHttpRequests);
       const HttpResponse& r = *p.r;
-      stats.histograms["ttfb_ns"].record(r.ttfb_ns);
-      stats.histograms["transfer_ns"].record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
-      if (r.connections) stats.counters["http_connections_opened"] += r.connections;
+      if (r.status > 0) ++stats.count(kHttpStatus, status_text(r.status));
+      stats.histogram(kTtfb).record(r.ttfb_ns);
+      stats.histogram(kTransfer).record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
+      stats.count(kHttpConnectionsOpened) += r.connections;
       for (const auto& [reason, n] : r.retries) {
-        stats.counters["http_retries"] += n;
-        stats.counters["http_retry_" + reason] += n;
-        if (reason == "http_503" || reason == "http_429") stats.counters["http_throttled"] += n;
+        stats.count(kHttpRetries) += n;
+        stats.count(kHttpRetry, reason) += n;
+        if (reason == "http_503" || reason == "http_429") stats.count(kHttpThrottled) += n;
         retries += n;
       }
       if (r.status == 200 || r.status == 206) {
@@ -378,9 +399,12 @@ class HttpQueue final : public IoQueue {
         error = answer_error_(r, p.members.front().st->shown);
       }
     } else {
-      ++stats.counters["http_requests"];
+      ++stats.count(counters::kHttpRequests);
       // Ended by cancel() (Ctrl-C): not a failure of the server's.
-      if (p.r.error().code() != Errc::kCancelled) ++stats.counters["http_failed_requests"];
+      if (p.r.error().code() != Errc::kCancelled) ++stats.count(counters::kHttpFailedRequests);
+      // Out of attempts on a status (a 503 after every retry): that answer was its last.
+      if (const int status = p.r.error().http_status(); status > 0)
+        ++stats.count(counters::kHttpStatus, status_text(status));
       error = p.r.error();
     }
     if (!error && first_of_unknown(p)) return learned_size(p, *p.r, retries);
@@ -488,7 +512,7 @@ class HttpQueue final : public IoQueue {
       m.push_back(Member{keep, 0, n});
       issue(std::move(req), std::move(m), n);
     }
-    mutable_stats().counters["http_unknown_size_rest_reads"] += 1;
+    mutable_stats().count(counters::kHttpUnknownSizeRestReads) += 1;
     if (!main_batch_.empty()) loops_[0].client->start_many(std::exchange(main_batch_, {}));
     return 0;
   }
@@ -498,7 +522,7 @@ class HttpQueue final : public IoQueue {
     std::uint64_t max_open =
         0;  // the loops' peaks, added up (an upper bound when they differ in time)
     for (const auto& l : loops_) max_open += l.client->stats().max_open_connections;
-    auto& peak = stats.counters["http_connections_peak"];
+    auto& peak = stats.count(counters::kHttpConnectionsPeak);
     peak = std::max<std::uint64_t>(peak, max_open);
     ReadOp& op = *st.op;
     if (st.error) {

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,7 @@
 #include "feedline/core/bytes.hpp"
 #include "feedline/core/error.hpp"
 #include "feedline/core/histogram.hpp"
+#include "feedline/storage/counters.hpp"
 
 namespace feedline::storage {
 
@@ -164,10 +166,24 @@ struct QueueStats {
   std::uint64_t span_ns = 0;
   std::uint64_t at_cap_ns = 0;
   // Backend-specific measurements by name, merged by name and printed by every report:
-  // counters ("http_status_503", "reconnects", "copied_bytes", "connections_opened") and
-  // histograms in ns ("ttfb_ns", "transfer_ns", "rtt_ns").
+  // counters ("http_status_503", "reconnects", "copied_bytes", "http_connections_opened") and
+  // histograms in ns ("ttfb_ns", "transfer_ns", "rtt_ns"). Each name is defined in counters.hpp
+  // and reached through its definition (count(), counter(), histogram() below).
   std::map<std::string, std::uint64_t, std::less<>> counters;
   std::map<std::string, Histogram, std::less<>> histograms;
+
+  // The counter `c` defines (an exact name): its value, 0 where absent.
+  std::uint64_t counter(const CounterDef& c) const noexcept;
+  // The counter `c` defines, made (at 0) where absent, for its producer to add to.
+  std::uint64_t& count(const CounterDef& c);
+  // A family's member ("http_status_" and "206"), made where absent.
+  std::uint64_t& count(const CounterDef& family, std::string_view member);
+  // The histogram `h` defines, made (empty) where absent; find_histogram(): null where absent.
+  Histogram& histogram(const CounterDef& h);
+  const Histogram* find_histogram(const CounterDef& h) const noexcept;
+  // Makes each exact name of defs present (counters at 0, histograms empty) where absent: a
+  // queue's own names from its start (counters.hpp).
+  void start(std::initializer_list<const CounterDef*> defs);
 
   void merge(const QueueStats& other);
   // What a decorator's inner queue measured that the decorator does not (retries, bounce copies,
