@@ -10,6 +10,7 @@
 
 #include "cli_error.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/storage/counters.hpp"
 #include "knobs.hpp"
 #include "output.hpp"
 #include "progress.hpp"
@@ -52,8 +53,9 @@ std::optional<HostConnections> host_connections(const loader::HostReport& host) 
   std::optional<HostConnections> c;
   for (const auto& r : host.accelerators) {
     const auto& counters = r.io.stats.counters;
-    const auto opened = counters.find("http_connections_opened");
-    const auto peak = counters.find("http_connections_peak");
+    namespace sc = storage::counters;
+    const auto opened = counters.find(sc::kHttpConnectionsOpened.name);
+    const auto peak = counters.find(sc::kHttpConnectionsPeak.name);
     if (opened == counters.end() && peak == counters.end()) continue;
     if (!c) c.emplace();
     if (opened != counters.end()) c->opened += opened->second;

@@ -641,20 +641,19 @@ void StorageStage::run(Worker& w) {
 void StorageStage::publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now,
                                     bool last, CountersSeen& seen) {
   const storage::QueueStats& st = queue.stats();
-  std::map<std::string, std::uint64_t, std::less<>> counters = st.counters;
-  if (st.retries) counters["io_retries"] = st.retries;
+  std::map<std::string, std::uint64_t, std::less<>> counters = storage::live_counters(st);
   // Unchanged and out already: nothing to do (the thread's last figures go out whatever).
   if (counters == seen.counters && !seen.unpublished && !last) return;
   if (TraceLane* lane = w.lane()) {
     for (const auto& [name, v] : counters) {
-      const bool retry = name.starts_with("http_retry_") || name == "nfs_retries" ||
-                         name == "io_retries" || name == "reconnects";
-      if (!retry) continue;
+      const storage::CounterDef* d = storage::find_counter(name);
+      const bool reconnect = d && d->role == storage::CounterRole::kReconnect;
+      if (!reconnect && !(d && d->role == storage::CounterRole::kRetry)) continue;
       const auto it = seen.counters.find(name);
       const std::uint64_t before = it == seen.counters.end() ? 0 : it->second;
       if (v <= before) continue;
       try {
-        lane->instant("io", name == "reconnects" ? "reconnect" : "retry", now,
+        lane->instant("io", reconnect ? "reconnect" : "retry", now,
                       fmt::format("{} +{} ({} in all)", name, v - before, v));
       } catch (...) {  // the trace could not hold it: the counters still go out
       }
