@@ -119,9 +119,11 @@ TEST_CASE(
       DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads")
                       << ", " << connections << " connections") {
         auto o = open_object(s, connections, 3);
+        HttpQueueOptions http;
+        http.caller_mostly_polls = driven;
         QueueOptions qo;
         qo.depth = 4;
-        qo.caller_mostly_polls = driven;
+        qo.http = &http;
         auto q = o.backend->make_queue(qo);
         REQUIRE(q);
         const auto info = (*q)->info();
@@ -172,8 +174,10 @@ TEST_CASE("http queue: cancel ends parts still waiting for a connection; every o
   for (const bool driven : {true, false}) {
     DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads")) {
       auto o = open_object(s, 2, 2);  // two loops, two connections: 14 of the 16 parts wait here
+      HttpQueueOptions http;
+      http.caller_mostly_polls = driven;
       QueueOptions qo;
-      qo.caller_mostly_polls = driven;
+      qo.http = &http;
       auto q = o.backend->make_queue(qo);
       REQUIRE(q);
       const auto features = (*q)->info().features;
@@ -219,9 +223,11 @@ TEST_CASE(
   ObjectServer s(1u << 20, std::chrono::milliseconds(5));
   auto o = open_object(s, 3, 0);                      // the pool: 3 connections for both queues
   const std::size_t before = s.server.connections();  // the HEAD's
+  HttpQueueOptions http;
+  http.shared_by = 2;
   QueueOptions qo;
   qo.depth = 8;
-  qo.shared_by = 2;
+  qo.http = &http;
   auto a = o.backend->make_queue(qo);
   auto b = o.backend->make_queue(qo);
   REQUIRE(a);
@@ -317,7 +323,9 @@ TEST_CASE(
   QueueOptions qo;
   qo.depth = 64;  // at most 64 / 8 = 8 reads per GET
   qo.coalesce = true;
-  qo.caller_mostly_polls = GENERATE(false, true);
+  HttpQueueOptions http;
+  http.caller_mostly_polls = GENERATE(false, true);
+  qo.http = &http;
   auto q = opened->backend->make_queue(qo);
   REQUIRE(q);
 
@@ -541,9 +549,11 @@ TEST_CASE("cancel() ends reads that trickle or get no answer within a second, ea
     auto hb = b->backend->open_known(ObjectInfo{b->key, 8u << 20});
     REQUIRE(ha);
     REQUIRE(hb);
+    HttpQueueOptions http;
+    http.caller_mostly_polls = driven;
     QueueOptions qo;
     qo.depth = 4;
-    qo.caller_mostly_polls = driven;
+    qo.http = &http;
     auto qa = a->backend->make_queue(qo);
     auto qb = b->backend->make_queue(qo);
     REQUIRE(qa);

@@ -43,7 +43,7 @@ nlohmann::json split_json(const loader::AcceleratorSplit& s) {
 }
 
 // The host's connections to an HTTP/S3 store: the accelerators read through one pool
-// (storage::QueueOptions::shared_by), so what they opened adds up to what the host opened, and
+// (storage::HttpQueueOptions::shared_by), so what they opened adds up to what the host opened, and
 // each saw the pool's peak. Nothing for other backends.
 struct HostConnections {
   std::uint64_t opened = 0;

@@ -12,6 +12,7 @@
 
 #include "feedline/core/clock.hpp"
 #include "feedline/storage/queue_parts.hpp"
+#include "feedline/storage/unknown_size_reads.hpp"
 #include "object_store.hpp"
 
 namespace feedline::storage::detail {
@@ -34,7 +35,7 @@ using transports::HttpClient;
 using transports::HttpRequest;
 using transports::HttpResponse;
 
-// Reads as ranged GETs. Where the caller mostly polls (QueueOptions::caller_mostly_polls) the
+// Reads as ranged GETs. Where the caller mostly polls (HttpQueueOptions::caller_mostly_polls) the
 // main client is driven: submit() starts requests on the caller's thread and poll() runs the
 // client's event loop there, so responses complete where they are consumed, like io_uring
 // completions, with no thread hand-over. Otherwise the client has its own loop thread and poll()
@@ -93,7 +94,7 @@ class HttpQueue final : public IoQueue {
     for (auto& l : loops_) l.client->cancel_group(group_);  // not other queues' on shared loops
   }
 
-  bool takes_unknown_lengths() const noexcept override { return true; }
+  UnknownSizeReads* unknown_sizes() noexcept override { return &unknown_; }
 
   QueueInfo info() const override {
     QueueInfo i{"http", {"curl-multi-socket", "asio"}, {}};
@@ -118,15 +119,16 @@ class HttpQueue final : public IoQueue {
                           .with_offset(op->offset)));
         continue;
       }
-      if (op->length_unknown) {  // submit() checked: offset 0, a guess, a grow callback
+      if (reads_unknown_size(*op)) {  // submit() checked: offset 0, a guess, a growth
         auto st = std::make_shared<OpState>();
         st->op = op;
         st->shown = h->shown();
         st->parts_left = 1;
         st->unknown = true;
+        st->growth = unknown_.growth();
         op->times.issued_ns = now;
         // A destination smaller than the guess (a batch slot of the typical size): on a driven
-        // client, whose callbacks run in poll(), a larger object gets its room from op->grow as
+        // client, whose callbacks run in poll(), a larger object gets its room from the growth as
         // soon as the answer's headers say its size, and its body goes on there in the same GET.
         // Elsewhere the GET asks for what the destination holds, and a larger object costs a
         // second one for the rest.
@@ -220,8 +222,10 @@ class HttpQueue final : public IoQueue {
     std::uint32_t retries = 0;
     std::optional<Error> error;
     std::string shown;
-    // ReadOp::length_unknown: until the first answer came (then the size is known: `size`).
+    // An object of unknown size (unknown_size_reads.hpp): until the first answer came (then the
+    // size is known: `size`). growth: the queue's, where a larger object gets its room.
     bool unknown = false;
+    ReadGrowth* growth = nullptr;
     std::uint64_t size = 0;
     std::uint64_t cap = 0;  // ... the most its first GET asks for (the guess, or less)
   };
@@ -423,13 +427,13 @@ class HttpQueue final : public IoQueue {
     return finished;
   }
 
-  // Room from op.grow for an object of `size` bytes whose first `filled` are in op.dst: op.dst
+  // Room from the growth for an object of `size` bytes whose first `filled` are in op.dst: op.dst
   // becomes it; false, with st.error set, when refused.
   static bool grow_dst(OpState& st, std::uint64_t size, std::uint64_t filled) {
     ReadOp& op = *st.op;
-    auto room = op.grow->grow(op, size, filled);
+    auto room = st.growth->grow(op, size, filled);
     if (room && room->size() < size) {
-      room = fail(Errc::kInternal, fmt::format("ReadOp::grow gave {} bytes for an object of {}",
+      room = fail(Errc::kInternal, fmt::format("ReadGrowth::grow gave {} bytes for an object of {}",
                                                room->size(), size));
     }
     if (!room) {
@@ -443,18 +447,18 @@ class HttpQueue final : public IoQueue {
   }
 
   // HttpRequest::grow_dst of a read of unknown length whose destination is smaller than its
-  // guess: nothing when op.grow refuses (the op then fails with its error once the answer ends).
+  // guess: nothing when the growth refuses (the op then fails with its error once the answer ends).
   static MutableBytes grow_early(OpState& st, std::uint64_t need, std::uint64_t filled) {
     return grow_dst(st, need, filled) ? st.op->dst : MutableBytes{};
   }
 
-  // The first answer to a read of unknown length (ReadOp::length_unknown).
+  // The first answer to a read of an object of unknown size.
   static bool first_of_unknown(const Part& p) {
     return p.members.size() == 1 && p.members.front().st->unknown;
   }
 
   // The first answer to a read of unknown length came: the object's size is known. Finishes the
-  // op when the object fit in the guess; otherwise gets a larger destination from op.grow
+  // op when the object fit in the guess; otherwise gets a larger destination from the growth
   // (unless grow_early got it one from the answer's headers) and reads the rest there: a ranged GET
   // for the rest after a 206, the whole object again after a 200 (the server ignores Range: a Range
   // for the rest would get the object from its start). Returns the ops finished (0 or 1).
@@ -545,6 +549,7 @@ class HttpQueue final : public IoQueue {
   unsigned connections_;
   bool coalesce_;
   bool shared_;  // the clients are the backend's connection pool, other queues' requests on them
+  UnknownSizeReads unknown_;  // reads of objects of unknown size: where larger ones get room
   AnswerError answer_error_;
   // This queue's requests on the clients (HttpRequest::group): cancel() ends these only.
   const std::uint64_t group_ = next_group_.fetch_add(1, std::memory_order_relaxed);
