@@ -7,6 +7,8 @@
 #include <random>
 #include <thread>
 
+#include "feedline/storage/http_config.hpp"
+
 namespace feedline::loader {
 namespace {
 
@@ -42,10 +44,12 @@ class Job final {
       lane_ = &config_.trace->lane(fmt::format("fl-bench-{}", index_));
       in_flight_name_ = lane_->intern(fmt::format("reads in flight (job {})", index_));
     }
+    storage::HttpQueueOptions http;
+    http.caller_mostly_polls = true;  // the job's thread only submits and polls
     storage::QueueOptions qo;
     qo.depth = config_.iodepth;
     qo.single_thread = true;
-    qo.caller_mostly_polls = true;  // the job's thread only submits and polls
+    qo.http = &http;
     auto queue = backend.make_queue(qo);
     if (!queue) {
       error_ = queue.error();

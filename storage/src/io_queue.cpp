@@ -7,6 +7,7 @@
 #include "feedline/core/units.hpp"
 #include "feedline/storage/backend.hpp"
 #include "feedline/storage/device_reads.hpp"
+#include "feedline/storage/unknown_size_reads.hpp"
 
 namespace feedline::storage {
 
@@ -40,23 +41,26 @@ void QueueStats::merge_measurements(const QueueStats& o) {
 namespace {
 
 // submit()'s checks, the same for every backend: the error, or nullopt for a good op.
-std::optional<Error> check(const ReadOp& op, std::uint64_t max_request, bool unknown_lengths) {
+// unknown: the queue's capability for reads of objects of unknown size, or null.
+std::optional<Error> check(const ReadOp& op, std::uint64_t max_request,
+                           const UnknownSizeReads* unknown) {
   if (op.object == nullptr) {
     return Error(Errc::kInvalidArgument, "the read names no object (ReadOp::object is null)")
         .with_offset(op.offset);
   }
-  if (op.length_unknown && (!unknown_lengths || op.grow == nullptr || op.offset != 0 ||
-                            op.length == 0 || op.dst.empty())) {
-    return Error(unknown_lengths ? Errc::kInvalidArgument : Errc::kUnsupported,
-                 unknown_lengths
-                     ? "a read of unknown length must start at offset 0, guess at least a byte, "
-                       "have room for one and say where a larger object goes (ReadOp::grow)"
-                     : "this storage cannot read an object of unknown size")
+  const bool size_unknown = reads_unknown_size(op);
+  if (size_unknown && (unknown == nullptr || unknown->growth() == nullptr || op.offset != 0 ||
+                       op.length == 0 || op.dst.empty())) {
+    return Error(unknown ? Errc::kInvalidArgument : Errc::kUnsupported,
+                 unknown ? "a read of unknown length must start at offset 0, guess at least a "
+                           "byte, have room for one and the queue must know where a larger "
+                           "object goes (UnknownSizeReads::set_growth)"
+                         : "this storage cannot read an object of unknown size")
         .with_object(op.object->display_name())
         .with_offset(op.offset);
   }
-  // A read of unknown length may land in less than its guess: op.grow makes room for more.
-  if (op.dst.size() < op.length && !op.length_unknown) {
+  // A read of unknown length may land in less than its guess: the growth makes room for more.
+  if (op.dst.size() < op.length && !size_unknown) {
     return Error(Errc::kInvalidArgument,
                  fmt::format("the destination holds {} bytes, the read wants {}", op.dst.size(),
                              op.length))
@@ -91,9 +95,10 @@ void IoQueue::submit(std::span<ReadOp* const> ops) {
   const std::uint64_t now = now_ns();
   account_depth(now);
   std::size_t refused = 0;
+  const UnknownSizeReads* const unknown = unknown_sizes();
   for (ReadOp* op : ops) {
     op->times = OpTimes{now, 0, 0};
-    if (auto e = check(*op, max_request_, takes_unknown_lengths())) {
+    if (auto e = check(*op, max_request_, unknown)) {
       op->result = fail(std::move(*e));
       ++refused;
     } else {
@@ -171,7 +176,8 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
   // shrank under the read (truncated, replaced): an error, not a fast read of fewer bytes, for
   // every backend and every caller alike.
   // (A read of unknown length reads its object whole, whatever its guess said.)
-  if (op.result && *op.result < op.length && op.object && !op.length_unknown &&
+  const bool size_unknown = reads_unknown_size(op);
+  if (op.result && *op.result < op.length && op.object && !size_unknown &&
       op.offset + *op.result < std::min(op.offset + op.length, op.object->size())) {
     op.result =
         fail(Error(Errc::kIo,
@@ -184,7 +190,7 @@ void IoQueue::complete(ReadOp& op, std::uint32_t retries) noexcept {
   if (op.result) {
     stats_.bytes += *op.result;
     // A read of unknown length reads its whole object: fewer bytes than its guess is no short read.
-    if (*op.result < op.length && !op.length_unknown) ++stats_.short_reads;
+    if (*op.result < op.length && !size_unknown) ++stats_.short_reads;
     stats_.slat.record(op.times.issued_ns - op.times.queued_ns);
     stats_.clat.record(now - op.times.issued_ns);
     stats_.lat.record(now - op.times.queued_ns);

@@ -125,6 +125,33 @@ must_frun "run http tar shards, --shard-shuffle 3" run "$base/tar/shard-{000000.
       "d['config']['shard_shuffle'] == 3 and d['io']['counters'].get('http_coalesced_reads', 0) > 0" \
       "run --shard-shuffle 3 over http: expected coalesced reads")
     [[ -z $problems ]] && echo "ok: run --shard-shuffle 3 over http: $(json_get "$scratch/http-tar-shards.json" "d['io']['counters']['http_coalesced_reads']") reads coalesced" || fail "$problems"; }
+# Every HTTP counter the docs list (docs/backends/http.md, the names of storage/counters.hpp;
+# test_counters.cpp checks that the two agree) is in that run's report: each exact name, and the
+# requests by status (http_status_<code>), which add up to the requests.
+checks=$((checks + 1))
+problems=$("$py" - "$here/../../docs/backends/http.md" "$scratch/http-tar-shards.json" <<'PY'
+import json, re, sys
+doc = open(sys.argv[1], encoding="utf-8").read()
+table = doc[doc.index("\n## Metrics\n") + 1:]
+table = table[:table.index("\n## ")]
+names = set()
+for line in table.splitlines():
+    if line.startswith("| `"):
+        names.update(re.findall(r"`([a-z0-9_]+(?:<[a-z]+>)?)`", line.split("|")[1]))
+io = json.loads(open(sys.argv[2], "rb").read().decode("utf-8"))["io"]
+have = set(io["counters"]) | set(io["histograms"])
+exact = sorted(n for n in names if "<" not in n)
+bad = ["%s is documented but not in the report" % n for n in exact if n not in have]
+if len(exact) < 10: bad.append("only %d names in the docs' table: %s" % (len(exact), exact))
+statuses = {k: v for k, v in io["counters"].items() if k.startswith("http_status_")}
+if "http_status_<code>" not in names: bad.append("the docs' table has no http_status_<code>")
+if not statuses.get("http_status_206") or sum(statuses.values()) != io["counters"].get("http_requests"):
+    bad.append("http_status_* %r do not add up to http_requests %r" % (statuses, io["counters"].get("http_requests")))
+print("; ".join(bad))
+PY
+)
+[[ -z $problems ]] && echo "ok: every HTTP counter docs/backends/http.md lists is in a run's report; statuses add up to the requests" ||
+  fail "run --shard-shuffle 3 over http: $problems"
 checks=$((checks + 1))
 # Over a network the read-ahead window holds 16 x --io-depth samples (batch 4, depth 16: 64
 # buffers, the cap), within half the memory budget (8 MiB: fewer, never below prefetch + 2).

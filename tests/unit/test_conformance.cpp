@@ -30,7 +30,7 @@ struct BackendCase {
   bool direct;
   std::string url = {};       // nfs: the directory to test in (FEEDLINE_TEST_NFS_URL)
   unsigned connections = 1;   // nfs: --connections
-  bool caller_polls = false;  // QueueOptions::caller_mostly_polls (HTTP: the loop runs in poll())
+  bool caller_polls = false;  // HttpQueueOptions::caller_mostly_polls (the loop runs in poll())
   unsigned http_loops = 1;    // HttpConfig::loops
   std::uint64_t part_size = 256 * 1024;  // HTTP: several parts per large read
   const char* decorator = nullptr;       // "throttle", "faults", "counting": wraps the backend
@@ -258,7 +258,9 @@ void conformance(const BackendCase& bc) {
   Fixture f(bc);
   if (!f.skip.empty()) return testing::skip_test(f.skip);
   storage::QueueOptions qo;
-  qo.caller_mostly_polls = bc.caller_polls;
+  storage::HttpQueueOptions http;  // read by HTTP/S3 backends only
+  http.caller_mostly_polls = bc.caller_polls;
+  qo.http = &http;
   auto queue = f.backend->make_queue(qo).value();
   const std::uint64_t size = f.content.size();
   auto buf = AlignedBuffer::allocate(size + 8192).value();

@@ -411,7 +411,8 @@ TEST_CASE("http reads: an answer for other bytes fails the read naming the URL a
   const bool polls = GENERATE(false, true);
   auto h = backend->open(name);
   REQUIRE(h);
-  auto q = backend->make_queue({.depth = 4, .caller_mostly_polls = polls});
+  const storage::HttpQueueOptions http{.caller_mostly_polls = polls};
+  auto q = backend->make_queue({.depth = 4, .http = &http});
   REQUIRE(q);
   std::vector<std::byte> buf(4096);
   storage::ReadOp op;

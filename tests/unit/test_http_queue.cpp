@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "feedline/storage/counters.hpp"
 #include "feedline/storage/registry.hpp"
 #include "http_stall_server.hpp"
 #include "http_test_server.hpp"
@@ -118,9 +119,11 @@ TEST_CASE(
       DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads")
                       << ", " << connections << " connections") {
         auto o = open_object(s, connections, 3);
+        HttpQueueOptions http;
+        http.caller_mostly_polls = driven;
         QueueOptions qo;
         qo.depth = 4;
-        qo.caller_mostly_polls = driven;
+        qo.http = &http;
         auto q = o.backend->make_queue(qo);
         REQUIRE(q);
         const auto info = (*q)->info();
@@ -171,8 +174,10 @@ TEST_CASE("http queue: cancel ends parts still waiting for a connection; every o
   for (const bool driven : {true, false}) {
     DYNAMIC_SECTION((driven ? "loop in poll()" : "loop threads")) {
       auto o = open_object(s, 2, 2);  // two loops, two connections: 14 of the 16 parts wait here
+      HttpQueueOptions http;
+      http.caller_mostly_polls = driven;
       QueueOptions qo;
-      qo.caller_mostly_polls = driven;
+      qo.http = &http;
       auto q = o.backend->make_queue(qo);
       REQUIRE(q);
       const auto features = (*q)->info().features;
@@ -218,9 +223,11 @@ TEST_CASE(
   ObjectServer s(1u << 20, std::chrono::milliseconds(5));
   auto o = open_object(s, 3, 0);                      // the pool: 3 connections for both queues
   const std::size_t before = s.server.connections();  // the HEAD's
+  HttpQueueOptions http;
+  http.shared_by = 2;
   QueueOptions qo;
   qo.depth = 8;
-  qo.shared_by = 2;
+  qo.http = &http;
   auto a = o.backend->make_queue(qo);
   auto b = o.backend->make_queue(qo);
   REQUIRE(a);
@@ -316,7 +323,9 @@ TEST_CASE(
   QueueOptions qo;
   qo.depth = 64;  // at most 64 / 8 = 8 reads per GET
   qo.coalesce = true;
-  qo.caller_mostly_polls = GENERATE(false, true);
+  HttpQueueOptions http;
+  http.caller_mostly_polls = GENERATE(false, true);
+  qo.http = &http;
   auto q = opened->backend->make_queue(qo);
   REQUIRE(q);
 
@@ -370,7 +379,7 @@ TEST_CASE(
     for (std::size_t i = 0; i < 24; ++i) check_bytes(i, kLen);
     check_bytes(24, 3000);
     CHECK(s.gets == static_cast<int>(ops.size()));
-    CHECK((*pq)->stats().counters.count("http_coalesced_reads") == 0);
+    CHECK((*pq)->stats().counters.at("http_coalesced_reads") == 0);  // there, and nothing shared
   }
   SECTION("an error answer fails every read of its GET, each naming its own offset") {
     refuse_second_half = true;
@@ -540,9 +549,11 @@ TEST_CASE("cancel() ends reads that trickle or get no answer within a second, ea
     auto hb = b->backend->open_known(ObjectInfo{b->key, 8u << 20});
     REQUIRE(ha);
     REQUIRE(hb);
+    HttpQueueOptions http;
+    http.caller_mostly_polls = driven;
     QueueOptions qo;
     qo.depth = 4;
-    qo.caller_mostly_polls = driven;
+    qo.http = &http;
     auto qa = a->backend->make_queue(qo);
     auto qb = b->backend->make_queue(qo);
     REQUIRE(qa);
@@ -664,4 +675,82 @@ TEST_CASE("http://user:password@host/: sent as Basic authentication, shown nowhe
   REQUIRE_FALSE(s3);
   CHECK(s3.error().code() == Errc::kInvalidArgument);
   CHECK(s3.error().what().find("hunter22") == std::string::npos);
+}
+
+TEST_CASE("http queue: the HTTP counters of counters.hpp, there from the start and counted",
+          "[http][storage][counters]") {
+  namespace sc = storage::counters;
+  const std::string obj = object_bytes(100'000);
+  std::atomic<int> busy{1};  // 503s busy.bin still answers before its bytes
+  HttpTestServer server([&](const HttpTestRequest& r) {
+    if (r.method == "HEAD") {
+      return HttpTestReply{
+          fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", obj.size())};
+    }
+    if (r.target.ends_with("/gone.bin")) return HttpTestReply{HttpTestServer::reply(404, "gone")};
+    if (r.target.ends_with("/down.bin")) return HttpTestReply{HttpTestServer::reply(503, "down")};
+    if (r.target.ends_with("/busy.bin") && busy-- > 0)
+      return HttpTestReply{HttpTestServer::reply(503, "slow down")};
+    return HttpTestReply{partial(obj, r)};
+  });
+  BackendConfig config;
+  config.http.loops = 1;
+  config.http.max_attempts = 2;
+  Registry registry;
+  register_builtin_backends(registry);
+  auto opened = registry.open(fmt::format("http://127.0.0.1:{}/d/ok.bin", server.port()), config);
+  REQUIRE(opened);
+  QueueOptions qo;
+  qo.depth = 4;
+  auto q = opened->backend->make_queue(qo);
+  REQUIRE(q);
+  // Every exact name of the HTTP definitions, at 0 before the first read.
+  for (const CounterDef* d : sc::kAll) {
+    if (d->producer != "http" || d->family) continue;
+    INFO(d->name);
+    if (d->kind == CounterKind::kHistogram) {
+      REQUIRE((*q)->stats().find_histogram(*d) != nullptr);
+      CHECK((*q)->stats().find_histogram(*d)->count() == 0);
+    } else {
+      REQUIRE((*q)->stats().counters.contains(d->name));
+      CHECK((*q)->stats().counter(*d) == 0);
+    }
+  }
+  const std::string dir = opened->key.substr(0, opened->key.rfind('/') + 1);
+  std::vector<std::unique_ptr<ObjectHandle>> handles;
+  for (const char* name : {"ok.bin", "busy.bin", "gone.bin", "down.bin"}) {
+    auto h = opened->backend->open(dir + name);
+    REQUIRE(h);
+    handles.push_back(std::move(*h));
+  }
+  auto buf = AlignedBuffer::allocate(4 * 4096).value();
+  std::vector<ReadOp> ops(handles.size());
+  Collector c;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    ops[i].object = handles[i].get();
+    ops[i].length = 4096;
+    ops[i].dst = buf.span().subspan(i * 4096, 4096);
+    ops[i].done = &c;
+    (*q)->submit(ops[i]);
+  }
+  poll_until(**q, [&] { return c.calls == static_cast<int>(ops.size()); });
+  CHECK(ops[0].result);
+  CHECK(ops[1].result);  // after one 503
+  CHECK_FALSE(ops[2].result);
+  CHECK_FALSE(ops[3].result);  // 503 on both attempts
+  const QueueStats& st = (*q)->stats();
+  CHECK(st.counter(sc::kHttpRequests) == 4);
+  // By the status of each request's last answer: the retried 503 is under its retry reason.
+  CHECK(st.counters.at("http_status_206") == 2);
+  CHECK(st.counters.at("http_status_404") == 1);
+  CHECK(st.counters.at("http_status_503") == 1);
+  // down.bin, out of attempts (a 404 is an answer, not a failed request).
+  CHECK(st.counter(sc::kHttpFailedRequests) == 1);
+  CHECK(st.counters.at("http_retry_http_503") >= 1);
+  CHECK(st.counter(sc::kHttpRetries) >= 1);
+  CHECK(st.counter(sc::kHttpThrottled) == st.counter(sc::kHttpRetries));
+  CHECK(st.counter(sc::kHttpConnectionsOpened) >= 1);
+  CHECK(st.counter(sc::kHttpConnectionsPeak) >= 1);
+  CHECK(st.find_histogram(sc::kTtfb)->count() == 3);  // the requests that got an answer to read
+  CHECK(st.find_histogram(sc::kTransfer)->count() == 3);
 }

@@ -1,4 +1,4 @@
-// Reads of objects of unknown size over HTTP (ReadOp::length_unknown): a brace list over a web
+// Reads of objects of unknown size over HTTP (unknown_size_reads.hpp): a brace list over a web
 // server without a listing sends no HEAD per object; each object is one GET with
 // "Range: bytes=0-(guess-1)", its size learned from Content-Range (206) or Content-Length (200:
 // the server ignored Range), and a second GET only for the rest of an object larger than the
@@ -22,7 +22,9 @@
 
 #include "feedline/loader/dataset.hpp"
 #include "feedline/loader/loader.hpp"
+#include "feedline/storage/http_config.hpp"
 #include "feedline/storage/registry.hpp"
+#include "feedline/storage/unknown_size_reads.hpp"
 #include "http_test_server.hpp"
 #include "test_support.hpp"
 
@@ -94,8 +96,8 @@ struct NoListServer {
   std::string base() const { return fmt::format("http://127.0.0.1:{}", server.port()); }
 };
 
-// ReadOp::grow: a buffer of the object's size, holding what the guess's buffer had. refuse: the
-// error it gives instead (an object larger than the caller allows).
+// One read's growth: a buffer of the object's size, holding what the guess's buffer had. refuse:
+// the error it gives instead (an object larger than the caller allows).
 struct TestGrow final : ReadGrowth {
   AlignedBuffer big;
   std::optional<Error> refuse;
@@ -154,8 +156,7 @@ struct UnknownRead {
     op.offset = 0;
     op.length = guess;
     op.dst = buf.span().first(room);
-    op.length_unknown = true;
-    op.grow = &grow;
+    op.user = this;  // EachReadsGrowth finds this read's TestGrow
   }
   bool canary_intact() const {
     for (std::size_t i = room; i < buf.size(); ++i)
@@ -168,13 +169,26 @@ struct UnknownRead {
   }
 };
 
+// The queue's growth (UnknownSizeReads::set_growth): each read's own TestGrow.
+struct EachReadsGrowth final : ReadGrowth {
+  Result<MutableBytes> grow(ReadOp& op, std::uint64_t size,
+                            std::uint64_t filled) noexcept override {
+    return static_cast<UnknownRead*>(op.user)->grow.grow(op, size, filled);
+  }
+};
+
 void run_reads(Backend& backend, std::vector<UnknownRead*> reads, bool driven) {
+  EachReadsGrowth growth;  // outlives the queue
+  HttpQueueOptions http;
+  http.caller_mostly_polls = driven;
   QueueOptions qo;
   qo.depth = 8;
-  qo.caller_mostly_polls = driven;
+  qo.http = &http;
   auto q = backend.make_queue(qo);
   REQUIRE(q);
-  REQUIRE((*q)->takes_unknown_lengths());
+  UnknownSizeReads* const unknown = (*q)->unknown_sizes();
+  REQUIRE(unknown != nullptr);
+  if (unknown) unknown->set_growth(&growth);
   std::vector<ReadOp*> ops;
   for (auto* r : reads) ops.push_back(&r->op);
   (*q)->submit(ops);
@@ -409,26 +423,41 @@ TEST_CASE(
     REQUIRE(small.op.result);
     CHECK(small.got() == s.objects["/d/small.bin"]);
   }
+  SECTION("a queue that takes them but was given no growth refuses them, asking for one") {
+    UnknownRead large(*o.backend, "/d/large.bin");
+    auto q = o.backend->make_queue({});
+    REQUIRE(q);
+    CHECK((*q)->unknown_sizes() != nullptr);
+    (*q)->submit(large.op);
+    std::vector<ReadOp*> done;
+    (*q)->poll(1, std::chrono::milliseconds(100), done);
+    REQUIRE(done.size() == 1);
+    REQUIRE_FALSE(large.op.result);
+    CHECK(large.op.result.error().code() == Errc::kInvalidArgument);
+    CHECK_THAT(large.op.result.error().message(), Catch::Contains("set_growth"));
+    CHECK(s.requests_for("/d/large.bin").empty());  // nothing asked of the server
+    CHECK(large.canary_intact());
+  }
   SECTION("a queue that does not take unknown lengths refuses them") {
     auto mem = open_url("mem://x/");
     const std::string content = object_bytes(5000);
     REQUIRE(mem.backend->write(
         mem.key + "k",
         ConstBytes(reinterpret_cast<const std::byte*>(content.data()), content.size())));
-    auto h = mem.backend->open_known(ObjectInfo{mem.key + "k", kUnknownSize});
-    REQUIRE(h);
+    // mem:// sizes what it opens: a handle of its key whose size is unknown, as an HTTP listing
+    // without sizes gives (the queue refuses the read before it would look inside).
+    struct Unsized final : ObjectHandle {
+      explicit Unsized(std::string key) : ObjectHandle(std::move(key), kUnknownSize) {}
+    } unsized(mem.key + "k");
     {
       auto q = mem.backend->make_queue({});
       REQUIRE(q);
-      CHECK_FALSE((*q)->takes_unknown_lengths());
+      CHECK((*q)->unknown_sizes() == nullptr);
       AlignedBuffer b = AlignedBuffer::allocate(4096).value();
-      TestGrow g;
       ReadOp op;
-      op.object = h->get();
+      op.object = &unsized;  // of unknown size: read whole, or refused
       op.length = 4096;
       op.dst = b.span();
-      op.length_unknown = true;
-      op.grow = &g;
       (*q)->submit(op);
       std::vector<ReadOp*> done;
       (*q)->poll(1, std::chrono::milliseconds(100), done);

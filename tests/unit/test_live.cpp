@@ -23,6 +23,8 @@
 #include "feedline/loader/live.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
+#include "feedline/storage/counters.hpp"
+#include "feedline/storage/forwarding.hpp"
 #include "feedline/storage/registry.hpp"
 #include "test_support.hpp"
 #include "timeline.hpp"
@@ -331,4 +333,107 @@ TEST_CASE("the metrics endpoint: label values are escaped and UTF-8 whatever the
   CHECK(feedline::is_utf8(body));
   CHECK(sample(body, "feedline_samples_total{accelerator=\"q\\\"b\\\\s\\nn\\\\xff\"}") == 7);
   (*ep)->detach(a);
+}
+
+TEST_CASE("the metrics endpoint: each backend counter of counters.hpp served as its role says",
+          "[live][metrics][counters]") {
+  namespace sc = storage::counters;
+  auto ep = MetricsEndpoint::start("127.0.0.1", 0);
+  if (!ep && ep.error().code() == Errc::kUnsupported) {
+    testing::skip_test("built without prometheus-cpp");
+    return;
+  }
+  REQUIRE(ep);
+  LiveFigures f;
+  f.running = true;
+  std::uint64_t v = 1;
+  for (const storage::CounterDef* d : sc::kAll) {
+    if (d->kind == storage::CounterKind::kHistogram) continue;  // reports only: never live
+    f.storage_counters[d->family ? storage::member_name(*d, "x9") : std::string(d->name)] = v++;
+  }
+  f.storage_counters["an_embedders_own"] = 77;  // no definition: an event
+  const auto a = (*ep)->attach([&] { return f; }, {});
+  const std::string body = http_get((*ep)->port());
+  (*ep)->detach(a);
+  double reconnects = 0;
+  for (const auto& [name, value] : f.storage_counters) {
+    INFO(name);
+    const storage::CounterDef* d = storage::find_counter(name);
+    const auto role = d ? d->role : storage::CounterRole::kPlain;
+    const std::string event = fmt::format("feedline_storage_events_total{{event=\"{}\"}}", name);
+    if (d && d->kind == storage::CounterKind::kPeak) {
+      CHECK(body.find(fmt::format("\"{}\"", name)) == std::string::npos);  // a peak: no counter
+    } else if (role == storage::CounterRole::kRetry) {
+      CHECK(sample(body, fmt::format("feedline_storage_retries_total{{reason=\"{}\"}}",
+                                     *storage::retry_reason(name))) == static_cast<double>(value));
+      CHECK(body.find(event) == std::string::npos);
+    } else if (role == storage::CounterRole::kReconnect) {
+      reconnects += static_cast<double>(value);
+      CHECK(body.find(event) == std::string::npos);
+    } else if (role == storage::CounterRole::kRetryTotal) {
+      CHECK(body.find(fmt::format("\"{}\"", name)) == std::string::npos);  // the reasons' sum
+    } else {
+      CHECK(sample(body, event) == static_cast<double>(value));
+    }
+  }
+  CHECK(reconnects > 0);
+  CHECK(sample(body, "feedline_storage_reconnects_total") == reconnects);
+}
+
+namespace {
+
+// A decorator that makes every read count one retry, as a network backend does: in
+// QueueStats::retries (complete()'s count) and under a reason of its own (nfs_retries).
+class RetryEveryRead final : public storage::ForwardingQueue {
+ public:
+  RetryEveryRead(unsigned depth, std::unique_ptr<storage::IoQueue> inner)
+      : ForwardingQueue(depth, std::move(inner)) {
+    mutable_stats().start({&storage::counters::kNfsRetries});
+  }
+
+ protected:
+  std::uint64_t on_inner_done(Forwarded& f) noexcept override {
+    f.retries = 1;
+    ++mutable_stats().count(storage::counters::kNfsRetries);
+    return kDeliverNow;
+  }
+};
+
+class RetryEveryReadBackend final : public storage::ForwardingBackend {
+ public:
+  explicit RetryEveryReadBackend(std::unique_ptr<storage::Backend> inner)
+      : ForwardingBackend(std::move(inner)) {}
+  Result<std::unique_ptr<storage::IoQueue>> make_queue(
+      const storage::QueueOptions& options) override {
+    FEEDLINE_ASSIGN_OR_RETURN(auto q, inner().make_queue(options));
+    return std::unique_ptr<storage::IoQueue>(
+        std::make_unique<RetryEveryRead>(options.depth, std::move(q)));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("live counters: a retry is published once, under its reason, not again as io_retries",
+          "[live][counters]") {
+  storage::QueueStats st;
+  st.retries = 3;
+  CHECK(storage::live_counters(st).at("io_retries") == 3);  // no reason of the backend's: "io"
+  st.count(storage::counters::kNfsRetries) = 3;
+  CHECK_FALSE(storage::live_counters(st).contains("io_retries"));
+
+  // Through a loader's live figures, as the metrics endpoint and the trace read them.
+  auto m = mem_dataset("retried", 40);
+  m.backend = std::make_unique<RetryEveryReadBackend>(std::move(m.backend));
+  LoaderConfig c;
+  c.sampler.batch_size = 8;
+  c.io_depth = 4;
+  auto loader = Loader::open(*m.backend, m.dataset, c).value();
+  for (;;) {
+    auto b = loader->next();
+    REQUIRE(b);
+    if (b->end()) break;
+  }
+  const LiveFigures f = loader->live();
+  CHECK(f.storage_counters.at("nfs_retries") == 40);
+  CHECK_FALSE(f.storage_counters.contains("io_retries"));  // each retry once, under "nfs"
 }

@@ -14,6 +14,7 @@
 #include "feedline/core/redact.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/loader/storage_bench.hpp"
+#include "feedline/storage/counters.hpp"
 #include "feedline/storage/device_stats.hpp"
 #include "feedline/storage/registry.hpp"
 #include "feedline/storage/url_pattern.hpp"
@@ -272,7 +273,7 @@ struct Report {
     for (const auto& [name, h] : s.histograms) line(fmt::format("  {}: {}", name, lat(h)));
     if (!s.counters.empty()) {
       std::vector<std::string> parts;
-      for (const auto& [name, v] : s.counters) parts.push_back(fmt::format("{} {}", name, v));
+      for (const auto& [name, v] : s.counters) parts.push_back(storage::counter_text(name, v));
       line(fmt::format("  backend: {}", fmt::join(parts, "  ")));
     }
     if (result.error) line(fmt::format("  error: {}", result.error->what()));

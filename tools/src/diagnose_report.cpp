@@ -9,6 +9,7 @@
 
 #include "cli_checks.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/storage/counters.hpp"
 #include "knobs.hpp"
 
 namespace feedline::tools {
@@ -252,7 +253,8 @@ std::string diagnose_text(const DiagnoseReport& rep) {
                            h.p50_ms, h.p99_ms);
     }
     for (const auto& [name, v] : net->counters) {
-      if (v > 0) parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name, v);
+      if (v > 0)
+        parts += fmt::format("{}{}", parts.empty() ? "" : ", ", storage::counter_text(name, v));
     }
     out += fmt::format("  the storage's own figures (baseline): {}\n",
                        parts.empty() ? "none recorded" : parts);

@@ -10,6 +10,7 @@
 
 #include "cli_error.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/storage/counters.hpp"
 #include "knobs.hpp"
 #include "output.hpp"
 #include "progress.hpp"
@@ -42,7 +43,7 @@ nlohmann::json split_json(const loader::AcceleratorSplit& s) {
 }
 
 // The host's connections to an HTTP/S3 store: the accelerators read through one pool
-// (storage::QueueOptions::shared_by), so what they opened adds up to what the host opened, and
+// (storage::HttpQueueOptions::shared_by), so what they opened adds up to what the host opened, and
 // each saw the pool's peak. Nothing for other backends.
 struct HostConnections {
   std::uint64_t opened = 0;
@@ -52,8 +53,9 @@ std::optional<HostConnections> host_connections(const loader::HostReport& host) 
   std::optional<HostConnections> c;
   for (const auto& r : host.accelerators) {
     const auto& counters = r.io.stats.counters;
-    const auto opened = counters.find("http_connections_opened");
-    const auto peak = counters.find("http_connections_peak");
+    namespace sc = storage::counters;
+    const auto opened = counters.find(sc::kHttpConnectionsOpened.name);
+    const auto peak = counters.find(sc::kHttpConnectionsPeak.name);
     if (opened == counters.end() && peak == counters.end()) continue;
     if (!c) c.emplace();
     if (opened != counters.end()) c->opened += opened->second;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "feedline/core/units.hpp"
+#include "feedline/storage/counters.hpp"
 #include "knobs.hpp"
 #include "output.hpp"
 
@@ -180,7 +181,7 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   }
   if (!io.counters.empty()) {
     std::vector<std::string> parts;
-    for (const auto& [name, v] : io.counters) parts.push_back(fmt::format("{} {}", name, v));
+    for (const auto& [name, v] : io.counters) parts.push_back(storage::counter_text(name, v));
     line(fmt::format("    backend: {}", fmt::join(parts, "  ")));
   }
   line(fmt::format(

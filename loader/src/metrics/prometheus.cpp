@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "feedline/core/text.hpp"
+#include "feedline/storage/counters.hpp"
 
 #if FEEDLINE_HAVE_PROMETHEUS
 #include <arpa/inet.h>
@@ -159,14 +160,6 @@ class Families {
   std::vector<MetricFamily> out_;
 };
 
-// "http_retry_http_503" -> "http_503"; "nfs_retries" -> "nfs"; "io_retries" -> "io"; else none.
-std::optional<std::string> retry_reason(const std::string& counter) {
-  if (counter.starts_with("http_retry_")) return counter.substr(11);
-  if (counter == "nfs_retries") return "nfs";
-  if (counter == "io_retries") return "io";
-  return std::nullopt;
-}
-
 void serve(Families& out, const LiveWatch::Labels& base, const LiveFigures& f, bool live) {
   auto l = [&](std::initializer_list<ClientMetric::Label> more = {}) {
     return Families::labels(base, more);
@@ -216,18 +209,29 @@ void serve(Families& out, const LiveWatch::Labels& base, const LiveFigures& f, b
   // first retry.
   out.family("feedline_storage_retries_total", "Storage requests retried, by reason",
              MetricType::Counter);
+  // The storage's own counters by their definitions (storage/counters.hpp); a name none defines
+  // (an embedder's backend) is served as an event.
   double reconnects = 0;
   for (const auto& [name, v] : f.storage_counters) {
-    if (auto reason = retry_reason(name)) {
-      out.counter("feedline_storage_retries_total", "Storage requests retried, by reason",
-                  l({{"reason", *reason}}), static_cast<double>(v));
-    } else if (name == "reconnects") {
-      reconnects += static_cast<double>(v);
-    } else if (name != "http_retries" && !name.ends_with("_peak")) {
-      out.counter("feedline_storage_events_total",
-                  "The storage queues' own counters (HTTP requests and statuses, connections "
-                  "opened, ...)",
-                  l({{"event", name}}), static_cast<double>(v));
+    const storage::CounterDef* d = storage::find_counter(name);
+    if (d != nullptr && d->kind != storage::CounterKind::kTotal) continue;  // peaks
+    switch (d != nullptr ? d->role : storage::CounterRole::kPlain) {
+      case storage::CounterRole::kRetry:
+        out.counter("feedline_storage_retries_total", "Storage requests retried, by reason",
+                    l({{"reason", storage::retry_reason(name).value_or(name)}}),
+                    static_cast<double>(v));
+        break;
+      case storage::CounterRole::kReconnect:
+        reconnects += static_cast<double>(v);
+        break;
+      case storage::CounterRole::kRetryTotal:  // the sum of the reasons served above
+        break;
+      case storage::CounterRole::kPlain:
+        out.counter("feedline_storage_events_total",
+                    "The storage queues' own counters (HTTP requests and statuses, connections "
+                    "opened, ...)",
+                    l({{"event", name}}), static_cast<double>(v));
+        break;
     }
   }
   out.counter("feedline_storage_reconnects_total", "Storage connections re-established", l(),

@@ -8,6 +8,7 @@
 #include <stop_token>
 #include <thread>
 
+#include "feedline/storage/http_config.hpp"
 #include "stage_work.hpp"
 #include "unknown_size.hpp"
 
@@ -46,10 +47,12 @@ Result<StageAlone> read_pass(storage::Backend& backend, const Dataset& dataset,
     std::unique_ptr<storage::ObjectHandle> hold;
   };
   std::vector<Slot> slots(config.io_depth);
+  storage::HttpQueueOptions http;
+  http.caller_mostly_polls = keep == nullptr;  // reused buffers: the thread only reads
   storage::QueueOptions qo;
   qo.depth = config.io_depth;
   qo.single_thread = true;
-  qo.caller_mostly_polls = keep == nullptr;  // reused buffers: the thread only reads
+  qo.http = &http;
   qo.coalesce = true;  // nearby reads may share a request (as the run's own storage stage)
   FEEDLINE_ASSIGN_OR_RETURN(auto queue, backend.make_queue(qo));
   handles.use_queue(*queue);

@@ -13,6 +13,7 @@
 #include "device_sink.hpp"
 #include "feedline/core/units.hpp"
 #include "feedline/storage/device_reads.hpp"
+#include "feedline/storage/http_config.hpp"
 #include "stage_work.hpp"
 #include "stages.hpp"
 #include "unknown_size.hpp"
@@ -282,9 +283,12 @@ void StorageStage::run(Worker& w) {
   qo.single_thread = true;
   // Reads land in batch slots (no buffers to allocate here), or the thread has nothing to do but
   // take their digests: an HTTP queue's event loop then runs in this thread's poll().
-  qo.caller_mostly_polls = direct || inline_decode;
+  storage::HttpQueueOptions http;
+  http.caller_mostly_polls = direct || inline_decode;
+  if (config.loaders_sharing_backend > 1)
+    http.shared_by = config.loaders_sharing_backend * threads_;
+  qo.http = &http;
   qo.coalesce = true;  // nearby reads (tar members in storage order) may share a request
-  if (config.loaders_sharing_backend > 1) qo.shared_by = config.loaders_sharing_backend * threads_;
   if (device_reads) {
     qo.memory = storage::QueueMemory::kDevice;
     qo.device_reads = storage::make_device_reads(run_.cufile);
@@ -344,6 +348,7 @@ void StorageStage::run(Worker& w) {
   GrowUnknown grow_unknown(run_, [](storage::ReadOp& op) -> InFlightSample& {
     return static_cast<ReadSlot*>(op.user)->sample;
   });
+  if (auto* unknown = queue->unknown_sizes()) unknown->set_growth(&grow_unknown);
   std::uint64_t bytes_in_flight = 0;  // this thread's
   std::uint64_t bytes_read = 0;
   std::uint64_t decoded_here = 0;      // digests taken inline
@@ -506,7 +511,6 @@ void StorageStage::run(Worker& w) {
       slot->op.dst = dst;
       slot->op.done = &done;
       slot->op.user = slot;
-      mark_unknown_size(slot->op, smp, grow_unknown);
       bytes_in_flight += slot->op.length;
       a.bytes_in_flight.fetch_add(slot->op.length, std::memory_order_relaxed);
       a.reads_in_flight.fetch_add(1, std::memory_order_relaxed);
@@ -641,20 +645,19 @@ void StorageStage::run(Worker& w) {
 void StorageStage::publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now,
                                     bool last, CountersSeen& seen) {
   const storage::QueueStats& st = queue.stats();
-  std::map<std::string, std::uint64_t, std::less<>> counters = st.counters;
-  if (st.retries) counters["io_retries"] = st.retries;
+  std::map<std::string, std::uint64_t, std::less<>> counters = storage::live_counters(st);
   // Unchanged and out already: nothing to do (the thread's last figures go out whatever).
   if (counters == seen.counters && !seen.unpublished && !last) return;
   if (TraceLane* lane = w.lane()) {
     for (const auto& [name, v] : counters) {
-      const bool retry = name.starts_with("http_retry_") || name == "nfs_retries" ||
-                         name == "io_retries" || name == "reconnects";
-      if (!retry) continue;
+      const storage::CounterDef* d = storage::find_counter(name);
+      const bool reconnect = d && d->role == storage::CounterRole::kReconnect;
+      if (!reconnect && !(d && d->role == storage::CounterRole::kRetry)) continue;
       const auto it = seen.counters.find(name);
       const std::uint64_t before = it == seen.counters.end() ? 0 : it->second;
       if (v <= before) continue;
       try {
-        lane->instant("io", name == "reconnects" ? "reconnect" : "retry", now,
+        lane->instant("io", reconnect ? "reconnect" : "retry", now,
                       fmt::format("{} +{} ({} in all)", name, v - before, v));
       } catch (...) {  // the trace could not hold it: the counters still go out
       }

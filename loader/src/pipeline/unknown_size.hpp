@@ -11,11 +11,12 @@
 //    only touched as far as the bytes read (1 MiB of address space for a 64 KiB object costs
 //    64 KiB of memory). An object larger than the guess costs one more GET for the rest, and only
 //    its own;
-//  - the ReadOp: length_unknown, the guess as its length, and GrowUnknown as its ReadOp::grow:
-//    the queue reads the first guess bytes, learns the size from the answer and, for a larger
-//    object, gets a buffer that holds it from GrowUnknown (which charges the budget for it and
-//    refuses an object larger than --max-sample-size or the budget allows), then reads the rest.
-//    The op completes once, with the object's size, so the stage's own part stays two lines;
+//  - the ReadOp: the guess as its length (its handle's size says the object's is unknown); the
+//    queue (IoQueue::unknown_sizes(): HTTP's; storage/unknown_size_reads.hpp) reads the first
+//    guess bytes, learns the size from the answer and, for a larger object, gets a buffer that
+//    holds it from GrowUnknown, the queue's growth (which charges the budget for it and refuses
+//    an object larger than --max-sample-size or the budget allows), then reads the rest. The op
+//    completes once, with the object's size, so the stage's own part stays two lines;
 //  - the completion: finish_unknown_size() gives back the part of the reservation the object did
 //    not need.
 //
@@ -37,6 +38,7 @@
 
 #include "feedline/loader/dataset.hpp"
 #include "feedline/storage/backend.hpp"
+#include "feedline/storage/unknown_size_reads.hpp"
 #include "run_state.hpp"
 
 namespace feedline::loader::detail {
@@ -90,7 +92,8 @@ inline std::uint64_t stored_size(const Member& m, const InFlightSample& s) noexc
                                          : m.size;
 }
 
-// ReadOp::grow for one storage thread's reads of unknown size (it runs in that thread's poll()).
+// The growth (UnknownSizeReads::set_growth) of one storage thread's queue, for its reads of
+// unknown size (it runs in that thread's poll()).
 // sample_of finds the InFlightSample an op reads into (through ReadOp::user). A larger object
 // gets a buffer from run.buffers holding the bytes already read, the sample's raw buffer becomes
 // it (a sample read into its batch slot is then spilled), and the budget is charged for the
@@ -108,14 +111,6 @@ class GrowUnknown final : public storage::ReadGrowth {
   RunState& run_;
   SampleOf sample_of_;
 };
-
-// Makes op (its object, dst of read_length() bytes and length set as for any read) a read of
-// unknown size when s is one; nothing otherwise.
-inline void mark_unknown_size(storage::ReadOp& op, const Sample& s, GrowUnknown& grow) noexcept {
-  if (!size_unknown(s)) return;
-  op.length_unknown = true;
-  op.grow = &grow;
-}
 
 // The length a completed read of sample smp must have: smp.length, or for a sample of unknown
 // size what was read (the object's size: the queue read all of it).

@@ -26,11 +26,6 @@ double cpu_busy(const StageReport& s, double wall_seconds) {
   return std::min(s.busy_fraction, cpu);
 }
 
-std::uint64_t counter(const storage::QueueStats& io, const char* name) {
-  const auto c = io.counters.find(name);
-  return c == io.counters.end() ? std::uint64_t{0} : c->second;
-}
-
 }  // namespace
 
 Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
@@ -224,26 +219,25 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       {},
       ""};
   const std::uint64_t depth = io.io_depth, twice = 2 * depth;
-  if (auto it = st.histograms.find("ttfb_ns");
-      it != st.histograms.end() && it->second.count() > 0) {
+  namespace sc = storage::counters;
+  if (const Histogram* ttfb_h = st.find_histogram(sc::kTtfb); ttfb_h && ttfb_h->count() > 0) {
     // Object stores: is a read waiting for its first byte (request latency: more requests in
     // flight help) or for the rest of its bytes (bandwidth: they do not)?
-    const Histogram& ttfb = it->second;
-    const auto tr = st.histograms.find("transfer_ns");
+    const Histogram& ttfb = *ttfb_h;
+    const Histogram* tr = st.find_histogram(sc::kTransfer);
     const double t50 = static_cast<double>(ttfb.percentile(0.5));
-    const double x50 =
-        tr == st.histograms.end() ? 0 : static_cast<double>(tr->second.percentile(0.5));
+    const double x50 = tr == nullptr ? 0 : static_cast<double>(tr->percentile(0.5));
     v.evidence += fmt::format(
         "; HTTP time to first byte p50 {} vs transfer p50 {}, {} retries ({} throttled)",
-        format_duration_ns(t50), format_duration_ns(x50), counter(st, "http_retries"),
-        counter(st, "http_throttled"));
+        format_duration_ns(t50), format_duration_ns(x50), st.counter(sc::kHttpRetries),
+        st.counter(sc::kHttpThrottled));
     // Shuffled by sample over shards of many samples: neighbouring members are read apart, so
     // each is a GET of its own (nothing coalesced) and pays a first byte of its own.
     const bool get_per_sample = config.sampler.shuffle && config.sampler.shard_shuffle == 0 &&
                                 io.samples_per_object >= 4 &&
-                                counter(st, "http_coalesced_reads") * 10 < st.ops;
-    if (counter(st, "http_throttled") * 20 > counter(st, "http_requests") &&
-        counter(st, "http_throttled") > 0) {
+                                st.counter(sc::kHttpCoalescedReads) * 10 < st.ops;
+    if (st.counter(sc::kHttpThrottled) * 20 > st.counter(sc::kHttpRequests) &&
+        st.counter(sc::kHttpThrottled) > 0) {
       v.next.push_back({Knob::kIoDepth, depth, std::max(1u, io.io_depth / 2)});
       v.advice =
           "the server throttled requests (HTTP 503/429): ask for fewer at a time (reads in flight, "
@@ -257,7 +251,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
           "for "
           "{} reads, {:.0f} samples per shard): shuffled by sample, a shard's members are read "
           "apart; a shard shuffle keeps runs of a shard together so that they share GETs",
-          counter(st, "http_requests"), st.ops, io.samples_per_object);
+          st.counter(sc::kHttpRequests), st.ops, io.samples_per_object);
     } else if (t50 >= x50 && at_cap >= 0.5) {
       v.next.push_back({Knob::kIoDepth, depth, twice});
       v.next.push_back({Knob::kConnections, depth, twice});
@@ -282,13 +276,13 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
     }
   }
   // Network backends: round trips, retries and reconnects are part of the evidence.
-  if (auto it = st.histograms.find("rtt_ns"); it != st.histograms.end() && it->second.count() > 0) {
+  if (const Histogram* rtt = st.find_histogram(storage::counters::kRtt); rtt && rtt->count() > 0) {
     v.evidence += fmt::format("; server round trip p50 {} / p99 {}",
-                              format_duration_ns(static_cast<double>(it->second.percentile(0.5))),
-                              format_duration_ns(static_cast<double>(it->second.percentile(0.99))));
+                              format_duration_ns(static_cast<double>(rtt->percentile(0.5))),
+                              format_duration_ns(static_cast<double>(rtt->percentile(0.99))));
   }
   if (st.retries > 0) v.evidence += fmt::format("; {} retried reads", st.retries);
-  if (const std::uint64_t rc = counter(st, "reconnects"); rc > 0)
+  if (const std::uint64_t rc = st.counter(storage::counters::kReconnects); rc > 0)
     v.evidence += fmt::format("; {} reconnects to the server", rc);
   if (!v.advice.empty()) return v;
   // Per-sample overhead: the storage threads spent most of their busy time on the host's own work

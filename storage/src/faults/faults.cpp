@@ -37,10 +37,8 @@ class FaultsQueue final : public ForwardingQueue {
               std::uint64_t seed)
       : ForwardingQueue(depth, std::move(inner)), config_(config), draws_(seed) {
     // Always present, so a report shows "0 resets" rather than nothing.
-    for (const char* c :
-         {"faults_errors", "faults_resets", "faults_short_reads", "faults_spikes"}) {
-      mutable_stats().counters[c] = 0;
-    }
+    mutable_stats().start({&counters::kFaultsErrors, &counters::kFaultsResets,
+                           &counters::kFaultsShortReads, &counters::kFaultsSpikes});
   }
 
   QueueInfo info() const override {
@@ -73,7 +71,7 @@ class FaultsQueue final : public ForwardingQueue {
 
   std::uint64_t on_inner_done(Forwarded& f) noexcept override {
     ReadOp& op = *f.op;
-    auto& counters = mutable_stats().counters;
+    QueueStats& stats = mutable_stats();
     if (f.tag & kShort) {
       f.tag &= ~kShort;
       // The first request came back whole but short of the read: read the rest. (Fewer bytes
@@ -85,7 +83,7 @@ class FaultsQueue final : public ForwardingQueue {
                                .with_offset(op.offset));
           return kDeliverNow;
         }
-        ++counters["faults_short_reads"];
+        ++stats.count(counters::kFaultsShortReads);
         ++f.retries;
         send(f, *op.result);
         return kResent;
@@ -93,13 +91,13 @@ class FaultsQueue final : public ForwardingQueue {
     }
     if (op.result && (f.tag & (kError | kReset))) {
       if (f.tag & kError) {
-        ++counters["faults_errors"];
+        ++stats.count(counters::kFaultsErrors);
         op.result = fail(Error(Errc::kIo, "read: injected I/O error (faults decorator)")
                              .with_sys_errno(EIO)
                              .with_object(op.object->display_name())
                              .with_offset(op.offset));
       } else {
-        ++counters["faults_resets"];
+        ++stats.count(counters::kFaultsResets);
         op.result = fail(
             Error(Errc::kIo, "read: connection reset by peer (injected by the faults decorator)")
                 .with_sys_errno(ECONNRESET)
@@ -108,7 +106,7 @@ class FaultsQueue final : public ForwardingQueue {
       }
     }
     if ((f.tag & kSpike) && !cancelled()) {
-      ++counters["faults_spikes"];
+      ++stats.count(counters::kFaultsSpikes);
       return now_ns() + static_cast<std::uint64_t>(config_.spike_latency.count());
     }
     return kDeliverNow;

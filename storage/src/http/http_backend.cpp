@@ -136,9 +136,9 @@ class HttpBackend final : public ObjectStore {
   Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys) override {
     return size_keys(keys, /*head_the_rest=*/true);
   }
-  // The same without the HEADs: what no listing sizes is read with ReadOp::length_unknown (a
-  // GET each, the size learned from its answer), so a server without listings (a CDN, nginx
-  // without autoindex) costs one round trip per object, not two.
+  // The same without the HEADs: what no listing sizes is read as an object of unknown size
+  // (unknown_size_reads.hpp: a GET each, the size learned from its answer), so a server without
+  // listings (a CDN, nginx without autoindex) costs one round trip per object, not two.
   Result<std::vector<ObjectInfo>> stat_many_if_listed(std::span<const std::string> keys) override {
     return size_keys(keys, /*head_the_rest=*/false);
   }

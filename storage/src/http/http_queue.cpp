@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -11,16 +12,30 @@
 
 #include "feedline/core/clock.hpp"
 #include "feedline/storage/queue_parts.hpp"
+#include "feedline/storage/unknown_size_reads.hpp"
 #include "object_store.hpp"
 
 namespace feedline::storage::detail {
 namespace {
 
+// An HTTP status as the member of http_status_ (counters.hpp): "206". No allocation.
+struct StatusText {
+  std::array<char, 8> digits{};
+  std::size_t size = 0;
+  operator std::string_view() const noexcept { return {digits.data(), size}; }
+};
+StatusText status_text(long status) noexcept {
+  StatusText t;
+  t.size = fmt::format_to_n(t.digits.data(), t.digits.size(), "{}", status).size;
+  t.size = std::min(t.size, t.digits.size());
+  return t;
+}
+
 using transports::HttpClient;
 using transports::HttpRequest;
 using transports::HttpResponse;
 
-// Reads as ranged GETs. Where the caller mostly polls (QueueOptions::caller_mostly_polls) the
+// Reads as ranged GETs. Where the caller mostly polls (HttpQueueOptions::caller_mostly_polls) the
 // main client is driven: submit() starts requests on the caller's thread and poll() runs the
 // client's event loop there, so responses complete where they are consumed, like io_uring
 // completions, with no thread hand-over. Otherwise the client has its own loop thread and poll()
@@ -59,6 +74,11 @@ class HttpQueue final : public IoQueue {
         answer_error_(std::move(answer_error)),
         inbox_(wake_for(*loops.front())) {
     for (auto& c : loops) loops_.push_back(Loop{std::move(c), 0});
+    using namespace counters;
+    mutable_stats().start({&kHttpRequests, &kHttpFailedRequests, &kHttpCoalescedReads,
+                           &kHttpUnknownSizeRestReads, &kHttpConnectionsOpened,
+                           &kHttpConnectionsPeak, &kHttpRetries, &kHttpThrottled, &kTtfb,
+                           &kTransfer});
   }
 
   ~HttpQueue() override {
@@ -74,7 +94,7 @@ class HttpQueue final : public IoQueue {
     for (auto& l : loops_) l.client->cancel_group(group_);  // not other queues' on shared loops
   }
 
-  bool takes_unknown_lengths() const noexcept override { return true; }
+  UnknownSizeReads* unknown_sizes() noexcept override { return &unknown_; }
 
   QueueInfo info() const override {
     QueueInfo i{"http", {"curl-multi-socket", "asio"}, {}};
@@ -99,15 +119,16 @@ class HttpQueue final : public IoQueue {
                           .with_offset(op->offset)));
         continue;
       }
-      if (op->length_unknown) {  // submit() checked: offset 0, a guess, a grow callback
+      if (reads_unknown_size(*op)) {  // submit() checked: offset 0, a guess, a growth
         auto st = std::make_shared<OpState>();
         st->op = op;
         st->shown = h->shown();
         st->parts_left = 1;
         st->unknown = true;
+        st->growth = unknown_.growth();
         op->times.issued_ns = now;
         // A destination smaller than the guess (a batch slot of the typical size): on a driven
-        // client, whose callbacks run in poll(), a larger object gets its room from op->grow as
+        // client, whose callbacks run in poll(), a larger object gets its room from the growth as
         // soon as the answer's headers say its size, and its body goes on there in the same GET.
         // Elsewhere the GET asks for what the destination holds, and a larger object costs a
         // second one for the rest.
@@ -201,8 +222,10 @@ class HttpQueue final : public IoQueue {
     std::uint32_t retries = 0;
     std::optional<Error> error;
     std::string shown;
-    // ReadOp::length_unknown: until the first answer came (then the size is known: `size`).
+    // An object of unknown size (unknown_size_reads.hpp): until the first answer came (then the
+    // size is known: `size`). growth: the queue's, where a larger object gets its room.
     bool unknown = false;
+    ReadGrowth* growth = nullptr;
     std::uint64_t size = 0;
     std::uint64_t cap = 0;  // ... the most its first GET asks for (the guess, or less)
   };
@@ -292,7 +315,7 @@ class HttpQueue final : public IoQueue {
           req.scatter.push_back(HttpRequest::Segment{at, pieces[k].dst});
           members.push_back(Member{pieces[k].st, at, pieces[k].length});
         }
-        mutable_stats().counters["http_coalesced_reads"] += j - i;
+        mutable_stats().count(counters::kHttpCoalescedReads) += j - i;
       }
       issue(std::move(req), std::move(members), end - first.offset);
       i = j;
@@ -359,15 +382,17 @@ class HttpQueue final : public IoQueue {
     if (p.loop == kNoLoop) {  // cancelled while waiting for a loop: never sent
       error = p.r.error();
     } else if (p.r) {
-      ++stats.counters["http_requests"];
+      using namespace counters;
+      ++stats.count(kHttpRequests);
       const HttpResponse& r = *p.r;
-      stats.histograms["ttfb_ns"].record(r.ttfb_ns);
-      stats.histograms["transfer_ns"].record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
-      if (r.connections) stats.counters["http_connections_opened"] += r.connections;
+      if (r.status > 0) ++stats.count(kHttpStatus, status_text(r.status));
+      stats.histogram(kTtfb).record(r.ttfb_ns);
+      stats.histogram(kTransfer).record(r.total_ns > r.ttfb_ns ? r.total_ns - r.ttfb_ns : 0);
+      stats.count(kHttpConnectionsOpened) += r.connections;
       for (const auto& [reason, n] : r.retries) {
-        stats.counters["http_retries"] += n;
-        stats.counters["http_retry_" + reason] += n;
-        if (reason == "http_503" || reason == "http_429") stats.counters["http_throttled"] += n;
+        stats.count(kHttpRetries) += n;
+        stats.count(kHttpRetry, reason) += n;
+        if (reason == "http_503" || reason == "http_429") stats.count(kHttpThrottled) += n;
         retries += n;
       }
       if (r.status == 200 || r.status == 206) {
@@ -378,9 +403,12 @@ class HttpQueue final : public IoQueue {
         error = answer_error_(r, p.members.front().st->shown);
       }
     } else {
-      ++stats.counters["http_requests"];
+      ++stats.count(counters::kHttpRequests);
       // Ended by cancel() (Ctrl-C): not a failure of the server's.
-      if (p.r.error().code() != Errc::kCancelled) ++stats.counters["http_failed_requests"];
+      if (p.r.error().code() != Errc::kCancelled) ++stats.count(counters::kHttpFailedRequests);
+      // Out of attempts on a status (a 503 after every retry): that answer was its last.
+      if (const int status = p.r.error().http_status(); status > 0)
+        ++stats.count(counters::kHttpStatus, status_text(status));
       error = p.r.error();
     }
     if (!error && first_of_unknown(p)) return learned_size(p, *p.r, retries);
@@ -399,13 +427,13 @@ class HttpQueue final : public IoQueue {
     return finished;
   }
 
-  // Room from op.grow for an object of `size` bytes whose first `filled` are in op.dst: op.dst
+  // Room from the growth for an object of `size` bytes whose first `filled` are in op.dst: op.dst
   // becomes it; false, with st.error set, when refused.
   static bool grow_dst(OpState& st, std::uint64_t size, std::uint64_t filled) {
     ReadOp& op = *st.op;
-    auto room = op.grow->grow(op, size, filled);
+    auto room = st.growth->grow(op, size, filled);
     if (room && room->size() < size) {
-      room = fail(Errc::kInternal, fmt::format("ReadOp::grow gave {} bytes for an object of {}",
+      room = fail(Errc::kInternal, fmt::format("ReadGrowth::grow gave {} bytes for an object of {}",
                                                room->size(), size));
     }
     if (!room) {
@@ -419,18 +447,18 @@ class HttpQueue final : public IoQueue {
   }
 
   // HttpRequest::grow_dst of a read of unknown length whose destination is smaller than its
-  // guess: nothing when op.grow refuses (the op then fails with its error once the answer ends).
+  // guess: nothing when the growth refuses (the op then fails with its error once the answer ends).
   static MutableBytes grow_early(OpState& st, std::uint64_t need, std::uint64_t filled) {
     return grow_dst(st, need, filled) ? st.op->dst : MutableBytes{};
   }
 
-  // The first answer to a read of unknown length (ReadOp::length_unknown).
+  // The first answer to a read of an object of unknown size.
   static bool first_of_unknown(const Part& p) {
     return p.members.size() == 1 && p.members.front().st->unknown;
   }
 
   // The first answer to a read of unknown length came: the object's size is known. Finishes the
-  // op when the object fit in the guess; otherwise gets a larger destination from op.grow
+  // op when the object fit in the guess; otherwise gets a larger destination from the growth
   // (unless grow_early got it one from the answer's headers) and reads the rest there: a ranged GET
   // for the rest after a 206, the whole object again after a 200 (the server ignores Range: a Range
   // for the rest would get the object from its start). Returns the ops finished (0 or 1).
@@ -488,7 +516,7 @@ class HttpQueue final : public IoQueue {
       m.push_back(Member{keep, 0, n});
       issue(std::move(req), std::move(m), n);
     }
-    mutable_stats().counters["http_unknown_size_rest_reads"] += 1;
+    mutable_stats().count(counters::kHttpUnknownSizeRestReads) += 1;
     if (!main_batch_.empty()) loops_[0].client->start_many(std::exchange(main_batch_, {}));
     return 0;
   }
@@ -498,7 +526,7 @@ class HttpQueue final : public IoQueue {
     std::uint64_t max_open =
         0;  // the loops' peaks, added up (an upper bound when they differ in time)
     for (const auto& l : loops_) max_open += l.client->stats().max_open_connections;
-    auto& peak = stats.counters["http_connections_peak"];
+    auto& peak = stats.count(counters::kHttpConnectionsPeak);
     peak = std::max<std::uint64_t>(peak, max_open);
     ReadOp& op = *st.op;
     if (st.error) {
@@ -521,6 +549,7 @@ class HttpQueue final : public IoQueue {
   unsigned connections_;
   bool coalesce_;
   bool shared_;  // the clients are the backend's connection pool, other queues' requests on them
+  UnknownSizeReads unknown_;  // reads of objects of unknown size: where larger ones get room
   AnswerError answer_error_;
   // This queue's requests on the clients (HttpRequest::group): cancel() ends these only.
   const std::uint64_t group_ = next_group_.fetch_add(1, std::memory_order_relaxed);

@@ -215,12 +215,23 @@ Result<std::unique_ptr<ObjectHandle>> ObjectStore::open(std::string_view key) {
       std::make_unique<HttpObject>(info.key, info.size, url_for(key), shown(key)));
 }
 
+namespace {
+
+// The caller's HTTP options for a queue (QueueOptions::http), or the defaults.
+const HttpQueueOptions& http_options(const QueueOptions& options) noexcept {
+  static const HttpQueueOptions defaults;
+  return options.http != nullptr ? *options.http : defaults;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& options) {
   FEEDLINE_TRY(host_memory_only(options));
-  if (options.shared_by > 0) return make_shared_queue(options);
+  const HttpQueueOptions& use = http_options(options);
+  if (use.shared_by > 0) return make_shared_queue(options.depth, options.coalesce, use.shared_by);
   const unsigned connections = http_.connections ? http_.connections : std::max(1u, options.depth);
   auto o = client_options(connections);
-  o.driven = options.caller_mostly_polls;  // run by the queue's poll() (see HttpQueue)
+  o.driven = use.caller_mostly_polls;  // run by the queue's poll() (see HttpQueue)
   std::vector<std::shared_ptr<HttpClient>> loops;
   FEEDLINE_ASSIGN_OR_RETURN(auto main, HttpClient::create(o));
   loops.push_back(std::move(main));
@@ -241,12 +252,12 @@ Result<std::unique_ptr<IoQueue>> ObjectStore::make_queue(const QueueOptions& opt
 // handle on a loop thread of its own with its part of the connections. Every queue uses all of
 // them, its main loop (small requests) the next one round, so that the queues' small requests
 // spread over the loops' threads; each client reuses a connection whichever queue opened it.
-Result<std::unique_ptr<IoQueue>> ObjectStore::make_shared_queue(const QueueOptions& options) {
+Result<std::unique_ptr<IoQueue>> ObjectStore::make_shared_queue(unsigned depth, bool coalesce,
+                                                                unsigned shared_by) {
   std::lock_guard lock(pool_mu_);
   if (!pool_) {
     SharedPool pool;
-    const std::uint64_t all =
-        static_cast<std::uint64_t>(options.shared_by) * std::max(1u, options.depth);
+    const std::uint64_t all = static_cast<std::uint64_t>(shared_by) * std::max(1u, depth);
     pool.connections = http_.connections
                            ? http_.connections
                            : static_cast<unsigned>(std::min<std::uint64_t>(all, 4096));
@@ -255,9 +266,8 @@ Result<std::unique_ptr<IoQueue>> ObjectStore::make_shared_queue(const QueueOptio
     // clients of their own (4 loaders of 16 KiB objects on 2 cores: ~25k/s either way, where
     // 2 loops for the 4 made ~21k/s). HttpConfig::loops, where set, is the pool's.
     const unsigned cores = std::max(4u, std::thread::hardware_concurrency());
-    const unsigned loops =
-        std::min(http_.loops > 0 ? http_.loops : std::min(std::max(1u, options.shared_by), cores),
-                 pool.connections);
+    const unsigned loops = std::min(
+        http_.loops > 0 ? http_.loops : std::min(std::max(1u, shared_by), cores), pool.connections);
     for (unsigned i = 0; i < loops; ++i) {
       // The first ones take the remainder: the loops' connections add up to the pool's.
       const unsigned mine = pool.connections / loops + (i < pool.connections % loops ? 1 : 0);
@@ -272,9 +282,8 @@ Result<std::unique_ptr<IoQueue>> ObjectStore::make_shared_queue(const QueueOptio
   const std::size_t first = pool_->queues++ % n;
   std::vector<std::shared_ptr<HttpClient>> loops;
   for (std::size_t i = 0; i < n; ++i) loops.push_back(pool_->loops[(first + i) % n]);
-  return make_http_queue(options.depth, std::move(loops),
-                         std::max<std::uint64_t>(http_.part_size, 4096), pool_->connections,
-                         options.coalesce, true, answer_error());
+  return make_http_queue(depth, std::move(loops), std::max<std::uint64_t>(http_.part_size, 4096),
+                         pool_->connections, coalesce, true, answer_error());
 }
 
 AnswerError ObjectStore::answer_error() const {

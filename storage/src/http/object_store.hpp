@@ -78,14 +78,15 @@ class ObjectStore : public Backend {
   std::optional<transports::SigV4> sigv4_;
   std::stop_token stop_;
   std::optional<transports::BasicAuth> basic_auth_;
-  // The connection pool of queues made with QueueOptions::shared_by (see there): its event
+  // The connection pool of queues made with HttpQueueOptions::shared_by (see there): its event
   // loops, each with its share of the pool's connections, made by the first such queue.
   struct SharedPool {
     std::vector<std::shared_ptr<transports::HttpClient>> loops;
     unsigned connections = 0;
     unsigned queues = 0;  // made over it so far: each starts on the next loop
   };
-  Result<std::unique_ptr<IoQueue>> make_shared_queue(const QueueOptions& options);
+  Result<std::unique_ptr<IoQueue>> make_shared_queue(unsigned depth, bool coalesce,
+                                                     unsigned shared_by);
 
   std::mutex control_mu_;
   std::unique_ptr<transports::HttpClient> control_;

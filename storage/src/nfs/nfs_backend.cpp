@@ -7,7 +7,7 @@
 // op completes when its last piece is back; poll() runs completions in the caller's thread, as
 // every queue does. libnfs 4.0 hands read data to its callback in its own buffer: the connection
 // thread copies it into the op's destination there, and the queue counts those bytes in
-// counters["copied_bytes"] (one copy per byte delivered, against the file backend's zero).
+// counters::kCopiedBytes (one copy per byte delivered, against the file backend's zero).
 //
 // Keys are paths inside the export ("/ds/shard-000000.tar"); errors name the full nfs:// URL.
 // Writes (for `gen` and the conformance suite) go to a temporary name and are renamed into place
@@ -109,9 +109,8 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
   NfsQueue(unsigned depth, std::shared_ptr<Pool> pool)
       : IoQueue(depth, kMaxRequest), pool_(std::move(pool)) {
     // Always present, so a report shows "0 reconnects" rather than nothing.
-    for (const char* c : {"copied_bytes", "reconnects", "nfs_retries"})
-      mutable_stats().counters[c] = 0;
-    mutable_stats().histograms["rtt_ns"];
+    mutable_stats().start(
+        {&counters::kCopiedBytes, &counters::kReconnects, &counters::kNfsRetries, &counters::kRtt});
   }
 
   // Ops still on a connection may be writing into callers' buffers: cancel what has not been
@@ -189,7 +188,7 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
       ++n;
     }
     if (const std::uint64_t r = pool_->take_new_reconnects(); r > 0)
-      mutable_stats().counters["reconnects"] += r;
+      mutable_stats().count(counters::kReconnects) += r;
     return n;
   }
 
@@ -207,7 +206,7 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
     std::uint64_t got = 0, copied = 0, issued = 0;
     bool gap = false;
     const NfsRead* failed = nullptr;
-    auto& hist = mutable_stats().histograms["rtt_ns"];
+    auto& hist = mutable_stats().histogram(counters::kRtt);
     for (const NfsRead& r : s.pieces) {
       if (r.attempts > 1) retries += r.attempts - 1;
       for (std::uint64_t rtt : r.rtt_ns) hist.record(rtt);
@@ -219,8 +218,8 @@ class NfsQueue final : public IoQueue, public transports::NfsReadSink {
         gap = r.done < r.length;
       }
     }
-    mutable_stats().counters["copied_bytes"] += copied;
-    mutable_stats().counters["nfs_retries"] += retries;
+    mutable_stats().count(counters::kCopiedBytes) += copied;
+    mutable_stats().count(counters::kNfsRetries) += retries;
     if (failed) {
       Error e = *failed->error;
       if (e.code() != Errc::kCancelled && h) e.with_object(h->url()).with_offset(failed->offset);

@@ -44,8 +44,9 @@ class LiveHistogram {
   std::atomic<std::uint64_t> sum_ns_{0};
 };
 
-// Counters named by the storage queues (storage::QueueStats::counters: "retries",
-// "reconnects", "http_status_503", ...), published by the storage threads now and then.
+// Counters named by the storage queues (storage::live_counters(): "reconnects",
+// "http_status_503", "io_retries", ..., each defined in storage/counters.hpp), published by the
+// storage threads now and then.
 class LiveCounters {
  public:
   // From a storage thread: its queue's counters now (by name, absolute). Skipped when a reader

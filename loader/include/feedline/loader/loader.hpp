@@ -92,8 +92,8 @@ struct LoaderConfig {
   // share the host's.
   unsigned cores = 0;
   // Loaders reading through this one backend at once (accelerators.hpp sets N): their storage
-  // queues then share the backend's connections (storage::QueueOptions::shared_by), one pool for
-  // the host as one process's would be, sized for all of them. 0 or 1: connections of its own.
+  // queues then share the backend's connections (storage::HttpQueueOptions::shared_by), one pool
+  // for the host as one process's would be, sized for all of them. 0 or 1: connections of its own.
   unsigned loaders_sharing_backend = 0;
   // Added to the decode threads' nice value (Linux, per thread; 0..19, 0 leaves it). Decode is
   // CPU-bound; storage, collate and the consumer do short hand-offs that must not wait out a

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,12 +36,14 @@
 #include "feedline/core/bytes.hpp"
 #include "feedline/core/error.hpp"
 #include "feedline/core/histogram.hpp"
+#include "feedline/storage/counters.hpp"
 
 namespace feedline::storage {
 
 // ObjectInfo::size (and ObjectHandle::size()) of an object whose size was not asked for: a brace
 // list over a web server without a listing (Backend::stat_many_if_listed), where a HEAD per object
-// would cost a round trip each. Such an object is read whole, with ReadOp::length_unknown.
+// would cost a round trip each. Such an object is read whole, by the queues that can
+// (IoQueue::unknown_sizes(): unknown_size_reads.hpp).
 inline constexpr std::uint64_t kUnknownSize = ~std::uint64_t{0};
 
 // Why a listing left an entry out of its objects (ObjectInfo::left_out): such entries are listed
@@ -84,23 +87,6 @@ class ObjectHandle {
 
 struct ReadOp;
 
-// Where a read of unknown length (ReadOp::length_unknown) gets room for an object larger than its
-// destination. Called by the queue at most once per op, in the thread that called
-// IoQueue::poll().
-class ReadGrowth {
- public:
-  // The object has `size` bytes, more than op.dst holds (or, when the answer did not say, it may
-  // have up to `size`: the guess); its first `filled` bytes are in op.dst.
-  // Returns a destination of at least `size` bytes whose first `filled` bytes are those (the
-  // callee copies them: op.dst may be freed once it returns), or the error the op then fails with
-  // (an object larger than the caller allows: nothing more is read).
-  virtual Result<MutableBytes> grow(ReadOp& op, std::uint64_t size,
-                                    std::uint64_t filled) noexcept = 0;
-
- protected:
-  ~ReadGrowth() = default;
-};
-
 // Called once per op, in the thread that called IoQueue::poll(). May submit new ops.
 class ReadCompletion {
  public:
@@ -125,18 +111,8 @@ struct ReadOp {
   // IoQueue::poll(..., completed), which hands it back instead.
   ReadCompletion* done = nullptr;
   void* user = nullptr;  // for the caller
-  // The object's size is unknown (kUnknownSize): the op reads the whole object (offset 0) and
-  // `length` is a guess: the most its first request asks for. dst is the room for it: `length`
-  // bytes, or fewer (at least one: a batch slot of the typical size). The queue asks for the first
-  // `length` bytes (HTTP: one GET with Range: bytes=0-(length-1)), learns the size from the answer
-  // and, for an object larger than dst, asks `grow` for a destination that holds it (dst then
-  // names that one) and reads there what the first request did not bring. HTTP, where its event
-  // loop runs in poll() (QueueOptions::caller_mostly_polls), asks as soon as the headers give the
-  // size and the body goes on there; elsewhere its first GET asks only for what dst holds. result:
-  // the object's size, all of it in dst. Only queues that say so (IoQueue::takes_unknown_lengths():
-  // HTTP) take such ops; the others refuse them (kUnsupported) at submit().
-  bool length_unknown = false;
-  ReadGrowth* grow = nullptr;  // length_unknown: required
+  // (An object of unknown size, kUnknownSize, is read whole, `length` a guess, by the queues that
+  // can: unknown_size_reads.hpp.)
   // Filled in by the queue:
   OpTimes times;
   // Bytes read: equal to length, or fewer when the object ends first (a short read, not an
@@ -164,10 +140,24 @@ struct QueueStats {
   std::uint64_t span_ns = 0;
   std::uint64_t at_cap_ns = 0;
   // Backend-specific measurements by name, merged by name and printed by every report:
-  // counters ("http_status_503", "reconnects", "copied_bytes", "connections_opened") and
-  // histograms in ns ("ttfb_ns", "transfer_ns", "rtt_ns").
+  // counters ("http_status_503", "reconnects", "copied_bytes", "http_connections_opened") and
+  // histograms in ns ("ttfb_ns", "transfer_ns", "rtt_ns"). Each name is defined in counters.hpp
+  // and reached through its definition (count(), counter(), histogram() below).
   std::map<std::string, std::uint64_t, std::less<>> counters;
   std::map<std::string, Histogram, std::less<>> histograms;
+
+  // The counter `c` defines (an exact name): its value, 0 where absent.
+  std::uint64_t counter(const CounterDef& c) const noexcept;
+  // The counter `c` defines, made (at 0) where absent, for its producer to add to.
+  std::uint64_t& count(const CounterDef& c);
+  // A family's member ("http_status_" and "206"), made where absent.
+  std::uint64_t& count(const CounterDef& family, std::string_view member);
+  // The histogram `h` defines, made (empty) where absent; find_histogram(): null where absent.
+  Histogram& histogram(const CounterDef& h);
+  const Histogram* find_histogram(const CounterDef& h) const noexcept;
+  // Makes each exact name of defs present (counters at 0, histograms empty) where absent: a
+  // queue's own names from its start (counters.hpp).
+  void start(std::initializer_list<const CounterDef*> defs);
 
   void merge(const QueueStats& other);
   // What a decorator's inner queue measured that the decorator does not (retries, bounce copies,
@@ -179,37 +169,28 @@ struct QueueStats {
 };
 
 enum class QueueMemory : std::uint8_t { kHost, kDevice };
+// How the caller uses an HTTP/S3 queue (http_config.hpp). Only those backends read it.
+struct HttpQueueOptions;
 // What a queue needs to read into GPU memory (for local files, the cuFile runtime). Opaque here:
 // device_reads.hpp makes one, and only a backend with BackendCaps::device_reads looks inside.
 class DeviceReads;
+class UnknownSizeReads;  // unknown_size_reads.hpp
 
 struct QueueOptions {
   unsigned depth = 32;         // ops in flight at most; more are accepted but wait
   bool single_thread = false;  // only the creating thread will use the queue
-  // The caller's thread does little besides submit() and poll() (bench storage; the pipeline
-  // when reads land in their batch slots and nothing is decoded). A network queue then runs its
-  // event loop inside poll() on that thread: no hand-over per response (on 2 cores, 5,000 64 KiB
-  // GETs took ~30% less CPU). Otherwise it keeps a thread of its own, so the caller's other work
-  // (allocating sample buffers, handing them to decode) does not delay the sockets: tar members
-  // with decode over HTTP ran ~20% faster that way.
-  bool caller_mostly_polls = false;
   // Reads submitted together that lie close together in one object may share one request
   // (HTTP: one GET scattered into each read's buffer). The pipeline wants that; a storage
   // benchmark measures the request pattern as given (fio merges nothing), so it is off there.
   bool coalesce = false;
-  // Queues that read through this backend at once and share its connections: the I/O queues of
-  // the loaders of one host (N accelerators), as one process's would. 0: the queue has
-  // connections of its own. N >= 1 (HTTP): it reads through the backend's one connection pool,
-  // made by the first such queue for up to N queues of this depth (HttpConfig::connections in
-  // all where set, else N x depth) and kept while the backend lives: a connection one queue
-  // opened serves the others, and the host opens at most the pool's count. The pool's event
-  // loops have threads of their own (caller_mostly_polls has no effect). Other backends ignore it.
-  unsigned shared_by = 0;
   // Where ReadOp::dst points. kDevice: GPU memory (cudaMalloc'd; never touched by the host), read
   // through what device_reads carries; only a backend with BackendCaps::device_reads makes such a
   // queue, the others refuse with kUnsupported.
   QueueMemory memory = QueueMemory::kHost;
   std::shared_ptr<const DeviceReads> device_reads = nullptr;  // kDevice only; see device_reads.hpp
+  // What the HTTP/S3 backends alone tune to (their event loops, a host's shared connections):
+  // http_config.hpp. Read by make_queue() only; null: their defaults. Other backends ignore it.
+  const HttpQueueOptions* http = nullptr;
 };
 
 struct QueueInfo {
@@ -255,8 +236,9 @@ class IoQueue {
   unsigned depth() const noexcept { return depth_; }
   // The most bytes one ReadOp may read (BackendCaps::max_request of the backend).
   std::uint64_t max_request() const noexcept { return max_request_; }
-  // Takes ReadOp::length_unknown ops (reads of objects of unknown size).
-  virtual bool takes_unknown_lengths() const noexcept { return false; }
+  // Reads of objects of unknown size (unknown_size_reads.hpp), where the queue takes them: null
+  // where it does not (the default).
+  virtual UnknownSizeReads* unknown_sizes() noexcept { return nullptr; }
   // Takes handles of Backend::open_deferred(): the queue opens each object with its read.
   virtual bool opens_objects() const noexcept { return false; }
 
@@ -338,9 +320,9 @@ class Backend {
   // The default asks one by one; network backends ask concurrently.
   virtual Result<std::vector<ObjectInfo>> stat_many(std::span<const std::string> keys);
   // The same where sizes come without a request per object (a listing); the objects a listing
-  // does not size come back with size kUnknownSize, unasked, to be read with
-  // ReadOp::length_unknown (HTTP: no HEAD per object before its GET). The default, and every
-  // backend whose queues do not take unknown lengths (decorators too), is stat_many().
+  // does not size come back with size kUnknownSize, unasked, to be read whole by queues whose
+  // unknown_sizes() is not null (HTTP: no HEAD per object before its GET). The default, and every
+  // backend whose queues do not read unknown sizes (decorators too), is stat_many().
   virtual Result<std::vector<ObjectInfo>> stat_many_if_listed(std::span<const std::string> keys) {
     return stat_many(keys);
   }

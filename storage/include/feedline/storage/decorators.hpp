@@ -9,7 +9,8 @@
 //
 // faults: seeded fault injection per read: errors, connection resets (retryable), short reads
 // (the rest read by a second request), latency spikes. Each fault is counted in the queue's
-// QueueStats::counters ("faults_errors", "faults_resets", "faults_short_reads", "faults_spikes").
+// QueueStats::counters (counters::kFaultsErrors, kFaultsResets, kFaultsShortReads, kFaultsSpikes:
+// "faults_errors", ... in counters.hpp).
 //
 // counting: counts every Backend and IoQueue call by name, for tests (a spy that proves a call
 // reached the backend) and for seeing a run's request pattern.
