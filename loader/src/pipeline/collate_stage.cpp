@@ -116,8 +116,8 @@ void CollateStage::run(Worker& w) {
     if (!open) break;
     InFlightSample s = reorder.take(next_seq);
     if (s.slot.slot == 0 || !batch) {
-      if (s.direct_buffer) {
-        buffer = s.direct_buffer;  // the storage stage took it from the pool for this batch
+      if (s.laid_out()) {
+        buffer = s.place.buffer;  // the storage stage took it from the pool for this batch
       } else {
         release();
         auto b = w.take(run_.pool->free());  // waiting for the consumer to hand back a buffer
@@ -127,7 +127,7 @@ void CollateStage::run(Worker& w) {
       batch.emplace(BatchAccess::make(run_.pool, buffer, s.slot.epoch, s.slot.batch, device_only));
       batch_t0 = w.lane() ? now_ns() : 0;
       used = 0;
-      slots_end = s.direct_buffer ? s.slots_end : 0;
+      slots_end = s.laid_out() ? s.place.slots_end : 0;
     }
     if (s.error && run_.config.on_error == OnError::kFail) {
       // Every batch before this sample's is out: now its error (the batch it was in is not
@@ -154,7 +154,7 @@ void CollateStage::run(Worker& w) {
       w.count(1, s.decoded_bytes);
       spills.push_back({std::move(s), BatchAccess::samples(*batch).size() - 1});
       s.reserved = 0;  // given back once copied in
-    } else if (s.direct_buffer) {
+    } else if (s.laid_out()) {
       BatchSample bs =
           place_in_batch(dataset, s, BatchAccess::members(*batch));  // already in place
       used = std::max(used, bs.offset + bs.size);

@@ -247,13 +247,10 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
             InFlightSample& s = cache[i];
             s.decoded = std::move(scratch);
             if (in_place) {
-              s.direct_buffer = slot;
-              s.direct_offset = 0;
-              s.decode_in_place = true;
+              s.place = {.fill = detail::SlotPlace::Fill::kDecode, .buffer = slot};
             }
             detail::decode_sample(dataset, s, decoders, nullptr, decode_limit);
-            s.direct_buffer = nullptr;
-            s.decode_in_place = false;
+            s.place = {};
             scratch = std::move(s.decoded);
             if (s.error) {
               std::lock_guard lock(error_mu);

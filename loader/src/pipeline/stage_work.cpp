@@ -303,7 +303,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDec
       return 0;
     }
   }
-  if (s.decode_in_place) {
+  if (s.decodes_in_place()) {
     decode_into_slot(dataset, s, t, max_decoded);
     return 0;
   }
@@ -462,8 +462,8 @@ BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s,
   bs.sample = s.slot.sample;
   bs.first_member = static_cast<std::uint32_t>(members.size());
   bs.member_count = static_cast<std::uint32_t>(s.members.size());
-  bs.offset = s.direct_offset;
-  std::uint64_t end = s.direct_offset;
+  bs.offset = s.place.offset;
+  std::uint64_t end = s.place.offset;
   for (std::size_t i = 0; i < s.members.size(); ++i) {
     const auto at = static_cast<std::uint64_t>(s.members[i].data - s.slot_base());
     members.push_back({dm[i].name, at, s.members[i].size, s.members[i].shape});

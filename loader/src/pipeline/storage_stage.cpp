@@ -196,7 +196,7 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
   }
   InFlightSample& s = out.sample;
   s.slot = pending;
-  if (lays_out_batches) s.direct_buffer = a.batch_buf;  // the batch's buffer travels with each
+  if (lays_out_batches) s.place.buffer = a.batch_buf;  // the batch's buffer travels with each
   // The direct path reserves nothing per sample (its slot in the batch buffer is charged with
   // the pool), but a sample too large for the budget is skipped all the same.
   const std::uint64_t need = direct ? 0 : sizing.footprints[pending.sample];
@@ -240,11 +240,12 @@ StorageStage::Admitted StorageStage::admit(Worker& w) {
   s.reserved = need + result_room;
   s.result_room = result_room;
   if (lays_out_batches) {
-    s.direct_offset = a.slot_offsets[s.slot.slot];
-    s.on_device = device_reads;
-    s.decode_in_place = in_place;
-    s.slots_end = a.slots_end;
-    if (size_unknown(smp)) s.slot_room = a.unknown_room;
+    s.place.fill = device_reads ? SlotPlace::Fill::kReadDevice
+                   : in_place   ? SlotPlace::Fill::kDecode
+                                : SlotPlace::Fill::kRead;
+    s.place.offset = a.slot_offsets[s.slot.slot];
+    s.place.slots_end = a.slots_end;
+    if (size_unknown(smp)) s.place.room = a.unknown_room;
   }
   a.pending = next_slot();
   out.kind = Admitted::kRead;
@@ -474,7 +475,7 @@ void StorageStage::run(Worker& w) {
         // gives a larger object a buffer of its own: GrowUnknown).
         dst = MutableBytes(const_cast<std::byte*>(s.bytes()),
                            size_unknown(smp)
-                               ? s.slot_room
+                               ? s.place.room
                                : align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign));
       } else {
         // Storage that reads only aligned ranges (O_DIRECT) gets the aligned cover of the sample
