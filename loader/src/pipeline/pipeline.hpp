@@ -86,6 +86,11 @@ class Pipeline {
   unsigned rank() const noexcept { return config_.sampler.rank; }
 
  private:
+  // start()'s steps.
+  Result<std::uint64_t> held_for_tables() const;
+  Result<void> open_run();
+  void make_stages();
+  void start_stages();
   void finish_run(std::uint64_t end);
 
   storage::Backend& backend_;
