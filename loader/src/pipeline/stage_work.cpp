@@ -280,6 +280,25 @@ void decode_into_slot(const Dataset& dataset, InFlightSample& s, ThreadDecoders&
   s.decoded_bytes = bytes;
 }
 
+// Every member of s lies within the bytes read and carries what it should (check_member): false,
+// with s.error set, otherwise.
+bool members_in_bounds(const Dataset& dataset, const Sample& smp, InFlightSample& s) {
+  for (const Member& m : dataset.members_of(smp)) {
+    if (m.offset + stored_size(m, s) > s.raw_len) {
+      s.error =
+          Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
+              .with_object(dataset.objects[smp.object].key)
+              .with_offset(smp.offset + m.offset);
+      return false;
+    }
+    if (auto bad = check_member(dataset, smp, m, s)) {
+      s.error = std::move(*bad);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDecoders& t,
@@ -290,19 +309,7 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDec
   const std::string& object = dataset.objects[smp.object].key;
   s.members.clear();
   s.members.reserve(members.size());
-  for (const Member& m : members) {
-    if (m.offset + stored_size(m, s) > s.raw_len) {
-      s.error =
-          Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
-              .with_object(object)
-              .with_offset(smp.offset + m.offset);
-      return 0;
-    }
-    if (auto bad = check_member(dataset, smp, m, s)) {
-      s.error = std::move(*bad);
-      return 0;
-    }
-  }
+  if (!members_in_bounds(dataset, smp, s)) return 0;
   if (s.decodes_in_place()) {
     decode_into_slot(dataset, s, t, max_decoded);
     return 0;
