@@ -1,3 +1,5 @@
+// Pipeline (pipeline.hpp): start() opens the run (plan, device sink, sizing, batch buffers), makes
+// the stages and their runners, and starts them; report() and live() read what they counted.
 #include "pipeline.hpp"
 
 #include <fmt/format.h>

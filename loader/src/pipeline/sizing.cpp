@@ -1,3 +1,5 @@
+// Pool and window sizing (sizing.hpp): each sample's footprint (size_samples), the batch buffer's
+// size for the data path (batch_capacity), then size_pool fits the buffers to the budget.
 #include "sizing.hpp"
 
 #include <fmt/format.h>

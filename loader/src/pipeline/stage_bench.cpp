@@ -1,3 +1,6 @@
+// Each stage measured alone (stage_bench.hpp): read_pass for storage alone (and, untimed, the
+// cache the others run on), decode_alone, collate_in_slots_alone or collate_copy_alone as the
+// run's data path collates, and add_up for the slowest stage and the CPU ceiling.
 #include "feedline/loader/stage_bench.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,6 @@
+// The work each stage does to one sample (stage_work.hpp): the handle cache, planted CPU costs,
+// the decode of a sample's members (into a sample buffer or its batch slot, or described in GPU
+// memory), and placing or copying a sample into its batch.
 #include "stage_work.hpp"
 
 #include <fmt/format.h>
