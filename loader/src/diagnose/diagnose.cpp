@@ -198,7 +198,7 @@ Settings settings_of(const storage::Backend& backend, const Dataset& dataset,
   const std::uint64_t per_epoch = std::max<std::uint64_t>(1, dataset.samples.size() / world);
   if (auto z = detail::size_pool(dataset, each, plan, backend.caps().networked, per_epoch)) {
     // Where reads land in their batch slots (or decode writes there), storage takes a batch
-    // buffer for each batch it lays out ahead (the admission in storage_stage.cpp): the pool's
+    // buffer for each batch it lays out ahead (admission.cpp): the pool's
     // buffers, each of a batch, bound the reads in flight too (the consumer hands each back as
     // soon as it is done, so an input-bound run can have them all).
     double window = static_cast<double>(z->window);

@@ -189,16 +189,13 @@ void AcceleratorSearch::record(unsigned n, bool passed) noexcept {
   }
 }
 
-Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& dataset,
-                                    const LoaderConfig& host, unsigned n,
-                                    const ComputeModel& compute, std::stop_token stop,
-                                    std::atomic<std::uint64_t>* progress, EpochSync* sync,
-                                    std::chrono::nanoseconds run_for) {
+namespace {
+
+Result<void> check_accelerators(const LoaderConfig& host, unsigned n, std::uint64_t world) {
   if (n < 1 || n > kMaxAccelerators) {
     return fail(Errc::kInvalidArgument,
                 fmt::format("accelerators: {} is not in 1..{}", n, kMaxAccelerators));
   }
-  const std::uint64_t world = std::uint64_t{host.sampler.world_size} * n;
   if (host.sampler.world_size == 0 || world > (1u << 20)) {
     return fail(Errc::kInvalidArgument,
                 fmt::format("accelerators: {} x world size {} is more ranks than a run may have", n,
@@ -210,16 +207,16 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
                       "host each start from the epoch's beginning")
                     .with_hint("resume with one accelerator, or from the start of an epoch"));
   }
-  HostReport out;
-  out.split = split_host(host, n);
-  if (out.split.memory_budget_each == 0) {
-    return fail(Errc::kInvalidArgument,
-                fmt::format("accelerators: a memory budget of {} bytes cannot be shared by {}",
-                            host.memory_budget, n));
-  }
-  // One stop for every accelerator: the caller's, or the first one that fails.
-  std::stop_source all;
-  std::stop_callback relay(stop, [&all] { all.request_stop(); });
+  return {};
+}
+
+// One loader per accelerator, each a rank of its own with its share of the host (out.split);
+// their ranks go to out.ranks.
+Result<std::vector<std::unique_ptr<Loader>>> open_loaders(storage::Backend& backend,
+                                                          const Dataset& dataset,
+                                                          const LoaderConfig& host, unsigned n,
+                                                          std::uint64_t world, std::stop_token all,
+                                                          HostReport& out) {
   std::vector<std::unique_ptr<Loader>> loaders;
   loaders.reserve(n);
   for (unsigned i = 0; i < n; ++i) {
@@ -230,36 +227,18 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
     c.memory_budget = out.split.memory_budget_each;
     c.cores = out.split.cores_each;
     c.loaders_sharing_backend = n;  // one connection pool for the host
-    c.stop = all.get_token();
+    c.stop = all;
     out.ranks.push_back(c.sampler.rank);
     auto l = Loader::open(backend, dataset, std::move(c));
     if (!l) return fail(on_accelerator(l.error(), i, out.ranks.back(), world));
     loaders.push_back(std::move(*l));
   }
-  out.accelerators.resize(n);
-  // The run's own time starts now that every loader is open.
-  std::optional<TimeLimit> limit;
-  std::optional<std::stop_callback<std::function<void()>>> expire;
-  if (run_for.count() > 0) {
-    limit.emplace(run_for, stop);
-    expire.emplace(limit->token(), std::function<void()>([&all] { all.request_stop(); }));
-  }
-  HostBarrier barrier(n, sync);
-  const auto t0 = std::chrono::steady_clock::now();
-  {
-    std::vector<std::jthread> consumers;
-    consumers.reserve(n);
-    for (unsigned i = 0; i < n; ++i) {
-      consumers.emplace_back([&, i] {
-        ComputeModel mine = compute;
-        mine.seed = compute.seed + i;  // each accelerator's steps drawn on their own
-        out.accelerators[i] =
-            run_emulated(*loaders[i], mine, all.get_token(), progress, sync ? &barrier : nullptr);
-        if (out.accelerators[i].error) all.request_stop();
-      });
-    }
-  }
-  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return loaders;
+}
+
+// The host's figures from its accelerators' reports: totals, AU spread, the straggler.
+void add_up_accelerators(HostReport& out, std::uint64_t world) {
+  const std::size_t n = out.accelerators.size();
   double au_sum = 0;
   std::size_t au_count = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -284,25 +263,71 @@ Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& da
   }
   out.au_measured = au_count > 0;
   out.au_mean = au_count > 0 ? au_sum / static_cast<double>(au_count) : 0;
-  out.interrupted = stop.stop_requested();
   if (out.wall_seconds > 0) {
     out.samples_per_second = static_cast<double>(out.samples) / out.wall_seconds;
     out.bytes_per_second = static_cast<double>(out.bytes) / out.wall_seconds;
   }
-  {
-    std::vector<double> rates;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double r = out.accelerators[i].consumer.samples_per_second;
-      rates.push_back(r);
-      if (r < out.accelerators[out.straggler].consumer.samples_per_second) out.straggler = i;
-    }
-    std::sort(rates.begin(), rates.end());
-    out.median_samples_per_second = n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
-    out.straggler_ratio = out.median_samples_per_second > 0
-                              ? out.accelerators[out.straggler].consumer.samples_per_second /
-                                    out.median_samples_per_second
-                              : 1;
+  std::vector<double> rates;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = out.accelerators[i].consumer.samples_per_second;
+    rates.push_back(r);
+    if (r < out.accelerators[out.straggler].consumer.samples_per_second) out.straggler = i;
   }
+  std::sort(rates.begin(), rates.end());
+  out.median_samples_per_second = n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
+  out.straggler_ratio = out.median_samples_per_second > 0
+                            ? out.accelerators[out.straggler].consumer.samples_per_second /
+                                  out.median_samples_per_second
+                            : 1;
+}
+
+}  // namespace
+
+Result<HostReport> run_accelerators(storage::Backend& backend, const Dataset& dataset,
+                                    const LoaderConfig& host, unsigned n,
+                                    const ComputeModel& compute, std::stop_token stop,
+                                    std::atomic<std::uint64_t>* progress, EpochSync* sync,
+                                    std::chrono::nanoseconds run_for) {
+  const std::uint64_t world = std::uint64_t{host.sampler.world_size} * n;
+  FEEDLINE_TRY(check_accelerators(host, n, world));
+  HostReport out;
+  out.split = split_host(host, n);
+  if (out.split.memory_budget_each == 0) {
+    return fail(Errc::kInvalidArgument,
+                fmt::format("accelerators: a memory budget of {} bytes cannot be shared by {}",
+                            host.memory_budget, n));
+  }
+  // One stop for every accelerator: the caller's, or the first one that fails.
+  std::stop_source all;
+  std::stop_callback relay(stop, [&all] { all.request_stop(); });
+  FEEDLINE_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Loader>> loaders,
+                            open_loaders(backend, dataset, host, n, world, all.get_token(), out));
+  out.accelerators.resize(n);
+  // The run's own time starts now that every loader is open.
+  std::optional<TimeLimit> limit;
+  std::optional<std::stop_callback<std::function<void()>>> expire;
+  if (run_for.count() > 0) {
+    limit.emplace(run_for, stop);
+    expire.emplace(limit->token(), std::function<void()>([&all] { all.request_stop(); }));
+  }
+  HostBarrier barrier(n, sync);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    std::vector<std::jthread> consumers;
+    consumers.reserve(n);
+    for (unsigned i = 0; i < n; ++i) {
+      consumers.emplace_back([&, i] {
+        ComputeModel mine = compute;
+        mine.seed = compute.seed + i;  // each accelerator's steps drawn on their own
+        out.accelerators[i] =
+            run_emulated(*loaders[i], mine, all.get_token(), progress, sync ? &barrier : nullptr);
+        if (out.accelerators[i].error) all.request_stop();
+      });
+    }
+  }
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.interrupted = stop.stop_requested();
+  add_up_accelerators(out, world);
   out.verdict = host_verdict(out.accelerators, out.split, out.wall_seconds);
   return out;
 }

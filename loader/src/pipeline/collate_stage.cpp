@@ -6,9 +6,13 @@
 // The releases go out together, before collate waits (for samples, or for room for a batch):
 // a storage thread held by the window wakes on each release, and one per sample was a futex
 // wake and a context switch per 4 KiB file (28k of them for 100k samples).
+// CollateStage::run is the loop (samples into the reorder ring, then in seq order into the
+// batch); BatchFill is the batch being filled, whichever way each sample goes in.
 #include <algorithm>
 #include <bit>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "stage_work.hpp"
 #include "stages.hpp"
@@ -51,61 +55,193 @@ class Reorder {
   std::vector<std::optional<InFlightSample>> slots_;
 };
 
-}  // namespace
+// The batch collate fills: its buffer (taken here on the bounce path, laid out by the storage
+// stage otherwise), its samples and members so far, the reservations taken in and not yet given
+// back, and the samples that outgrew their slot.
+class BatchFill {
+ public:
+  BatchFill(RunState& run, CollateStage& stage, Worker& w)
+      : run_(run), stage_(stage), w_(w), device_only_(reads_into_device(run.plan.path)) {}
+  bool open() const noexcept { return batch_.has_value(); }
+  // A batch begins at s: false when the run is over (no buffer came back).
+  bool start(const InFlightSample& s);
+  // s into the batch (or skipped with its error): false when the run failed.
+  bool add(InFlightSample& s);
+  // s's error ends the run here (on_error = fail): every batch before it is out.
+  void fail_in_order(InFlightSample& s);
+  // The batch is complete: out to the device stage or the consumer. False when the run is over.
+  bool finish();
+  // The reservations of the samples taken in, given back together.
+  void release() {
+    if (unreleased_ > 0) run_.budget.release(std::exchange(unreleased_, 0));
+  }
+  // The run ends with the batch unfinished.
+  void abandon() {
+    for (Spill& sp : spills_) unreleased_ += sp.s.reserved;
+    release();
+  }
 
-void CollateStage::run(Worker& w) {
-  const Dataset& dataset = run_.dataset;
-  const bool device_only = reads_into_device(run_.plan.path);
-  Reorder reorder(run_.sizing.window);
-  std::vector<InFlightSample> arrived;
-  std::uint64_t next_seq = 0;
-  BatchBuffer* buffer = nullptr;
-  std::optional<Batch> batch;
-  std::uint64_t used = 0;
-  std::uint64_t unreleased = 0;  // reservations of samples taken in, not yet given back
-  std::uint64_t batch_t0 = 0;    // when the batch being laid out began (for the trace)
-  // A direct batch's samples that outgrew their slot (objects of unknown size: unknown_size.hpp),
-  // each with its place in samples(): copied in after the batch's slots at its last sample, when
+ private:
+  // A direct batch's sample that outgrew its slot (an object of unknown size: unknown_size.hpp),
+  // with its place in samples(): copied in after the batch's slots at its last sample, when
   // every read into the buffer has landed (growing it may move it).
   struct Spill {
     InFlightSample s;
     std::size_t index;
   };
-  std::vector<Spill> spills;
-  std::uint64_t slots_end = 0;
-  auto copy_spills = [&]() -> bool {
-    std::uint64_t end = slots_end;
-    std::vector<BatchMember> copied;
-    for (Spill& sp : spills) {
-      auto grown = ensure_room(*buffer, end, sp.s, run_.sink.get(), &copied_bytes);
-      if (!grown) {
-        run_.fail(std::move(grown).error());
-        return false;
-      }
-      run_.pool_grown_bytes += *grown;
-      copied.clear();
-      BatchSample bs = copy_into_batch(dataset, sp.s, *buffer, end, copied);
-      BatchSample& held = BatchAccess::samples(*batch)[sp.index];
-      bs.first_member = held.first_member;
-      std::copy(copied.begin(), copied.end(),
-                BatchAccess::members(*batch).begin() + held.first_member);
-      held = bs;
-      copied_bytes += sp.s.decoded_bytes;
-      bounce_delivered += sp.s.decoded_bytes;
-      run_.buffers.put(std::move(sp.s.raw));
-      run_.buffers.put(std::move(sp.s.decoded));
-      unreleased += std::exchange(sp.s.reserved, 0);
+  void append(const BatchSample& bs, InFlightSample& s);
+  void add_spilled(InFlightSample& s);
+  void place(InFlightSample& s);
+  bool copy_in(InFlightSample& s);
+  bool copy_spills();
+
+  RunState& run_;
+  CollateStage& stage_;
+  Worker& w_;
+  const bool device_only_;
+  BatchBuffer* buffer_ = nullptr;
+  std::optional<Batch> batch_;
+  std::uint64_t used_ = 0;
+  std::uint64_t unreleased_ = 0;  // reservations of samples taken in, not yet given back
+  std::uint64_t batch_t0_ = 0;    // when the batch being laid out began (for the trace)
+  std::vector<Spill> spills_;
+  std::uint64_t slots_end_ = 0;
+};
+
+bool BatchFill::start(const InFlightSample& s) {
+  if (s.laid_out()) {
+    buffer_ = s.place.buffer;  // the storage stage took it from the pool for this batch
+  } else {
+    release();
+    auto b = w_.take(run_.pool->free());  // waiting for the consumer to hand back a buffer
+    if (!b) return false;
+    buffer_ = *b;
+  }
+  batch_.emplace(BatchAccess::make(run_.pool, buffer_, s.slot.epoch, s.slot.batch, device_only_));
+  batch_t0_ = w_.lane() ? now_ns() : 0;
+  used_ = 0;
+  slots_end_ = s.laid_out() ? s.place.slots_end : 0;
+  return true;
+}
+
+bool BatchFill::add(InFlightSample& s) {
+  if (s.error) {
+    run_.skip(*s.error);
+  } else if (s.spilled) {
+    add_spilled(s);
+  } else if (s.laid_out()) {
+    place(s);
+  } else if (!copy_in(s)) {
+    return false;
+  }
+  run_.buffers.put(std::move(s.raw));
+  run_.buffers.put(std::move(s.decoded));
+  unreleased_ += s.reserved;
+  return true;
+}
+
+void BatchFill::append(const BatchSample& bs, InFlightSample& s) {
+  BatchAccess::samples(*batch_).push_back(bs);
+  BatchAccess::add(*batch_, s.digest, s.decoded_bytes);
+  if (run_.config.transform) BatchAccess::results(*batch_).push_back(std::move(s.result));
+  w_.count(1, s.decoded_bytes);
+}
+
+// Its place in the batch's order now; its bytes and members at the batch's end.
+void BatchFill::add_spilled(InFlightSample& s) {
+  std::vector<BatchMember>& members = BatchAccess::members(*batch_);
+  BatchSample held;
+  held.first_member = static_cast<std::uint32_t>(members.size());
+  members.resize(members.size() + s.members.size());
+  append(held, s);
+  spills_.push_back({std::move(s), BatchAccess::samples(*batch_).size() - 1});
+  s.reserved = 0;  // given back once copied in
+}
+
+void BatchFill::place(InFlightSample& s) {
+  const BatchSample bs = place_in_batch(run_.dataset, s, BatchAccess::members(*batch_));
+  used_ = std::max(used_, bs.offset + bs.size);
+  stage_.direct_delivered += s.decoded_bytes;
+  stage_.copied_bytes += s.copied_bytes;  // stored members decode copied into the slot
+  append(bs, s);
+}
+
+bool BatchFill::copy_in(InFlightSample& s) {
+  auto grown = ensure_room(*buffer_, used_, s, run_.sink.get(), &stage_.copied_bytes);
+  if (!grown) {
+    run_.fail(std::move(grown).error());
+    return false;
+  }
+  run_.pool_grown_bytes += *grown;
+  const BatchSample bs =
+      copy_into_batch(run_.dataset, s, *buffer_, used_, BatchAccess::members(*batch_));
+  stage_.copied_bytes += s.decoded_bytes;
+  stage_.bounce_delivered += s.decoded_bytes;
+  append(bs, s);
+  return true;
+}
+
+bool BatchFill::copy_spills() {
+  std::uint64_t end = slots_end_;
+  std::vector<BatchMember> copied;
+  for (Spill& sp : spills_) {
+    auto grown = ensure_room(*buffer_, end, sp.s, run_.sink.get(), &stage_.copied_bytes);
+    if (!grown) {
+      run_.fail(std::move(grown).error());
+      return false;
     }
-    spills.clear();
-    return true;
-  };
-  auto release = [&] {
-    if (unreleased > 0) run_.budget.release(std::exchange(unreleased, 0));
-  };
+    run_.pool_grown_bytes += *grown;
+    copied.clear();
+    BatchSample bs = copy_into_batch(run_.dataset, sp.s, *buffer_, end, copied);
+    BatchSample& held = BatchAccess::samples(*batch_)[sp.index];
+    bs.first_member = held.first_member;
+    std::copy(copied.begin(), copied.end(),
+              BatchAccess::members(*batch_).begin() + held.first_member);
+    held = bs;
+    stage_.copied_bytes += sp.s.decoded_bytes;
+    stage_.bounce_delivered += sp.s.decoded_bytes;
+    run_.buffers.put(std::move(sp.s.raw));
+    run_.buffers.put(std::move(sp.s.decoded));
+    unreleased_ += std::exchange(sp.s.reserved, 0);
+  }
+  spills_.clear();
+  return true;
+}
+
+// The batch it was in is not delivered.
+void BatchFill::fail_in_order(InFlightSample& s) {
+  unreleased_ += std::exchange(s.reserved, 0);
+  run_.buffers.put(std::move(s.raw));
+  run_.buffers.put(std::move(s.decoded));
+  for (Spill& sp : spills_) unreleased_ += std::exchange(sp.s.reserved, 0);
+  spills_.clear();
+  run_.fail_in_order(std::move(*s.error));
+}
+
+bool BatchFill::finish() {
+  if (!spills_.empty() && !copy_spills()) return false;
+  spin_for(run_.config.diagnostics.collate_cost, run_.stop_flag());
+  Batch out = std::move(*batch_);
+  batch_.reset();
+  release();
+  if (TraceLane* lane = w_.lane()) {
+    lane->span("collate", "collate batch", batch_t0_, now_ns(),
+               static_cast<double>(out.samples().size()));
+  }
+  return w_.push(run_.batches, out);
+}
+
+}  // namespace
+
+void CollateStage::run(Worker& w) {
+  Reorder reorder(run_.sizing.window);
+  BatchFill fill(run_, *this, w);
+  std::vector<InFlightSample> arrived;
+  std::uint64_t next_seq = 0;
   bool open = true;
   while (open) {
     while (!reorder.find(next_seq)) {
-      release();
+      fill.release();
       arrived.clear();
       if (!w.pop_some(run_.decoded, arrived, 64)) {
         open = false;
@@ -115,93 +251,18 @@ void CollateStage::run(Worker& w) {
     }
     if (!open) break;
     InFlightSample s = reorder.take(next_seq);
-    if (s.slot.slot == 0 || !batch) {
-      if (s.direct_buffer) {
-        buffer = s.direct_buffer;  // the storage stage took it from the pool for this batch
-      } else {
-        release();
-        auto b = w.take(run_.pool->free());  // waiting for the consumer to hand back a buffer
-        if (!b) break;
-        buffer = *b;
-      }
-      batch.emplace(BatchAccess::make(run_.pool, buffer, s.slot.epoch, s.slot.batch, device_only));
-      batch_t0 = w.lane() ? now_ns() : 0;
-      used = 0;
-      slots_end = s.direct_buffer ? s.slots_end : 0;
-    }
+    if ((s.slot.slot == 0 || !fill.open()) && !fill.start(s)) break;
     if (s.error && run_.config.on_error == OnError::kFail) {
-      // Every batch before this sample's is out: now its error (the batch it was in is not
-      // delivered).
-      unreleased += std::exchange(s.reserved, 0);
-      run_.buffers.put(std::move(s.raw));
-      run_.buffers.put(std::move(s.decoded));
-      for (Spill& sp : spills) unreleased += std::exchange(sp.s.reserved, 0);
-      spills.clear();
-      run_.fail_in_order(std::move(*s.error));
+      fill.fail_in_order(s);  // every batch before this sample's is out: now its error
       break;
     }
-    if (s.error) {
-      run_.skip(*s.error);
-    } else if (s.spilled) {
-      // Its place in the batch's order now; its bytes and members at the batch's end.
-      std::vector<BatchMember>& members = BatchAccess::members(*batch);
-      BatchSample held;
-      held.first_member = static_cast<std::uint32_t>(members.size());
-      members.resize(members.size() + s.members.size());
-      BatchAccess::samples(*batch).push_back(held);
-      BatchAccess::add(*batch, s.digest, s.decoded_bytes);
-      if (run_.config.transform) BatchAccess::results(*batch).push_back(std::move(s.result));
-      w.count(1, s.decoded_bytes);
-      spills.push_back({std::move(s), BatchAccess::samples(*batch).size() - 1});
-      s.reserved = 0;  // given back once copied in
-    } else if (s.direct_buffer) {
-      BatchSample bs =
-          place_in_batch(dataset, s, BatchAccess::members(*batch));  // already in place
-      used = std::max(used, bs.offset + bs.size);
-      direct_delivered += s.decoded_bytes;
-      copied_bytes += s.copied_bytes;  // stored members decode copied into the slot
-      BatchAccess::samples(*batch).push_back(bs);
-      BatchAccess::add(*batch, s.digest, s.decoded_bytes);
-      if (run_.config.transform) BatchAccess::results(*batch).push_back(std::move(s.result));
-      w.count(1, s.decoded_bytes);
-    } else {
-      auto grown = ensure_room(*buffer, used, s, run_.sink.get(), &copied_bytes);
-      if (!grown) {
-        run_.fail(std::move(grown).error());
-        break;
-      }
-      run_.pool_grown_bytes += *grown;
-      BatchSample bs = copy_into_batch(dataset, s, *buffer, used, BatchAccess::members(*batch));
-      copied_bytes += s.decoded_bytes;
-      bounce_delivered += s.decoded_bytes;
-      BatchAccess::samples(*batch).push_back(bs);
-      BatchAccess::add(*batch, s.digest, s.decoded_bytes);
-      if (run_.config.transform) BatchAccess::results(*batch).push_back(std::move(s.result));
-      w.count(1, s.decoded_bytes);
-    }
-    run_.buffers.put(std::move(s.raw));
-    run_.buffers.put(std::move(s.decoded));
-    unreleased += s.reserved;
     const bool last = s.slot.slot + 1 == s.slot.batch_len;
+    if (!fill.add(s)) break;
     ++next_seq;
     run_.collate_cursor.store(next_seq, std::memory_order_release);
-    if (last && !spills.empty()) {
-      if (!copy_spills()) break;
-    }
-    if (last) {
-      spin_for(run_.config.diagnostics.collate_cost, run_.stop_flag());
-      Batch out = std::move(*batch);
-      batch.reset();
-      release();
-      if (TraceLane* lane = w.lane()) {
-        lane->span("collate", "collate batch", batch_t0, now_ns(),
-                   static_cast<double>(out.samples().size()));
-      }
-      if (!w.push(run_.batches, out)) break;
-    }
+    if (last && !fill.finish()) break;
   }
-  for (Spill& sp : spills) unreleased += sp.s.reserved;  // a batch the run left unfinished
-  release();
+  fill.abandon();
   run_.batches.close();
 }
 

@@ -81,7 +81,7 @@ void DecodeStage::run(Worker& w) {
         running = false;
         break;
       }
-      if (!item.error && item.on_device) {
+      if (!item.error && item.on_device()) {
         describe_on_device(run_.dataset, item);  // nothing to decode, nothing the host can hash
       } else if (!item.error) {
         const std::uint64_t t0 = w.lane() ? now_ns() : 0;

@@ -1,3 +1,5 @@
+// Pipeline (pipeline.hpp): start() opens the run (plan, device sink, sizing, batch buffers), makes
+// the stages and their runners, and starts them; report() and live() read what they counted.
 #include "pipeline.hpp"
 
 #include <fmt/format.h>
@@ -54,6 +56,34 @@ Pipeline::~Pipeline() {
 }
 
 Result<void> Pipeline::start() {
+  FEEDLINE_TRY(open_run());
+  make_stages();
+  start_stages();
+  return {};
+}
+
+// The dataset's tables (and the run's per-sample arrays: footprints, the sampler's order) are
+// held for the whole run: counted against the budget, the buffers get the rest. Loaders sharing
+// one dataset on a host (accelerators) each count their share of it.
+Result<std::uint64_t> Pipeline::held_for_tables() const {
+  const std::uint64_t held =
+      dataset_table_bytes(dataset_) / std::max(1u, config_.loaders_sharing_backend) +
+      16 * dataset_.samples.size();
+  if (held < config_.memory_budget) return held;
+  return fail(
+      Error(Errc::kInvalidArgument,
+            fmt::format("the dataset's tables take {} bytes of memory ({} samples, {} members: "
+                        "their names and offsets), more than the memory budget of {} bytes, "
+                        "which must also hold the reads in flight",
+                        held, dataset_.samples.size(), dataset_.members.size(),
+                        config_.memory_budget))
+          .with_hint(fmt::format("raise --memory-budget above {} bytes, or read a part of "
+                                 "the dataset (a brace list, or a subdirectory)",
+                                 held + held / 2)));
+}
+
+// The plan, the device sink, the pool's sizing and buffers, and the run's shared state.
+Result<void> Pipeline::open_run() {
   // CUDA and cuFile are loaded once, for the plan and the run.
   LoaderConfig planned = config_;
   if (planned.device.device >= 0) {
@@ -76,24 +106,7 @@ Result<void> Pipeline::start() {
                                  planned.device.calibrate && !reads_into_device(plan.path)));
     sink = std::move(opened);
   }
-  // The dataset's tables (and the run's per-sample arrays: footprints, the sampler's order) are
-  // held for the whole run: counted against the budget, the buffers get the rest. Loaders sharing
-  // one dataset on a host (accelerators) each count their share of it.
-  const std::uint64_t held =
-      dataset_table_bytes(dataset_) / std::max(1u, config_.loaders_sharing_backend) +
-      16 * dataset_.samples.size();
-  if (held >= config_.memory_budget) {
-    return fail(
-        Error(Errc::kInvalidArgument,
-              fmt::format("the dataset's tables take {} bytes of memory ({} samples, {} members: "
-                          "their names and offsets), more than the memory budget of {} bytes, "
-                          "which must also hold the reads in flight",
-                          held, dataset_.samples.size(), dataset_.members.size(),
-                          config_.memory_budget))
-            .with_hint(fmt::format("raise --memory-budget above {} bytes, or read a part of "
-                                   "the dataset (a brace list, or a subdirectory)",
-                                   held + held / 2)));
-  }
+  FEEDLINE_ASSIGN_OR_RETURN(const std::uint64_t held, held_for_tables());
   LoaderConfig sized = config_;
   sized.memory_budget -= held;
   FEEDLINE_ASSIGN_OR_RETURN(detail::PoolSizing sizing,
@@ -117,7 +130,12 @@ Result<void> Pipeline::start() {
     }
     run.pool->add(std::move(b));
   }
+  return {};
+}
 
+// The stages and their runners (threads, clocks, trace lanes).
+void Pipeline::make_stages() {
+  detail::RunState& run = *run_;
   const bool accounting = config_.diagnostics.accounting;
   storage_ = std::make_unique<detail::StorageStage>(run, sampler_, config_.storage_threads);
   decode_ = std::make_unique<detail::DecodeStage>(run);
@@ -134,22 +152,25 @@ Result<void> Pipeline::start() {
     device_ = std::make_unique<detail::DeviceStage>(run);
     device_runner_ = std::make_unique<detail::StageRunner>(StageId::kDevice, 1, accounting);
   }
-
-  if (TraceLog* log = config_.trace.get()) {
-    // One viewer process per loader where a host's accelerators share the trace.
-    const std::string process = config_.loaders_sharing_backend > 1
-                                    ? fmt::format("accelerator {}", config_.sampler.rank)
-                                    : std::string("feedline");
-    for (auto* r : {storage_runner_.get(), decode_runner_.get(), collate_runner_.get(),
-                    device_runner_.get()}) {
-      if (r) r->trace_to(log, process);
-    }
-    // The consumer's track: its waits for batches and its compute (its busy / starved states
-    // would say the same again, less clearly).
-    consumer_runner_->worker().trace_to(&log->lane("consumer", process), false);
-    TraceLane& lane = *consumer_runner_->worker().lane();
-    lane.counter("memory budget", now_ns(), static_cast<double>(config_.memory_budget), true);
+  TraceLog* log = config_.trace.get();
+  if (!log) return;
+  // One viewer process per loader where a host's accelerators share the trace.
+  const std::string process = config_.loaders_sharing_backend > 1
+                                  ? fmt::format("accelerator {}", config_.sampler.rank)
+                                  : std::string("feedline");
+  for (auto* r :
+       {storage_runner_.get(), decode_runner_.get(), collate_runner_.get(), device_runner_.get()}) {
+    if (r) r->trace_to(log, process);
   }
+  // The consumer's track: its waits for batches and its compute (its busy / starved states
+  // would say the same again, less clearly).
+  consumer_runner_->worker().trace_to(&log->lane("consumer", process), false);
+  TraceLane& lane = *consumer_runner_->worker().lane();
+  lane.counter("memory budget", now_ns(), static_cast<double>(config_.memory_budget), true);
+}
+
+void Pipeline::start_stages() {
+  detail::RunState& run = *run_;
   on_stop_.emplace(config_.stop, [this] { stop_by_user(); });
   const std::uint64_t t0 = now_ns();
   run.reads.start();
@@ -166,7 +187,6 @@ Result<void> Pipeline::start() {
       });
   collate_runner_->start([this](detail::Worker& w) { collate_->run(w); });
   if (device_runner_) device_runner_->start([this](detail::Worker& w) { device_->run(w); });
-  return {};
 }
 
 // Ends the run at `end`: the consumer's clock and the queues' occupancy are measured up to that

@@ -6,7 +6,9 @@
 //
 // run_state.hpp is what the stages share, stages.hpp the stages, stage.hpp the runner that gives
 // each stage its threads and stall accounting, sizing.hpp the pool and window, batch_pool.hpp
-// the buffers a Batch keeps alive, report_builder.cpp the report.
+// the buffers a Batch keeps alive, report_builder.cpp the report. The storage stage is several
+// parts (its data path as a strategy, admission, read issuer, completion, poll observer):
+// storage_stage.cpp lists them.
 //
 // Flow control, and why it cannot deadlock:
 //  1. The storage stage admits samples strictly in sampler order. Admission reserves the
@@ -88,6 +90,11 @@ class Pipeline {
   unsigned rank() const noexcept { return config_.sampler.rank; }
 
  private:
+  // start()'s steps.
+  Result<std::uint64_t> held_for_tables() const;
+  Result<void> open_run();
+  void make_stages();
+  void start_stages();
   void finish_run(std::uint64_t end);
 
   storage::Backend& backend_;

@@ -34,6 +34,26 @@ struct MemberBytes {
   ImageShape shape;  // a decoded image's
 };
 
+// Where a sample goes in its batch: the slot the storage stage laid out for it when it admitted
+// the batch's first sample, and how its data path fills the slot. The bounce path lays out
+// nothing: collate takes a buffer and copies each sample in.
+struct SlotPlace {
+  // How the sample fills its slot: the data path, as each sample carries it.
+  enum class Fill : std::uint8_t {
+    kNone,        // bounce: read into a sample buffer; collate copies it into the batch
+    kRead,        // host direct: the read lands in the slot (the sample has no raw buffer)
+    kReadDevice,  // device: the read lands in the slot of the buffer's GPU twin (cuFile)
+    kDecode,      // decode in place: read into raw; decode writes the members into the slot
+  };
+  Fill fill = Fill::kNone;
+  BatchBuffer* buffer = nullptr;  // the batch's buffer: every sample of the batch names it
+  std::uint64_t offset = 0;       // the slot's
+  // kRead, a sample of unknown size: the bytes of its slot (the size learned for such objects
+  // when its batch was laid out).
+  std::uint64_t room = 0;
+  std::uint64_t slots_end = 0;  // where the batch's slots end
+};
+
 // A sample on its way through the pipeline.
 struct InFlightSample {
   SampleSlot slot;
@@ -50,34 +70,29 @@ struct InFlightSample {
   std::uint64_t result_room = 0;
   std::uint64_t digest = 0;
   std::uint64_t decoded_bytes = 0;
-  std::optional<Error> error;  // the sample failed (skipped with on_error = kSkip)
-  // Direct path: the bytes were read straight into this batch buffer at this offset (raw is
-  // empty). Every sample of a direct batch names the same buffer.
-  BatchBuffer* direct_buffer = nullptr;
-  std::uint64_t direct_offset = 0;
-  bool on_device = false;  // ... in the buffer's GPU twin (cuFile): bytes() is a device address
-  // Decode in place: the read is in raw as usual; decode writes the members into the slot at
-  // direct_offset of direct_buffer (laid out from the index's decoded sizes).
-  bool decode_in_place = false;
+  std::optional<Error> error;      // the sample failed (skipped with on_error = kSkip)
+  SlotPlace place;                 // its slot in the batch, where its data path lays one out
   std::uint64_t copied_bytes = 0;  // decode in place: stored members decode copied into the slot
-  // Direct path, a sample of unknown size: the bytes of its slot (the size learned for such
-  // objects when its batch was laid out), and where the batch's slots end.
-  std::uint64_t slot_room = 0;
-  std::uint64_t slots_end = 0;
-  // ... its object outgrew the slot: it was read into raw, and collate copies it in after the
-  // batch's slots.
+  // Read into its slot (kRead), a sample of unknown size whose object outgrew the slot: it was
+  // read into raw instead, and collate copies it in after the batch's slots.
   bool spilled = false;
   TransformResult result;  // the user's transform's, for the batch
-  // Where the batch's slots start (host or device memory); only meaningful with direct_buffer.
+
+  // Its batch was laid out at admission: the batch buffer is place.buffer.
+  bool laid_out() const noexcept { return place.buffer != nullptr; }
+  bool on_device() const noexcept { return place.fill == SlotPlace::Fill::kReadDevice; }
+  bool decodes_in_place() const noexcept { return place.fill == SlotPlace::Fill::kDecode; }
+  // Where the batch's slots start (host or device memory); only meaningful when laid_out().
   const std::byte* slot_base() const noexcept {
-    return on_device ? static_cast<const std::byte*>(direct_buffer->device())
-                     : direct_buffer->data();
+    return on_device() ? static_cast<const std::byte*>(place.buffer->device())
+                       : place.buffer->data();
   }
-  std::byte* decode_target() const noexcept { return direct_buffer->data() + direct_offset; }
-  // The sample's stored bytes as read.
+  std::byte* decode_target() const noexcept { return place.buffer->data() + place.offset; }
+  // The sample's stored bytes as read: in its slot where the read landed there, else in raw.
   const std::byte* bytes() const noexcept {
-    return direct_buffer && !decode_in_place && !spilled ? slot_base() + direct_offset
-                                                         : raw.data() + raw_head;
+    const bool in_slot =
+        place.fill == SlotPlace::Fill::kRead || place.fill == SlotPlace::Fill::kReadDevice;
+    return in_slot && !spilled ? slot_base() + place.offset : raw.data() + raw_head;
   }
 };
 

@@ -1,3 +1,5 @@
+// Pool and window sizing (sizing.hpp): each sample's footprint (size_samples), the batch buffer's
+// size for the data path (batch_capacity), then size_pool fits the buffers to the budget.
 #include "sizing.hpp"
 
 #include <fmt/format.h>
@@ -91,38 +93,34 @@ Error larger_than_max(const Dataset& dataset, std::size_t index, std::uint64_t s
       .with_hint("raise --max-sample-size, or --on-error skip to leave such samples out");
 }
 
-Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
-                             const DataPathPlan& plan, bool networked,
-                             std::uint64_t samples_per_epoch) {
-  const DataPath path = plan.path;
-  PoolSizing z;
-  const std::uint64_t budget = config.memory_budget;
-  // No batch is larger than what one epoch of this rank holds (a batch size above the dataset
-  // must not size buffers for samples that do not exist).
-  z.batch_samples = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>(config.sampler.batch_size, samples_per_epoch));
-  z.recycle = recycle_bytes(budget);
-  const std::size_t min_buffers = least_batch_buffers(config);
-  std::size_t buffers = wanted_batch_buffers(config, networked);
-  auto too_large = [&](std::size_t index, std::uint64_t need, std::uint64_t room) {
-    const Sample& s = dataset.samples[index];
-    return Error(
-               Errc::kInvalidArgument,
+namespace {
+
+Error needs_more_than(const Dataset& dataset, std::size_t index, std::uint64_t need,
+                      std::uint64_t room) {
+  const Sample& s = dataset.samples[index];
+  return Error(Errc::kInvalidArgument,
                fmt::format("sample '{}' needs {} bytes, more than the {} bytes of memory budget it "
                            "can have (the rest holds batch and recycled buffers)",
                            s.key, need, room))
-        .with_object(dataset.objects[s.object].key)
-        .with_offset(s.offset)
-        .with_hint("raise --memory-budget, or --on-error skip to leave such samples out");
-  };
-  // A sample may use at most half of what is left after the recycled buffers: the other half
-  // holds batches.
-  const std::uint64_t sample_cap = (budget - std::min(budget, z.recycle)) / 2;
-  std::uint64_t est_total = 0;
+      .with_object(dataset.objects[s.object].key)
+      .with_offset(s.offset)
+      .with_hint("raise --memory-budget, or --on-error skip to leave such samples out");
+}
+
+// What the samples' footprints add up to, over those the run can hold.
+struct Footprints {
+  std::uint64_t estimated = 0;  // for the batch buffers: a sample of unknown size as a small one
   std::uint64_t counted = 0;
-  z.footprints.reserve(dataset.samples.size());
   std::uint64_t largest = 0;
   std::size_t largest_index = 0;
+};
+
+// Each sample's footprint into z.footprints; a sample over max_sample_bytes, or over sample_cap,
+// is an error with on_error = fail, else skipped when its turn comes.
+Result<Footprints> size_samples(const Dataset& dataset, const LoaderConfig& config,
+                                const DataPathPlan& plan, std::uint64_t sample_cap, PoolSizing& z) {
+  Footprints t;
+  z.footprints.reserve(dataset.samples.size());
   const std::uint64_t guess = size_guess(config);
   for (std::size_t i = 0; i < dataset.samples.size(); ++i) {
     if (const std::uint64_t size = oversized(dataset, plan.decode, dataset.samples[i], config)) {
@@ -130,24 +128,32 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
       z.footprints.push_back(kOversized);  // skipped when its turn comes
       continue;
     }
-    const std::uint64_t f = footprint(dataset, plan.decode, dataset.samples[i], path, guess);
+    const std::uint64_t f = footprint(dataset, plan.decode, dataset.samples[i], plan.path, guess);
     z.footprints.push_back(f);
     if (f > sample_cap) {
-      if (config.on_error == OnError::kFail) return fail(too_large(i, f, sample_cap));
+      if (config.on_error == OnError::kFail)
+        return fail(needs_more_than(dataset, i, f, sample_cap));
       continue;  // skipped when its turn comes
     }
     // A sample of unknown size holds its guess while it is read, but batches hold what it turns
     // out to be: sized for a typical small sample, grown on demand.
-    est_total += size_unknown(dataset.samples[i]) ? std::min(f, kUnknownSizeBatchEstimate) : f;
-    ++counted;
-    if (f > largest) {
-      largest = f;
-      largest_index = i;
+    t.estimated += size_unknown(dataset.samples[i]) ? std::min(f, kUnknownSizeBatchEstimate) : f;
+    ++t.counted;
+    if (f > t.largest) {
+      t.largest = f;
+      t.largest_index = i;
     }
   }
-  const std::uint64_t batch = z.batch_samples;
-  // Batch buffers: sized from the average decoded sample, grown on demand.
-  const std::uint64_t avg = est_total / std::max<std::uint64_t>(1, counted);
+  return t;
+}
+
+// The bytes of each host batch buffer: sized from the average decoded sample (avg), grown on
+// demand; where samples have slots laid out per batch, for the worst batch when `buffers` of
+// those fit in half the budget with the recycled ones, so that they never grow.
+std::uint64_t batch_capacity(const Dataset& dataset, const DataPathPlan& plan, std::uint64_t batch,
+                             std::uint64_t avg, std::size_t buffers, std::uint64_t recycle,
+                             std::uint64_t budget) {
+  const DataPath path = plan.path;
   std::uint64_t batch_cap = align_up(batch * (avg + 2 * kMemberAlign) + 65536, kPageAlign);
   if (path == DataPath::kDecodeInPlace) {
     // Decode in place: slots of decoded size, laid out per batch by the storage stage; like the
@@ -162,7 +168,7 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
     const std::uint64_t worst = align_up(batch * widest, kPageAlign);
     const std::uint64_t typical = align_up(
         batch * (decoded_total / std::max<std::size_t>(1, dataset.samples.size())), kPageAlign);
-    batch_cap = worst * buffers + z.recycle < budget / 2 ? worst : std::max(typical, kPageAlign);
+    batch_cap = worst * buffers + recycle < budget / 2 ? worst : std::max(typical, kPageAlign);
   }
   if (reads_into_slot(path)) {
     // Direct path: every sample has a 4 KiB-aligned slot (O_DIRECT reads land in place). Size the
@@ -174,13 +180,39 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
         dataset.max_sample_bytes, has_unknown_sizes(dataset) ? kUnknownSizeBatchEstimate : 0);
     const std::uint64_t worst = batch * align_up(widest, kPageAlign);
     const std::uint64_t typical = align_up(batch * (avg + kPageAlign), kPageAlign);
-    batch_cap = worst * buffers + z.recycle < budget / 2 ? std::max(worst, kPageAlign) : typical;
+    batch_cap = worst * buffers + recycle < budget / 2 ? std::max(worst, kPageAlign) : typical;
   }
-  // Reads into GPU memory: the slots are in device twins sized for the worst batch (GPU memory,
-  // outside the host budget), so they never grow and stay registered with cuFile; the host
-  // buffers hold nothing.
-  z.device_cap = std::max(batch * align_up(dataset.max_sample_bytes, kPageAlign), kPageAlign);
+  // Reads into GPU memory: the host buffers hold nothing (the slots are in the device twins).
   if (reads_into_device(path)) batch_cap = kPageAlign;
+  return batch_cap;
+}
+
+}  // namespace
+
+Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
+                             const DataPathPlan& plan, bool networked,
+                             std::uint64_t samples_per_epoch) {
+  PoolSizing z;
+  const std::uint64_t budget = config.memory_budget;
+  // No batch is larger than what one epoch of this rank holds (a batch size above the dataset
+  // must not size buffers for samples that do not exist).
+  z.batch_samples = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>(config.sampler.batch_size, samples_per_epoch));
+  z.recycle = recycle_bytes(budget);
+  const std::size_t min_buffers = least_batch_buffers(config);
+  std::size_t buffers = wanted_batch_buffers(config, networked);
+  // A sample may use at most half of what is left after the recycled buffers: the other half
+  // holds batches.
+  const std::uint64_t sample_cap = (budget - std::min(budget, z.recycle)) / 2;
+  FEEDLINE_ASSIGN_OR_RETURN(const Footprints t, size_samples(dataset, config, plan, sample_cap, z));
+  const std::uint64_t largest = t.largest;
+  const std::uint64_t batch = z.batch_samples;
+  const std::uint64_t avg = t.estimated / std::max<std::uint64_t>(1, t.counted);
+  const std::uint64_t batch_cap =
+      batch_capacity(dataset, plan, batch, avg, buffers, z.recycle, budget);
+  // Reads into GPU memory: the slots are in device twins sized for the worst batch (GPU memory,
+  // outside the host budget), so they never grow and stay registered with cuFile.
+  z.device_cap = std::max(batch * align_up(dataset.max_sample_bytes, kPageAlign), kPageAlign);
   // Buffers beyond the least are there for a deeper read window: only as many as fit in half
   // the budget (the other half is for samples in flight).
   while (buffers > min_buffers && batch_cap * buffers + z.recycle > budget / 2) --buffers;
@@ -205,7 +237,7 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
   z.decode_limit =
       config.max_sample_bytes ? std::min(z.sample_limit, config.max_sample_bytes) : z.sample_limit;
   if (largest > z.sample_limit && config.on_error == OnError::kFail) {
-    return fail(too_large(largest_index, largest, z.sample_limit));
+    return fail(needs_more_than(dataset, t.largest_index, largest, z.sample_limit));
   }
   if (buffers < asked) {
     const std::uint64_t enough = batch_cap * asked + z.recycle + largest;

@@ -1,3 +1,6 @@
+// Each stage measured alone (stage_bench.hpp): read_pass for storage alone (and, untimed, the
+// cache the others run on), decode_alone, collate_in_slots_alone or collate_copy_alone as the
+// run's data path collates, and add_up for the slowest stage and the CPU ceiling.
 #include "feedline/loader/stage_bench.hpp"
 
 #include <fmt/format.h>
@@ -146,6 +149,191 @@ Error unknown_sizes_error(const Dataset& dataset) {
           "or measure the run itself");
 }
 
+// The cache for decode and collate alone: the first samples that fit in half the budget, read
+// again (untimed) into buffers of their own.
+Result<std::vector<InFlightSample>> cache_samples(storage::Backend& backend, const Dataset& dataset,
+                                                  const LoaderConfig& config,
+                                                  std::span<const SampleSlot> order,
+                                                  std::uint64_t longest,
+                                                  const std::atomic<bool>& stop) {
+  std::vector<InFlightSample> cache;
+  const std::uint64_t cache_limit = config.memory_budget / 2;
+  std::uint64_t bytes = 0;
+  std::size_t n = 0;
+  while (n < order.size() &&
+         bytes + align_up(dataset.samples[order[n].sample].length, kPageAlign) <= cache_limit) {
+    bytes += align_up(dataset.samples[order[n].sample].length, kPageAlign);
+    ++n;
+  }
+  if (n == 0)
+    return fail(Errc::kResourceExhausted, "no sample fits half the memory budget for decode alone");
+  FEEDLINE_TRY(read_pass(backend, dataset, config, order.first(n), longest, &cache, stop));
+  return cache;
+}
+
+// What decode and collate alone run on: the cached samples, the run's data path, and the limit
+// on declared sizes.
+struct AloneInputs {
+  const Dataset& dataset;
+  const LoaderConfig& config;
+  const DataPathPlan& plan;
+  std::vector<InFlightSample>& cache;
+  std::uint64_t decode_limit;
+  const std::atomic<bool>& stop;
+};
+
+// Decode alone, timed: the pipeline's decode threads on cached samples, each thread reusing one
+// output buffer (decode in place, the run's data path, writes each sample into its batch slot:
+// here into one reused, slot-sized batch buffer per thread; the outputs are not kept).
+Result<StageAlone> decode_alone(const AloneInputs& in) {
+  const Dataset& dataset = in.dataset;
+  const LoaderConfig& config = in.config;
+  const bool in_place = in.plan.path == DataPath::kDecodeInPlace;
+  std::uint64_t widest_slot = kPageAlign;
+  if (in_place) {
+    for (const InFlightSample& s : in.cache) {
+      widest_slot = std::max(
+          widest_slot,
+          detail::decoded_slot_bytes(dataset, in.plan.decode, dataset.samples[s.slot.sample]));
+    }
+  }
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> bytes{0};
+  std::atomic<bool> failed{false};
+  std::optional<Error> error;
+  std::mutex error_mu;
+  // Each thread's slot is allocated and touched before the clock starts: on a small cache its
+  // page faults would be most of what is timed.
+  std::vector<std::unique_ptr<BatchBuffer>> slots(config.decode_threads);
+  if (in_place) {
+    for (auto& slot : slots) {
+      FEEDLINE_ASSIGN_OR_RETURN(slot, BatchBuffer::allocate(align_up(widest_slot, kPageAlign),
+                                                            /*lock_memory=*/false));
+      slot->prefault();
+    }
+  }
+  std::atomic<unsigned> next_slot{0};
+  auto decode_some = [&] {
+    detail::ThreadDecoders decoders(in.plan.decode, config.sampler.seed);
+    AlignedBuffer scratch;
+    BatchBuffer* slot = in_place ? slots[next_slot++].get() : nullptr;
+    for (std::size_t i = next++; i < in.cache.size() && !failed && !in.stop; i = next++) {
+      InFlightSample& s = in.cache[i];
+      s.decoded = std::move(scratch);
+      if (in_place) s.place = {.fill = detail::SlotPlace::Fill::kDecode, .buffer = slot};
+      detail::decode_sample(dataset, s, decoders, nullptr, in.decode_limit);
+      s.place = {};
+      scratch = std::move(s.decoded);
+      if (s.error) {
+        std::lock_guard lock(error_mu);
+        error = s.error;
+        failed = true;
+        return;
+      }
+      detail::spin_for(config.diagnostics.decode_cost, in.stop);
+      bytes += s.decoded_bytes;
+    }
+  };
+  const double cpu0 = process_cpu_times().total();
+  const std::uint64_t t0 = now_ns();
+  {
+    std::vector<std::jthread> threads;
+    for (unsigned t = 0; t < config.decode_threads; ++t) threads.emplace_back(decode_some);
+  }
+  if (error) return fail(*error);
+  if (in.stop) return fail(Errc::kCancelled, "interrupted while measuring decode alone");
+  return finish(StageId::kDecode, in.cache.size(), bytes.load(), t0, cpu0);
+}
+
+// Collate alone on the direct path and with decode in place: the run's collate copies nothing,
+// it records where each sample's members lie in the batch its reads landed in.
+Result<StageAlone> collate_in_slots_alone(const AloneInputs& in) {
+  const Dataset& dataset = in.dataset;
+  std::vector<BatchMember> members;
+  std::vector<BatchSample> samples;
+  std::uint64_t bytes = 0;
+  std::uint64_t offset = 0;
+  const double cpu0 = process_cpu_times().total();
+  const std::uint64_t t0 = now_ns();
+  for (const InFlightSample& s : in.cache) {
+    if (in.stop) return fail(Errc::kCancelled, "interrupted while measuring collate alone");
+    const Sample& smp = dataset.samples[s.slot.sample];
+    const auto dm = dataset.members_of(smp);
+    BatchSample bs;
+    bs.key = smp.key;
+    bs.sample = s.slot.sample;
+    bs.first_member = static_cast<std::uint32_t>(members.size());
+    bs.member_count = static_cast<std::uint32_t>(s.members.size());
+    bs.offset = offset;
+    for (std::size_t i = 0; i < s.members.size() && i < dm.size(); ++i) {
+      members.push_back({dm[i].name, offset + dm[i].offset, s.members[i].size, s.members[i].shape});
+    }
+    bs.size = smp.length;
+    offset += align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign);
+    samples.push_back(bs);
+    bytes += s.decoded_bytes;
+    if (samples.size() == in.config.sampler.batch_size) {
+      detail::spin_for(in.config.diagnostics.collate_cost, in.stop);
+      samples.clear();
+      members.clear();
+      offset = 0;
+    }
+  }
+  return finish(StageId::kCollate, in.cache.size(), bytes, t0, cpu0);
+}
+
+// Collate alone: the batch copy, one thread, one reused buffer.
+Result<StageAlone> collate_copy_alone(const AloneInputs& in) {
+  const Dataset& dataset = in.dataset;
+  const LoaderConfig& config = in.config;
+  FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<BatchBuffer> grown,
+                            BatchBuffer::allocate(kPageAlign, config.lock_memory));
+  BatchBuffer& buffer = *grown;
+  std::vector<BatchMember> members;
+  std::uint64_t used = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t in_batch = 0;
+  // One untimed pass over a batch's worth grows (and touches) the batch buffer first.
+  for (std::size_t i = 0; i < in.cache.size() && i < config.sampler.batch_size; ++i) {
+    FEEDLINE_TRY(detail::ensure_room(buffer, used, in.cache[i]));
+    (void)detail::copy_into_batch(dataset, in.cache[i], buffer, used, members);
+  }
+  used = 0;
+  members.clear();
+  const double cpu0 = process_cpu_times().total();
+  const std::uint64_t t0 = now_ns();
+  for (const InFlightSample& s : in.cache) {
+    if (in.stop) return fail(Errc::kCancelled, "interrupted while measuring collate alone");
+    FEEDLINE_TRY(detail::ensure_room(buffer, used, s));
+    (void)detail::copy_into_batch(dataset, s, buffer, used, members);
+    bytes += s.decoded_bytes;
+    if (++in_batch == config.sampler.batch_size) {
+      detail::spin_for(config.diagnostics.collate_cost, in.stop);
+      in_batch = 0;
+      used = 0;
+      members.clear();
+    }
+  }
+  return finish(StageId::kCollate, in.cache.size(), bytes, t0, cpu0);
+}
+
+// The slowest stage, and the CPU ceiling: cores / the CPU per sample of the stages added up.
+void add_up(StagesAlone& out) {
+  double cpu_per_sample = 0;
+  for (const auto& s : out.stages) {
+    if (!out.slowest || s.samples_per_second < out.slowest_samples_per_second) {
+      out.slowest = s.stage;
+      out.slowest_samples_per_second = s.samples_per_second;
+    }
+    if (s.samples > 0) cpu_per_sample += s.cpu_seconds / static_cast<double>(s.samples);
+  }
+  out.cores = detail::usable_cores();
+  if (cpu_per_sample > 0 && out.cores > 0) {
+    out.cpu_per_sample_us = cpu_per_sample * 1e6;
+    out.cpu_ceiling_samples_per_second = out.cores / cpu_per_sample;
+  }
+}
+
 }  // namespace
 
 Result<StageAlone> measure_storage_alone(storage::Backend& backend, const Dataset& dataset,
@@ -180,189 +368,29 @@ Result<StagesAlone> measure_stages_alone(storage::Backend& backend, const Datase
   FEEDLINE_ASSIGN_OR_RETURN(StageAlone storage_alone,
                             read_pass(backend, dataset, config, order, longest, nullptr, stop));
   out.stages.push_back(storage_alone);
-
-  // The cache for decode and collate alone: the first samples that fit in half the budget,
-  // read again (untimed) into buffers of their own.
-  std::vector<InFlightSample> cache;
-  {
-    const std::uint64_t cache_limit = config.memory_budget / 2;
-    std::uint64_t bytes = 0;
-    std::size_t n = 0;
-    while (n < order.size() &&
-           bytes + align_up(dataset.samples[order[n].sample].length, kPageAlign) <= cache_limit) {
-      bytes += align_up(dataset.samples[order[n].sample].length, kPageAlign);
-      ++n;
-    }
-    if (n == 0)
-      return fail(Errc::kResourceExhausted,
-                  "no sample fits half the memory budget for decode alone");
-    FEEDLINE_TRY(read_pass(backend, dataset, config, std::span<const SampleSlot>(order).first(n),
-                           longest, &cache, stop));
-  }
+  FEEDLINE_ASSIGN_OR_RETURN(std::vector<InFlightSample> cache,
+                            cache_samples(backend, dataset, config, order, longest, stop));
 
   // Declared sizes are untrusted here as in the run: a frame may not declare more than the budget.
   const std::uint64_t decode_limit =
       config.max_sample_bytes ? std::min(config.max_sample_bytes, config.memory_budget / 2)
                               : config.memory_budget / 2;
-  // Decode in place (the run's data path) writes each sample into its batch slot: decode alone
-  // does the same, into one reused slot per thread.
   DataPathPlan plan;
   if (auto p = plan_data_path(dataset, config, backend)) plan = *p;
-  std::uint64_t widest_slot = kPageAlign;
-  const bool in_place = plan.path == DataPath::kDecodeInPlace;
-  if (in_place) {
-    for (const InFlightSample& s : cache) {
-      widest_slot = std::max(
-          widest_slot,
-          detail::decoded_slot_bytes(dataset, plan.decode, dataset.samples[s.slot.sample]));
-    }
-  }
-
-  // Decode alone, timed: the pipeline's decode threads on cached samples, each thread reusing
-  // one output buffer (decode in place: one slot-sized batch buffer; the outputs are not kept).
-  {
-    std::atomic<std::size_t> next{0};
-    std::atomic<std::uint64_t> bytes{0};
-    std::atomic<bool> failed{false};
-    std::optional<Error> error;
-    std::mutex error_mu;
-    // Each thread's slot is allocated and touched before the clock starts: on a small cache its
-    // page faults would be most of what is timed.
-    std::vector<std::unique_ptr<BatchBuffer>> slots(config.decode_threads);
-    if (in_place) {
-      for (auto& slot : slots) {
-        FEEDLINE_ASSIGN_OR_RETURN(slot, BatchBuffer::allocate(align_up(widest_slot, kPageAlign),
-                                                              /*lock_memory=*/false));
-        slot->prefault();
-      }
-    }
-    std::atomic<unsigned> next_slot{0};
-    const double cpu0 = process_cpu_times().total();
-    const std::uint64_t t0 = now_ns();
-    {
-      std::vector<std::jthread> threads;
-      for (unsigned t = 0; t < config.decode_threads; ++t) {
-        threads.emplace_back([&] {
-          detail::ThreadDecoders decoders(plan.decode, config.sampler.seed);
-          AlignedBuffer scratch;
-          BatchBuffer* slot = in_place ? slots[next_slot++].get() : nullptr;
-          for (std::size_t i = next++; i < cache.size() && !failed && !stop; i = next++) {
-            InFlightSample& s = cache[i];
-            s.decoded = std::move(scratch);
-            if (in_place) {
-              s.direct_buffer = slot;
-              s.direct_offset = 0;
-              s.decode_in_place = true;
-            }
-            detail::decode_sample(dataset, s, decoders, nullptr, decode_limit);
-            s.direct_buffer = nullptr;
-            s.decode_in_place = false;
-            scratch = std::move(s.decoded);
-            if (s.error) {
-              std::lock_guard lock(error_mu);
-              error = s.error;
-              failed = true;
-              return;
-            }
-            detail::spin_for(config.diagnostics.decode_cost, stop);
-            bytes += s.decoded_bytes;
-          }
-        });
-      }
-    }
-    if (error) return fail(*error);
-    if (stop) return fail(Errc::kCancelled, "interrupted while measuring decode alone");
-    out.stages.push_back(finish(StageId::kDecode, cache.size(), bytes.load(), t0, cpu0));
-  }
+  const AloneInputs in{dataset, config, plan, cache, decode_limit, stop};
+  FEEDLINE_ASSIGN_OR_RETURN(StageAlone decode, decode_alone(in));
+  out.stages.push_back(decode);
   // Decoded outputs for collate alone (untimed).
   {
     detail::ThreadDecoders decoders(plan.decode, config.sampler.seed);
     for (InFlightSample& s : cache)
       detail::decode_sample(dataset, s, decoders, nullptr, decode_limit);
   }
-
-  // Collate alone on the direct path and with decode in place: the run's collate copies nothing,
-  // it records where each sample's members lie in the batch its reads landed in.
-  const bool in_slots = reads_into_slot(plan.path) || in_place;
-  if (in_slots) {
-    std::vector<BatchMember> members;
-    std::vector<BatchSample> samples;
-    std::uint64_t bytes = 0;
-    std::uint64_t offset = 0;
-    const double cpu0 = process_cpu_times().total();
-    const std::uint64_t t0 = now_ns();
-    for (const InFlightSample& s : cache) {
-      if (stop) return fail(Errc::kCancelled, "interrupted while measuring collate alone");
-      const Sample& smp = dataset.samples[s.slot.sample];
-      const auto dm = dataset.members_of(smp);
-      BatchSample bs;
-      bs.key = smp.key;
-      bs.sample = s.slot.sample;
-      bs.first_member = static_cast<std::uint32_t>(members.size());
-      bs.member_count = static_cast<std::uint32_t>(s.members.size());
-      bs.offset = offset;
-      for (std::size_t i = 0; i < s.members.size() && i < dm.size(); ++i) {
-        members.push_back(
-            {dm[i].name, offset + dm[i].offset, s.members[i].size, s.members[i].shape});
-      }
-      bs.size = smp.length;
-      offset += align_up(std::max<std::uint64_t>(smp.length, 1), kPageAlign);
-      samples.push_back(bs);
-      bytes += s.decoded_bytes;
-      if (samples.size() == config.sampler.batch_size) {
-        detail::spin_for(config.diagnostics.collate_cost, stop);
-        samples.clear();
-        members.clear();
-        offset = 0;
-      }
-    }
-    out.stages.push_back(finish(StageId::kCollate, cache.size(), bytes, t0, cpu0));
-  }
-  // Collate alone: the batch copy, one thread, one reused buffer.
-  if (!in_slots) {
-    FEEDLINE_ASSIGN_OR_RETURN(std::unique_ptr<BatchBuffer> grown,
-                              BatchBuffer::allocate(kPageAlign, config.lock_memory));
-    BatchBuffer& buffer = *grown;
-    std::vector<BatchMember> members;
-    std::uint64_t used = 0;
-    std::uint64_t bytes = 0;
-    std::uint32_t in_batch = 0;
-    // One untimed pass over a batch's worth grows (and touches) the batch buffer first.
-    for (std::size_t i = 0; i < cache.size() && i < config.sampler.batch_size; ++i) {
-      FEEDLINE_TRY(detail::ensure_room(buffer, used, cache[i]));
-      (void)detail::copy_into_batch(dataset, cache[i], buffer, used, members);
-    }
-    used = 0;
-    members.clear();
-    const double cpu0 = process_cpu_times().total();
-    const std::uint64_t t0 = now_ns();
-    for (const InFlightSample& s : cache) {
-      if (stop) return fail(Errc::kCancelled, "interrupted while measuring collate alone");
-      FEEDLINE_TRY(detail::ensure_room(buffer, used, s));
-      (void)detail::copy_into_batch(dataset, s, buffer, used, members);
-      bytes += s.decoded_bytes;
-      if (++in_batch == config.sampler.batch_size) {
-        detail::spin_for(config.diagnostics.collate_cost, stop);
-        in_batch = 0;
-        used = 0;
-        members.clear();
-      }
-    }
-    out.stages.push_back(finish(StageId::kCollate, cache.size(), bytes, t0, cpu0));
-  }
-  double cpu_per_sample = 0;
-  for (const auto& s : out.stages) {
-    if (!out.slowest || s.samples_per_second < out.slowest_samples_per_second) {
-      out.slowest = s.stage;
-      out.slowest_samples_per_second = s.samples_per_second;
-    }
-    if (s.samples > 0) cpu_per_sample += s.cpu_seconds / static_cast<double>(s.samples);
-  }
-  out.cores = detail::usable_cores();
-  if (cpu_per_sample > 0 && out.cores > 0) {
-    out.cpu_per_sample_us = cpu_per_sample * 1e6;
-    out.cpu_ceiling_samples_per_second = out.cores / cpu_per_sample;
-  }
+  const bool in_slots = reads_into_slot(plan.path) || plan.path == DataPath::kDecodeInPlace;
+  FEEDLINE_ASSIGN_OR_RETURN(StageAlone collate,
+                            in_slots ? collate_in_slots_alone(in) : collate_copy_alone(in));
+  out.stages.push_back(collate);
+  add_up(out);
   return out;
 }
 

@@ -1,3 +1,6 @@
+// The work each stage does to one sample (stage_work.hpp): the handle cache, planted CPU costs,
+// the decode of a sample's members (into a sample buffer or its batch slot, or described in GPU
+// memory), and placing or copying a sample into its batch.
 #include "stage_work.hpp"
 
 #include <fmt/format.h>
@@ -280,6 +283,25 @@ void decode_into_slot(const Dataset& dataset, InFlightSample& s, ThreadDecoders&
   s.decoded_bytes = bytes;
 }
 
+// Every member of s lies within the bytes read and carries what it should (check_member): false,
+// with s.error set, otherwise.
+bool members_in_bounds(const Dataset& dataset, const Sample& smp, InFlightSample& s) {
+  for (const Member& m : dataset.members_of(smp)) {
+    if (m.offset + stored_size(m, s) > s.raw_len) {
+      s.error =
+          Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
+              .with_object(dataset.objects[smp.object].key)
+              .with_offset(smp.offset + m.offset);
+      return false;
+    }
+    if (auto bad = check_member(dataset, smp, m, s)) {
+      s.error = std::move(*bad);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDecoders& t,
@@ -290,20 +312,8 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDec
   const std::string& object = dataset.objects[smp.object].key;
   s.members.clear();
   s.members.reserve(members.size());
-  for (const Member& m : members) {
-    if (m.offset + stored_size(m, s) > s.raw_len) {
-      s.error =
-          Error(Errc::kCorrupt, fmt::format("member '{}' runs past the sample's bytes", m.name))
-              .with_object(object)
-              .with_offset(smp.offset + m.offset);
-      return 0;
-    }
-    if (auto bad = check_member(dataset, smp, m, s)) {
-      s.error = std::move(*bad);
-      return 0;
-    }
-  }
-  if (s.decode_in_place) {
+  if (!members_in_bounds(dataset, smp, s)) return 0;
+  if (s.decodes_in_place()) {
     decode_into_slot(dataset, s, t, max_decoded);
     return 0;
   }
@@ -462,8 +472,8 @@ BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s,
   bs.sample = s.slot.sample;
   bs.first_member = static_cast<std::uint32_t>(members.size());
   bs.member_count = static_cast<std::uint32_t>(s.members.size());
-  bs.offset = s.direct_offset;
-  std::uint64_t end = s.direct_offset;
+  bs.offset = s.place.offset;
+  std::uint64_t end = s.place.offset;
   for (std::size_t i = 0; i < s.members.size(); ++i) {
     const auto at = static_cast<std::uint64_t>(s.members[i].data - s.slot_base());
     members.push_back({dm[i].name, at, s.members[i].size, s.members[i].shape});

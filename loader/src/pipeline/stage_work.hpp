@@ -128,7 +128,7 @@ std::uint64_t decoded_slot_bytes(const Dataset& dataset, const DecodePlan& plan,
 // Cuts s's members out of its raw bytes, checks what members carry (MemberCheck: a TFRecord
 // record's CRCs, on every path, the in-place one and the storage threads' inline one included),
 // runs each member through its decoders (the plan's chain: zstd, JPEG, ...) into s.decoded (or,
-// with s.decode_in_place, writes every member into s's batch slot as decoded_slot_bytes lays it
+// with s.decodes_in_place(), writes every member into s's batch slot as decoded_slot_bytes lays it
 // out: a member whose decoded size differs from the one planned, a stale index's, is an error)
 // and computes the digest (decoder.hpp: over each member's bytes after its exact steps). On
 // failure sets s.error (naming object and offset). Returns the bytes by which the decoded size
@@ -142,7 +142,7 @@ std::uint64_t decoded_slot_bytes(const Dataset& dataset, const DecodePlan& plan,
 std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDecoders& decoders,
                             BufferPool* pool = nullptr, std::uint64_t max_decoded = 0);
 
-// decode_sample for a sample read into GPU memory (s.on_device): its members are its stored
+// decode_sample for a sample read into GPU memory (s.on_device()): its members are its stored
 // bytes (the direct path has no zstd), located but never touched; digest 0 (nothing on the host
 // could hash them). A member with a MemberCheck never gets here (plan_data_path); one that did is
 // a kInternal error, never delivered unchecked.
@@ -162,7 +162,7 @@ Result<std::uint64_t> fits_device_twin(const BatchBuffer& buffer, std::uint64_t 
 BatchSample copy_into_batch(const Dataset& dataset, const InFlightSample& s, BatchBuffer& buffer,
                             std::uint64_t& used, std::vector<BatchMember>& members);
 
-// The direct path's collate: s was read straight into its slot of s.direct_buffer; appends its
+// The direct path's collate: s was read straight into its slot of s.place.buffer; appends its
 // BatchMembers (pointing at that slot) and returns its BatchSample. Copies nothing.
 BatchSample place_in_batch(const Dataset& dataset, const InFlightSample& s,
                            std::vector<BatchMember>& members);

@@ -2,7 +2,9 @@
 // starts on the stage's threads, and the counters only it touches (read for the report after
 // its threads are joined).
 //
-//   StorageStage  admission (memory budget, window ahead of collate), slot layout, reads
+//   StorageStage  reads of samples admitted in order, each landing where its data path says
+//                 (storage_stage.cpp lists its parts: path, admission, issuer, completion,
+//                 observer)
 //   DecodeStage   tar members out of a sample's bytes, zstd frames, the digest
 //   CollateStage  samples in order into batches (copied, or already in their slots)
 //   DeviceStage   batches copied to the GPU on several streams, handed on in order
@@ -10,8 +12,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,9 @@
 #include "stage.hpp"
 
 namespace feedline::loader::detail {
+
+class Admission;
+class StoragePath;
 
 class StorageStage {
  public:
@@ -35,27 +40,29 @@ class StorageStage {
   std::uint64_t window_limited_ns = 0;  // admission stopped by collate's window
   std::uint64_t budget_limited_ns = 0;  // ... by the memory budget
   std::uint64_t storage_bytes = 0;
-  std::uint64_t decoded_inline = 0;
-  std::uint64_t poll_wait_ns = 0;  // summed over threads: in poll(), waiting for reads  // samples
-                                   // whose digest the storage threads took (no decode)
+  std::uint64_t decoded_inline = 0;  // samples whose digest the storage threads took (no decode)
+  std::uint64_t poll_wait_ns = 0;    // summed over threads: in poll(), waiting for reads
   unsigned threads() const noexcept { return threads_; }
 
- private:
-  struct Admission;  // what the threads share: the sampler's next samples, the batch layout
-  struct Admitted;
-  Admitted admit(Worker& w);
-  // A storage thread's queue counters as last seen, and whether a reader held them then.
-  struct CountersSeen {
-    std::map<std::string, std::uint64_t, std::less<>> counters;
-    bool unpublished = false;
+  // One thread's figures, merged into the above as it ends.
+  struct ThreadFigures {
+    std::uint64_t bytes_read = 0;
+    std::uint64_t digested = 0;
+    std::uint64_t poll_ns = 0;
+    std::uint64_t window_ns = 0;
+    std::uint64_t budget_ns = 0;
   };
-  void publish_counters(const storage::IoQueue& queue, Worker& w, std::uint64_t now, bool last,
-                        CountersSeen& seen);
+
+ private:
+  void end_thread(const storage::IoQueue* queue, const ThreadFigures& f);
+  void merge_queue(const storage::IoQueue& queue);
 
   RunState& run_;
-  Sampler& sampler_;
   const unsigned threads_;
-  std::unique_ptr<Admission> admission_;
+  std::unique_ptr<StoragePath> path_;     // the run's data path (storage_path.hpp)
+  std::unique_ptr<Admission> admission_;  // what the threads share (admission.hpp)
+  std::atomic<unsigned> exited_{0};
+  std::mutex merge_mu_;  // the threads' figures, merged as each ends
 };
 
 class DecodeStage {

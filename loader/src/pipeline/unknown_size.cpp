@@ -81,7 +81,7 @@ Result<MutableBytes> GrowUnknown::grow(storage::ReadOp& op, std::uint64_t size,
     s.reserved = bigger.size();
   }
   // Out of its batch slot (the direct path): collate copies it in after the batch's slots.
-  if (s.direct_buffer) s.spilled = true;
+  if (s.laid_out()) s.spilled = true;
   run_.buffers.put(std::move(s.raw));  // a slot's sample has none
   s.raw = std::move(bigger);
   return s.raw.span();

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "feedline/core/units.hpp"
 #include "pipeline.hpp"
@@ -26,28 +27,11 @@ double cpu_busy(const StageReport& s, double wall_seconds) {
   return std::min(s.busy_fraction, cpu);
 }
 
-}  // namespace
-
-Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
+// The device sink, right before the consumer: it limits when the consumer's waits were mostly
+// spent with a host-to-device copy as the holdup (without the first step's, the pipeline
+// filling up).
+std::optional<Verdict> device_limit(const PipelineReport& r, const std::string& wait_text) {
   const ConsumerReport& c = r.consumer;
-  if (c.batches == 0) return {std::nullopt, "no batch was delivered", {}, "see the run's error"};
-  const double wait = c.wait_fraction;
-  const std::string wait_text = fmt::format(
-      "after the first batch, the consumer waited {} of the time for data (p50 {} / p99 {} per "
-      "step)",
-      pct(wait), format_duration_ns(static_cast<double>(c.wait_ns.percentile(0.5))),
-      format_duration_ns(static_cast<double>(c.wait_ns.percentile(0.99))));
-  if (wait < 0.05 && c.compute_seconds > 0) {
-    return {StageId::kConsumer,
-            fmt::format("{}; the accelerator computed {} of the time (AU {})", wait_text,
-                        pct(c.compute_seconds / std::max(c.wall_seconds, 1e-9)), pct(c.au)),
-            {},
-            "the input pipeline keeps up: the accelerator is the limit, so faster storage or more "
-            "decode threads will not raise throughput"};
-  }
-  // The device sink, right before the consumer: it limits when the consumer's waits were mostly
-  // spent with a host-to-device copy as the holdup (without the first step's, the pipeline
-  // filling up).
   const double steady_wait = std::max(0.0, c.wait_seconds - c.first_batch_seconds);
   if (r.device.enabled && steady_wait > 0 &&
       r.device.consumer_wait_on_copy_seconds >= 0.5 * steady_wait) {
@@ -78,83 +62,118 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
     }
     return v;
   }
-  const StageReport* collate = r.stage(StageId::kCollate);
-  const StageReport* decode = r.stage(StageId::kDecode);
-  const QueueReport* decoded_q = r.queue(QueueId::kDecoded);
-  const QueueReport* reads_q = r.queue(QueueId::kReads);
-  auto blame_collate = [&](std::string why) -> Verdict {
-    return {StageId::kCollate,
-            fmt::format("{}; collate was busy {} of the time ({:.2f} CPU-s) while decode waited to "
-                        "hand it samples {} of the time{}",
-                        wait_text, pct(collate->busy_fraction), collate->cpu_seconds,
-                        pct(decoded_q ? decoded_q->producer_blocked_fraction : 0), why),
+  return std::nullopt;
+}
+
+// The walk from the consumer back towards storage, over one finished run's report: what it
+// reads of the report, and the verdicts it can reach.
+struct Walk {
+  Walk(const PipelineReport& report, const LoaderConfig& run_config, std::string waited)
+      : r(report),
+        config(run_config),
+        wait_text(std::move(waited)),
+        collate(report.stage(StageId::kCollate)),
+        decode(report.stage(StageId::kDecode)),
+        decoded_q(report.queue(QueueId::kDecoded)),
+        reads_q(report.queue(QueueId::kReads)) {}
+
+  // A stage downstream of storage that limits (busy, never starved, or holding storage back).
+  std::optional<Verdict> downstream_limit() const;
+  // Storage: the reads themselves.
+  Verdict storage_limit() const;
+  Verdict blame_collate(std::string why) const;
+  Verdict blame_decode(std::string why) const;
+  // Object stores: is a read waiting for its first byte or for the rest of its bytes?
+  void http_advice(Verdict& v, double at_cap) const;
+  // Storage CPU-bound on per-sample work: true when that is the verdict's advice.
+  bool per_sample_overhead(Verdict& v) const;
+
+  const PipelineReport& r;
+  const LoaderConfig& config;
+  const std::string wait_text;
+  const StageReport* collate;
+  const StageReport* decode;
+  const QueueReport* decoded_q;
+  const QueueReport* reads_q;
+};
+
+Verdict Walk::blame_collate(std::string why) const {
+  return {StageId::kCollate,
+          fmt::format("{}; collate was busy {} of the time ({:.2f} CPU-s) while decode waited to "
+                      "hand it samples {} of the time{}",
+                      wait_text, pct(collate->busy_fraction), collate->cpu_seconds,
+                      pct(decoded_q ? decoded_q->producer_blocked_fraction : 0), why),
+          {},
+          "collate copies every sample into its batch on one thread: cut per-batch work (larger "
+          "samples per "
+          "copy, fewer members), or use the direct path"};
+}
+
+Verdict Walk::blame_decode(std::string why) const {
+  const unsigned cores = detail::usable_cores();
+  Verdict v{StageId::kDecode,
+            fmt::format("{}; the {} decode threads were busy {} of the time ({:.2f} CPU-s) while "
+                        "collate starved {} and finished reads queued {:.1f} deep on average{}",
+                        wait_text, decode->threads, pct(decode->busy_fraction), decode->cpu_seconds,
+                        pct(collate ? collate->starved_fraction : 0),
+                        reads_q ? reads_q->mean_occupancy : 0.0, why),
             {},
-            "collate copies every sample into its batch on one thread: cut per-batch work (larger "
-            "samples per "
-            "copy, fewer members), or use the direct path"};
-  };
-  auto blame_decode = [&](std::string why) -> Verdict {
-    const unsigned cores = detail::usable_cores();
-    Verdict v{StageId::kDecode,
-              fmt::format("{}; the {} decode threads were busy {} of the time ({:.2f} CPU-s) while "
-                          "collate starved {} and finished reads queued {:.1f} deep on average{}",
-                          wait_text, decode->threads, pct(decode->busy_fraction),
-                          decode->cpu_seconds, pct(collate ? collate->starved_fraction : 0),
-                          reads_q ? reads_q->mean_occupancy : 0.0, why),
-              {},
-              ""};
-    // A user's transform that takes most of decode's time: its own cost, or the lock it waits
-    // for (Python's GIL: more threads only queue for it), is what to change.
-    const TransformReport& t = r.transform;
-    if (t.enabled && t.decode_share >= 0.5) {
-      v.evidence += fmt::format(
-          "; the transform took {} of the decode threads' busy time ({:.2f} s for {} samples, "
-          "{:.2f} CPU-s), {} of it off the CPU: waiting for the lock it runs under (Python's GIL; "
-          "{:.2f} s of it before the calls began)",
-          pct(t.decode_share), t.seconds, t.samples, t.cpu_seconds, pct(t.off_cpu_share),
-          t.lock_wait_seconds);
-      if (t.off_cpu_share >= 0.3) {
-        v.advice =
-            "the transform is bound by the lock it runs under (Python's GIL): more decode threads "
-            "only queue for it. Do its work in operations that release the GIL (torch or numpy "
-            "on whole arrays), move it to C++, run fewer Python threads beside it, or use worker "
-            "processes for it";
-        return v;
-      }
-      v.advice = "the transform is most of decode's work: make it cheaper";
-      if (config.decode_threads < cores) {
-        v.next.push_back({Knob::kDecodeThreads, config.decode_threads,
-                          std::min(cores, 2 * config.decode_threads)});
-        v.advice += fmt::format(", or run it on more of the {} cores", cores);
-      }
+            ""};
+  // A user's transform that takes most of decode's time: its own cost, or the lock it waits
+  // for (Python's GIL: more threads only queue for it), is what to change.
+  const TransformReport& t = r.transform;
+  if (t.enabled && t.decode_share >= 0.5) {
+    v.evidence += fmt::format(
+        "; the transform took {} of the decode threads' busy time ({:.2f} s for {} samples, "
+        "{:.2f} CPU-s), {} of it off the CPU: waiting for the lock it runs under (Python's GIL; "
+        "{:.2f} s of it before the calls began)",
+        pct(t.decode_share), t.seconds, t.samples, t.cpu_seconds, pct(t.off_cpu_share),
+        t.lock_wait_seconds);
+    if (t.off_cpu_share >= 0.3) {
+      v.advice =
+          "the transform is bound by the lock it runs under (Python's GIL): more decode threads "
+          "only queue for it. Do its work in operations that release the GIL (torch or numpy "
+          "on whole arrays), move it to C++, run fewer Python threads beside it, or use worker "
+          "processes for it";
       return v;
     }
+    v.advice = "the transform is most of decode's work: make it cheaper";
     if (config.decode_threads < cores) {
       v.next.push_back({Knob::kDecodeThreads, config.decode_threads,
                         std::min(cores, 2 * config.decode_threads)});
-      v.advice = fmt::format("decode is CPU-bound and {} of the {} cores are left for it",
-                             cores - config.decode_threads, cores);
-    } else {
-      // What makes this run's decode cheaper depends on what it decodes.
-      std::vector<std::string> cheaper;
-      for (const DecoderUse& d : r.data_path.decoders) {
-        if (d.name.find("jpeg") != std::string::npos) {
-          cheaper.push_back(
-              "JPEGs stored nearer the output's size (resized once, offline: a crop of half "
-              "the stored size or less decodes at libjpeg-turbo's 1/2 DCT scale, a quarter of "
-              "the work), or a smaller image size");
-        }
-        if (d.name.find("zstd") != std::string::npos)
-          cheaper.push_back("a lower zstd level, or data stored decompressed");
-      }
-      if (cheaper.empty()) cheaper.push_back("pre-decoded data");
-      v.advice = fmt::format(
-          "decode is CPU-bound on {} threads for {} cores: make decode cheaper ({}) or give "
-          "the job more CPU",
-          config.decode_threads, cores, fmt::join(cheaper, "; "));
+      v.advice += fmt::format(", or run it on more of the {} cores", cores);
     }
     return v;
-  };
+  }
+  if (config.decode_threads < cores) {
+    v.next.push_back({Knob::kDecodeThreads, config.decode_threads,
+                      std::min(cores, 2 * config.decode_threads)});
+    v.advice = fmt::format("decode is CPU-bound and {} of the {} cores are left for it",
+                           cores - config.decode_threads, cores);
+  } else {
+    // What makes this run's decode cheaper depends on what it decodes.
+    std::vector<std::string> cheaper;
+    for (const DecoderUse& d : r.data_path.decoders) {
+      if (d.name.find("jpeg") != std::string::npos) {
+        cheaper.push_back(
+            "JPEGs stored nearer the output's size (resized once, offline: a crop of half "
+            "the stored size or less decodes at libjpeg-turbo's 1/2 DCT scale, a quarter of "
+            "the work), or a smaller image size");
+      }
+      if (d.name.find("zstd") != std::string::npos)
+        cheaper.push_back("a lower zstd level, or data stored decompressed");
+    }
+    if (cheaper.empty()) cheaper.push_back("pre-decoded data");
+    v.advice = fmt::format(
+        "decode is CPU-bound on {} threads for {} cores: make decode cheaper ({}) or give "
+        "the job more CPU",
+        config.decode_threads, cores, fmt::join(cheaper, "; "));
+  }
+  return v;
+}
+
+std::optional<Verdict> Walk::downstream_limit() const {
+  const ConsumerReport& c = r.consumer;
   const double wall = c.wall_seconds;
   const double collate_busy = collate ? cpu_busy(*collate, wall) : 0;
   const double decode_busy = decode ? cpu_busy(*decode, wall) : 0;
@@ -182,7 +201,7 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
       collate->starved_fraction >= 0.5 && io.window_limited_fraction >= 0.3) {
     // Held back, yet decode and collate mostly wait for input: nothing downstream is slow; the
     // window itself is too short for the storage's latency (one late read holds it full).
-    return {
+    return Verdict{
         StageId::kStorage,
         fmt::format(
             "{}; storage could not read further ahead {} of the time (the window of {} samples, "
@@ -203,7 +222,12 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
         fmt::format("; storage was held back by downstream {} of the time", pct(held_back));
     return collate_busy > decode_busy ? blame_collate(why) : blame_decode(why);
   }
-  // Storage: the reads themselves.
+  return std::nullopt;
+}
+
+Verdict Walk::storage_limit() const {
+  const double wall = r.consumer.wall_seconds;
+  const IoReport& io = r.io;
   const storage::QueueStats& st = io.stats;
   const double at_cap =
       st.span_ns ? static_cast<double>(st.at_cap_ns) / static_cast<double>(st.span_ns) : 0;
@@ -218,6 +242,41 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
           format_duration_ns(static_cast<double>(st.lat.percentile(0.99)))),
       {},
       ""};
+  const std::uint64_t depth = io.io_depth, twice = 2 * depth;
+  http_advice(v, at_cap);
+  // Network backends: round trips, retries and reconnects are part of the evidence.
+  if (const Histogram* rtt = st.find_histogram(storage::counters::kRtt); rtt && rtt->count() > 0) {
+    v.evidence += fmt::format("; server round trip p50 {} / p99 {}",
+                              format_duration_ns(static_cast<double>(rtt->percentile(0.5))),
+                              format_duration_ns(static_cast<double>(rtt->percentile(0.99))));
+  }
+  if (st.retries > 0) v.evidence += fmt::format("; {} retried reads", st.retries);
+  if (const std::uint64_t rc = st.counter(storage::counters::kReconnects); rc > 0)
+    v.evidence += fmt::format("; {} reconnects to the server", rc);
+  if (!v.advice.empty()) return v;
+  if (per_sample_overhead(v)) return v;
+  if (at_cap >= 0.5) {
+    v.next.push_back({Knob::kIoDepth, depth, twice});
+    v.advice =
+        "reads sat at the in-flight cap: more reads in flight help if the storage has headroom; if "
+        "it is "
+        "already saturated, only faster storage helps";
+  } else if (io.budget_limited_fraction >= 0.3) {
+    v.next.push_back({Knob::kMemoryBudget, r.memory.budget, 2 * r.memory.budget});
+    v.advice =
+        fmt::format("reads waited for memory {} of the time", pct(io.budget_limited_fraction));
+  } else {
+    v.advice =
+        "storage is the limit below the in-flight cap (latency-bound): faster storage, or more "
+        "reads in flight "
+        "per sample (smaller samples, more shards)";
+  }
+  return v;
+}
+
+void Walk::http_advice(Verdict& v, double at_cap) const {
+  const IoReport& io = r.io;
+  const storage::QueueStats& st = io.stats;
   const std::uint64_t depth = io.io_depth, twice = 2 * depth;
   namespace sc = storage::counters;
   if (const Histogram* ttfb_h = st.find_histogram(sc::kTtfb); ttfb_h && ttfb_h->count() > 0) {
@@ -275,16 +334,10 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
           "faster network or server, or less data (compression) will";
     }
   }
-  // Network backends: round trips, retries and reconnects are part of the evidence.
-  if (const Histogram* rtt = st.find_histogram(storage::counters::kRtt); rtt && rtt->count() > 0) {
-    v.evidence += fmt::format("; server round trip p50 {} / p99 {}",
-                              format_duration_ns(static_cast<double>(rtt->percentile(0.5))),
-                              format_duration_ns(static_cast<double>(rtt->percentile(0.99))));
-  }
-  if (st.retries > 0) v.evidence += fmt::format("; {} retried reads", st.retries);
-  if (const std::uint64_t rc = st.counter(storage::counters::kReconnects); rc > 0)
-    v.evidence += fmt::format("; {} reconnects to the server", rc);
-  if (!v.advice.empty()) return v;
+}
+
+bool Walk::per_sample_overhead(Verdict& v) const {
+  const IoReport& io = r.io;
   // Per-sample overhead: the storage threads spent most of their busy time on the host's own work
   // (opening, copying out of the page cache, closing each small file) and little of it waiting
   // in poll() for reads to complete. More reads in flight cannot help; more threads (or less
@@ -306,8 +359,8 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
         us_per_sample, 1e6 / std::max(us_per_sample, 1e-3),
         decode && decode->items == 0 ? ", the digest taken there too (nothing to decode)" : "");
     if (storage->threads < cores) {
-      v.next.push_back(
-          {Knob::kStorageThreads, storage->threads, std::min(cores, 2 * storage->threads)});
+      v.next.push_back({Knob::kStorageThreads, storage->threads,
+                        std::min(cores, 2 * storage->threads)});
       v.advice = fmt::format(
           "storage is CPU-bound on per-sample work (each small object's open, copy and close), "
           "not waiting for the device: more reads in flight will not help; more storage threads "
@@ -321,25 +374,34 @@ Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
           "CPU) cut the work per sample, or give the job more CPU",
           storage->threads, cores);
     }
-    return v;
+    return true;
   }
-  if (at_cap >= 0.5) {
-    v.next.push_back({Knob::kIoDepth, depth, twice});
-    v.advice =
-        "reads sat at the in-flight cap: more reads in flight help if the storage has headroom; if "
-        "it is "
-        "already saturated, only faster storage helps";
-  } else if (io.budget_limited_fraction >= 0.3) {
-    v.next.push_back({Knob::kMemoryBudget, r.memory.budget, 2 * r.memory.budget});
-    v.advice =
-        fmt::format("reads waited for memory {} of the time", pct(io.budget_limited_fraction));
-  } else {
-    v.advice =
-        "storage is the limit below the in-flight cap (latency-bound): faster storage, or more "
-        "reads in flight "
-        "per sample (smaller samples, more shards)";
+  return false;
+}
+
+}  // namespace
+
+Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
+  const ConsumerReport& c = r.consumer;
+  if (c.batches == 0) return {std::nullopt, "no batch was delivered", {}, "see the run's error"};
+  const double wait = c.wait_fraction;
+  const std::string wait_text = fmt::format(
+      "after the first batch, the consumer waited {} of the time for data (p50 {} / p99 {} per "
+      "step)",
+      pct(wait), format_duration_ns(static_cast<double>(c.wait_ns.percentile(0.5))),
+      format_duration_ns(static_cast<double>(c.wait_ns.percentile(0.99))));
+  if (wait < 0.05 && c.compute_seconds > 0) {
+    return {StageId::kConsumer,
+            fmt::format("{}; the accelerator computed {} of the time (AU {})", wait_text,
+                        pct(c.compute_seconds / std::max(c.wall_seconds, 1e-9)), pct(c.au)),
+            {},
+            "the input pipeline keeps up: the accelerator is the limit, so faster storage or more "
+            "decode threads will not raise throughput"};
   }
-  return v;
+  if (auto v = device_limit(r, wait_text)) return *v;
+  const Walk walk(r, config, wait_text);
+  if (auto v = walk.downstream_limit()) return *v;
+  return walk.storage_limit();
 }
 
 }  // namespace feedline::loader
