@@ -209,7 +209,7 @@ json report_doc(const PipelineReport& r, const Dataset& dataset, const LoaderCon
                  {"peak_bytes", r.memory.peak},
                  {"overshoot_bytes", r.memory.overshoot},
                  {"fitted", r.memory.fitted},
-                 {"peak_rss_bytes", peak_rss_bytes()}};
+                 {"peak_rss_bytes", r.memory.peak_rss}};
   json j = {
       {"schema", kReportSchema},
       {"url", o.url},

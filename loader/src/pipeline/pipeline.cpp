@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "device_sink.hpp"
+#include "feedline/loader/report_json.hpp"
 #include "feedline/transports/cuda.hpp"
 #include "feedline/transports/cufile.hpp"
 #include "stage_work.hpp"
@@ -260,6 +261,7 @@ PipelineReport Pipeline::snapshot() {
   r.memory.budget = config_.memory_budget;
   r.memory.peak = run.budget.peak() + run.pool_grown_bytes.load();
   r.memory.overshoot = run.budget.overshoot();
+  r.memory.peak_rss = peak_rss_bytes();
   r.memory.fitted = run.sizing.fitted;
   r.data_path.path = run.plan.path;
   r.data_path.reason = run.plan.reason;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "device_sink.hpp"
+#include "feedline/loader/report_json.hpp"
 #include "pipeline.hpp"
 
 namespace feedline::loader::detail {
@@ -127,6 +128,7 @@ PipelineReport build_report(const RunParts& p) {
   r.memory.budget = run.config.memory_budget;
   r.memory.peak = run.budget.peak() + run.pool_grown_bytes.load();
   r.memory.overshoot = run.budget.overshoot();
+  r.memory.peak_rss = peak_rss_bytes();
   r.memory.fitted = run.sizing.fitted;
 
   r.delivered.digest = p.consumer.digest();

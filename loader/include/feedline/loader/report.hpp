@@ -126,6 +126,9 @@ struct MemoryReport {
   std::uint64_t budget = 0;
   std::uint64_t peak = 0;       // most bytes held at once by the pipeline's buffers
   std::uint64_t overshoot = 0;  // bytes allocated beyond the budget (zstd size estimates)
+  // This process's peak resident set when the run ended (VmHWM; 0 where /proc does not say): the
+  // budget checked from outside. Taken once, so that a report written twice says the same.
+  std::uint64_t peak_rss = 0;
   // Where the budget made the pipeline smaller than asked (fewer prefetched batches, a shorter
   // read-ahead window), one line each; empty when everything asked for fit.
   std::vector<std::string> fitted;

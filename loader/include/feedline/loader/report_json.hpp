@@ -101,8 +101,9 @@ struct DeliveredWhole {
 std::optional<bool> check_manifest_digest(const DeliveredWhole& d, const LoaderConfig& c,
                                           const Dataset& dataset, std::optional<Error>* mismatch);
 
-// This process's peak resident set (VmHWM), the report's memory.peak_rss_bytes: the memory
-// budget checked from outside. 0 where /proc does not say.
+// This process's peak resident set (VmHWM), as the pipeline takes it for the report's
+// memory.peak_rss_bytes when a run ends: the memory budget checked from outside. 0 where /proc
+// does not say.
 std::uint64_t peak_rss_bytes();
 
 }  // namespace feedline::loader
