@@ -146,8 +146,8 @@ Verdict Walk::blame_decode(std::string why) const {
     return v;
   }
   if (config.decode_threads < cores) {
-    v.next.push_back({Knob::kDecodeThreads, config.decode_threads,
-                      std::min(cores, 2 * config.decode_threads)});
+    v.next.push_back(
+        {Knob::kDecodeThreads, config.decode_threads, std::min(cores, 2 * config.decode_threads)});
     v.advice = fmt::format("decode is CPU-bound and {} of the {} cores are left for it",
                            cores - config.decode_threads, cores);
   } else {
@@ -359,8 +359,8 @@ bool Walk::per_sample_overhead(Verdict& v) const {
         us_per_sample, 1e6 / std::max(us_per_sample, 1e-3),
         decode && decode->items == 0 ? ", the digest taken there too (nothing to decode)" : "");
     if (storage->threads < cores) {
-      v.next.push_back({Knob::kStorageThreads, storage->threads,
-                        std::min(cores, 2 * storage->threads)});
+      v.next.push_back(
+          {Knob::kStorageThreads, storage->threads, std::min(cores, 2 * storage->threads)});
       v.advice = fmt::format(
           "storage is CPU-bound on per-sample work (each small object's open, copy and close), "
           "not waiting for the device: more reads in flight will not help; more storage threads "
