@@ -21,7 +21,7 @@ namespace feedline::loader {
 namespace {
 
 // The settings table's bounds on ranks (settings.cpp): a launcher's variables are held to them.
-constexpr std::uint64_t kMaxRanks = 1u << 20;
+constexpr std::uint64_t kMaxRanksInEnv = 1u << 20;
 
 Error usage(std::string message) { return Error(Errc::kInvalidArgument, std::move(message)); }
 
@@ -232,7 +232,7 @@ Result<Sharding> resolve_sharding(const LoaderSettings& s, const storage::EnvLoo
         return fail(usage(
             fmt::format("{} is set but {} is not: set both, or give {{rank}}", l.world, l.rank)));
       }
-      auto n = env_number(l.rank, *rank, 0, kMaxRanks - 1);
+      auto n = env_number(l.rank, *rank, 0, kMaxRanksInEnv - 1);
       if (!n) return fail(n.error());
       sh.rank = *n;
       rank_from = l.rank;
@@ -242,7 +242,7 @@ Result<Sharding> resolve_sharding(const LoaderSettings& s, const storage::EnvLoo
         return fail(usage(fmt::format("{} is set but {} is not: set both, or give {{world_size}}",
                                       l.rank, l.world)));
       }
-      auto n = env_number(l.world, *world, 1, kMaxRanks);
+      auto n = env_number(l.world, *world, 1, kMaxRanksInEnv);
       if (!n) return fail(n.error());
       sh.world = *n;
       world_from = l.world;
