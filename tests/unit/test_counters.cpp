@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -50,13 +50,32 @@ std::string section(const std::string& page, const std::string& heading) {
 }
 
 // Every `name` in backquotes that looks like a counter: lower case, digits, '_' (and a family's
-// "<...>" tail).
+// "<...>" tail). (A scan, not std::regex: GCC 12's <regex> warns of uninitialised members under
+// ASan's -O1, and warnings are errors.)
+bool counter_like(std::string_view s) {
+  const auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (s.empty() || !lower(s[0])) return false;
+  std::size_t i = 1;
+  while (i < s.size() && (lower(s[i]) || digit(s[i]) || s[i] == '_')) ++i;
+  if (i == s.size()) return true;
+  if (s[i] != '<' || s.back() != '>' || i + 2 >= s.size()) return false;
+  const std::string_view tail = s.substr(i + 1, s.size() - i - 2);
+  return std::all_of(tail.begin(), tail.end(), lower);
+}
+
 std::set<std::string> quoted_names(const std::string& text) {
-  static const std::regex name("`([a-z][a-z0-9_]*(<[a-z]+>)?)`");
   std::set<std::string> out;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), name); it != std::sregex_iterator();
-       ++it) {
-    out.insert((*it)[1].str());
+  for (std::size_t open = text.find('`'); open != std::string::npos;) {
+    const std::size_t close = text.find('`', open + 1);
+    if (close == std::string::npos) break;
+    const std::string_view inside(text.data() + open + 1, close - open - 1);
+    if (counter_like(inside)) {
+      out.emplace(inside);
+      open = text.find('`', close + 1);
+    } else {
+      open = close;  // the closing quote may open the next name, as a regex would find it
+    }
   }
   return out;
 }
