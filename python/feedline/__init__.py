@@ -126,8 +126,8 @@ def _url_bytes(url):
 
 
 def _flag_to_keyword(message):
-    """Checks made after the keywords' own (the run's set-up) still name flags (--batch-size):
-    a Python caller passed keywords."""
+    """The run plan's messages name keywords already; some of the pipeline's own (Loader::open's,
+    the data path's) still name flags (--memory-budget): a Python caller passed keywords."""
     return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
 
 

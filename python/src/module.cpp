@@ -1,8 +1,9 @@
 // feedline._feedline: the native half of the Python package. One more user of the C++ API, as
-// the CLI is: `run`'s own option parser (tools/src/run_options.hpp) turns the keywords the
-// Python layer spells as flags into a LoaderConfig, feedline::loader::Loader runs the pipeline,
-// and the report is the library's document (feedline/loader/report_json.hpp), whose schema
-// `feedline run --json` writes too.
+// the CLI is, and of the library's only (it links no part of the CLI): the keywords are the
+// settings table's (feedline/loader/settings.hpp), the library's run plan (run_plan.hpp) checks
+// them and makes a LoaderConfig, its errors naming the keywords, feedline::loader::Loader runs the
+// pipeline, and the report is the library's document (feedline/loader/report_json.hpp), whose
+// schema `feedline run --json` writes too.
 //
 // Threads: the Python thread that iterates is the pipeline's consumer: it waits for a batch with
 // the GIL released (Loader::next_for) and wakes every 100 ms to let Python run its signal
@@ -26,6 +27,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -36,17 +38,17 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cli_error.hpp"
 #include "feedline/core/clock.hpp"
 #include "feedline/core/redact.hpp"
+#include "feedline/core/text.hpp"
 #include "feedline/loader/image.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
 #include "feedline/loader/report_json.hpp"
+#include "feedline/loader/run_plan.hpp"
 #include "feedline/loader/sampler.hpp"
 #include "feedline/loader/settings.hpp"
 #include "feedline/loader/state.hpp"
-#include "run_options.hpp"
 
 namespace py = pybind11;
 namespace fl = feedline;
@@ -55,6 +57,11 @@ namespace ld = feedline::loader;
 namespace {
 
 PyObject* g_error = nullptr;  // feedline.Error (an OSError)
+// The C++ side of feedline.Error, for pybind11's registration (raise_error raises it).
+class ModuleError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // A name from storage (a key, a member's name) as os.fsdecode() makes it: Linux names and S3
 // keys are bytes, and one that is not UTF-8 keeps each such byte as a lone surrogate
@@ -101,6 +108,21 @@ class PythonError : public std::runtime_error {
 }
 
 [[noreturn]] void raise_value(std::string_view what) { raise_python(PyExc_ValueError, what); }
+
+// A library message with {name} placeholders, naming the settings as Python's keywords.
+std::string keyword_words(std::string_view message) {
+  return ld::render_setting_names(message, ld::SettingVocabulary::kPython);
+}
+
+// The process's environment, for the run plan: the launcher's rank and world size (torchrun's
+// RANK/WORLD_SIZE, Open MPI's, SLURM's), the AWS variables and files, as `feedline run` reads them.
+fl::storage::EnvLookup process_env() {
+  return [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
 
 // fork(): the child has none of its parent's threads, so a loader made before it (and its
 // batches, whose buffers go back to its pool) is the parent's. The child may close it and exit,
@@ -293,9 +315,10 @@ class PyTransform final : public ld::SampleTransform {
 
 // What outlives the Loader for its batches: the backend and the dataset they were read from.
 struct Opened {
-  fl::tools::RunOptions options;
-  fl::tools::RunSetup setup;
-  fl::tools::RunDataset data;
+  std::string url;
+  ld::LoaderSettings settings;
+  ld::RunPlan setup;
+  ld::OpenedRun data;
   std::shared_ptr<ld::MetricsEndpoint> metrics;  // metrics_port=: until close()
 };
 
@@ -523,14 +546,14 @@ class PyLoader {
   PyLoader(std::string url, std::vector<std::pair<std::string, std::string>> settings,
            std::optional<std::string> state_json, std::uint32_t start_epoch, py::object transform) {
     auto opened = std::make_shared<Opened>();
-    opened->options.url = std::move(url);
+    opened->url = std::move(url);
     for (const auto& [name, value] : settings) {
       const ld::Setting* w = ld::find_setting(name);
       if (!w || w->scope != ld::SettingScope::kLoader) {
         raise_python(PyExc_TypeError,
                      fmt::format("Loader() got an unexpected keyword argument '{}'", name));
       }
-      if (auto r = ld::set_setting(opened->options, *w, value); !r)
+      if (auto r = ld::set_setting(opened->settings, *w, value); !r)
         raise_value(fmt::format("{}: {}", name, r.error().message()));
     }
     if (!transform.is_none()) {
@@ -542,42 +565,52 @@ class PyLoader {
     struct Opening {
       std::shared_ptr<Opened> opened;
       std::unique_ptr<ld::Loader> loader;
-      std::optional<fl::Error> error;
+      std::optional<fl::Error> open_error;  // the storage's or the dataset's: feedline.Error
+      std::optional<fl::Error> error;       // the loader's
+      std::vector<std::string> notes;       // for stderr, once open
     };
     auto job = std::make_shared<Opening>();
     job->opened = opened;
-    try {
-      interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
-        Opened& o = *job->opened;
-        o.setup = fl::tools::make_run_setup(o.options, token);
-        std::optional<ld::LoaderState> saved;
-        if (state_json) saved = resume_from(o, *state_json);
-        o.data = fl::tools::open_run_dataset(o.options, o.setup);
-        if (saved) check_dataset(o, *saved);
-        if (start_epoch > 0) start_at_epoch(o, start_epoch, state_json.has_value());
-        o.setup.ctx.config.transform = t;
-        // A Python loop keeps the last batch (and views of it) alive until next() returned the
-        // new one: two with the caller, so that the prefetch stays what was asked.
-        o.setup.ctx.config.caller_batches = 2;
-        if (o.options.metrics_port) {
-          auto ep = ld::MetricsEndpoint::start(o.options.metrics_bind,
-                                               static_cast<std::uint16_t>(*o.options.metrics_port));
-          if (!ep) throw fl::tools::UsageError(ep.error().what());
-          o.metrics = *ep;
-          o.setup.ctx.config.watchers.push_back(o.metrics);
-        }
-        auto loader = ld::Loader::open(*o.data.backend, o.data.dataset, o.setup.ctx.config);
-        if (loader) {
-          job->loader = std::move(*loader);
-        } else {
-          job->error = loader.error();
-        }
-      });
-    } catch (const fl::tools::UsageError& e) {
-      raise_value(e.what());
-    } catch (const fl::tools::CommandError& e) {
-      raise_error(e.error());
-    }
+    interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
+      Opened& o = *job->opened;
+      auto plan = ld::plan_run(o.settings, o.url, process_env(), token);
+      if (!plan) raise_value(keyword_words(plan.error().message()));
+      o.setup = std::move(*plan);
+      for (const std::string& n : o.setup.notes) job->notes.push_back(keyword_words(n));
+      std::optional<ld::LoaderState> saved;
+      if (state_json) saved = resume_from(o, *state_json);
+      auto run = ld::open_run(o.setup, o.url);
+      if (!run) {
+        job->open_error = run.error();
+        return;
+      }
+      o.data = std::move(*run);
+      for (const std::string& n : o.data.notes) job->notes.push_back(keyword_words(n));
+      for (const std::string& n : o.data.dataset.notes) job->notes.push_back(n);
+      for (const std::string& why : o.data.dataset.skipped)
+        job->notes.push_back(fmt::format("skipped (on_error='skip'): {}", why));
+      if (saved) check_dataset(o, *saved);
+      if (start_epoch > 0) start_at_epoch(o, start_epoch, state_json.has_value());
+      o.setup.ctx.config.transform = t;
+      // A Python loop keeps the last batch (and views of it) alive until next() returned the
+      // new one: two with the caller, so that the prefetch stays what was asked.
+      o.setup.ctx.config.caller_batches = 2;
+      if (o.settings.metrics_port) {
+        auto ep = ld::MetricsEndpoint::start(o.settings.metrics_bind,
+                                             static_cast<std::uint16_t>(*o.settings.metrics_port));
+        if (!ep) raise_value(ep.error().what());
+        o.metrics = *ep;
+        o.setup.ctx.config.watchers.push_back(o.metrics);
+      }
+      auto loader = ld::Loader::open(*o.data.backend, o.data.dataset, o.setup.ctx.config);
+      if (loader) {
+        job->loader = std::move(*loader);
+      } else {
+        job->error = loader.error();
+      }
+    });
+    print_notes(job->notes);
+    if (job->open_error) raise_error(*job->open_error);
     if (job->error) {
       if (job->error->code() == fl::Errc::kInvalidArgument) raise_value(job->error->what());
       raise_error(*job->error);
@@ -797,7 +830,7 @@ class PyLoader {
   // started ("resumed_from"). *mismatch (where given): gen's digest not matched.
   std::string report_document(const ld::PipelineReport& rep,
                               std::optional<fl::Error>* mismatch) const {
-    const fl::tools::RunContext& ctx = opened_->setup.ctx;
+    const ld::RunContext& ctx = opened_->setup.ctx;
     ld::ReportOptions o;
     o.url = ctx.url;
     o.compute_time = ctx.compute_time;
@@ -903,6 +936,16 @@ class PyLoader {
                       rp.epoch, epoch));
     }
     if (!resumed || rp.epoch < epoch) rp = ld::ResumePoint{epoch, {}};
+  }
+
+  // What the user should know about the run (insecure TLS, objects skipped, the dataset's notes),
+  // on stderr as `feedline run` writes them (with the GIL held).
+  static void print_notes(const std::vector<std::string>& notes) {
+    if (notes.empty()) return;
+    py::object err = py::module_::import("sys").attr("stderr");
+    if (err.is_none()) return;
+    for (const std::string& n : notes)
+      err.attr("write")(message_str("feedline: note: " + fl::printable(n) + "\n"));
   }
 
   // The same samples: the same count, and the same listing (its fingerprint).
@@ -1027,7 +1070,7 @@ py::tuple decode_image(py::bytes data, unsigned image_size, const std::string& c
 
 PYBIND11_MODULE(_feedline, mod) {
   mod.doc() = "feedline's native module (use the feedline package)";
-  static py::exception<fl::tools::CommandError> error(mod, "Error", PyExc_OSError);
+  static py::exception<ModuleError> error(mod, "Error", PyExc_OSError);
   g_error = error.ptr();
   py::register_exception_translator([](std::exception_ptr p) {
     try {

@@ -147,3 +147,24 @@ def test_the_reference_tables_of_the_docs_are_the_tables():
     spec.loader.exec_module(doc)
     for path, (now, made) in doc.documents().items():
         assert now == made, "%s: its settings table is stale: run scripts/settings-doc.py" % path
+
+
+def test_the_run_plans_errors_name_keywords_not_flags(ds):
+    # The library's plan (feedline/loader/run_plan.hpp) names settings as placeholders, which the
+    # module renders as keywords: io_depth, and shuffle=False for a flag turned off.
+    with pytest.raises(ValueError) as e:
+        feedline.Loader(ds, io_depth=0)
+    assert "io_depth" in str(e.value) and "--" not in str(e.value)
+    with pytest.raises(ValueError) as e:
+        feedline.Loader(ds, memory_budget="512KiB")
+    assert str(e.value) == "memory_budget must be at least 1 MiB"
+    with pytest.raises(ValueError) as e:
+        feedline.Loader(ds, shard_shuffle=2, shuffle=False)
+    assert str(e.value) == "shard_shuffle shuffles: it cannot go with shuffle=False"
+    with pytest.raises(ValueError) as e:
+        feedline.Loader(ds, endpoint="http://127.0.0.1:9")
+    assert str(e.value) == "endpoint, region, profile and sign_request=False are for s3:// URLs"
+    # The command line says the same in flag words.
+    r = cli("run", ds, "--shard-shuffle", "2", "--no-shuffle")
+    assert r.returncode == 2, r.stderr
+    assert "--shard-shuffle shuffles: it cannot go with --no-shuffle" in r.stderr

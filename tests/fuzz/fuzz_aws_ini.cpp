@@ -1,4 +1,4 @@
-// libFuzzer target: the AWS credentials/config file parser (tools/src/aws_config.cpp). It must
+// libFuzzer target: the AWS credentials/config file parser (storage/src/aws_config.cpp). It must
 // never crash; a rejection names the file and line (and never quotes the line, which may hold a
 // secret); an accepted file, written back out, parses to the same sections, keys and values.
 #include <cstddef>
@@ -6,11 +6,11 @@
 #include <string>
 #include <string_view>
 
-#include "aws_config.hpp"
+#include "feedline/storage/aws_config.hpp"
 
 namespace {
 
-std::string serialize(const feedline::tools::IniFile& ini) {
+std::string serialize(const feedline::storage::IniFile& ini) {
   std::string out;
   for (const auto& [section, values] : ini) {
     out += "[" + section + "]\n";
@@ -36,7 +36,7 @@ std::string serialize(const feedline::tools::IniFile& ini) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto ini = feedline::tools::parse_aws_ini(text, "fuzz.ini");
+  auto ini = feedline::storage::parse_aws_ini(text, "fuzz.ini");
   if (!ini) {
     const std::string what = ini.error().what();
     if (what.find("fuzz.ini") == std::string::npos || what.find("line ") == std::string::npos)
@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   const std::string again_text = serialize(*ini);
-  auto again = feedline::tools::parse_aws_ini(again_text, "again.ini");
+  auto again = feedline::storage::parse_aws_ini(again_text, "again.ini");
   if (!again || *again != *ini) __builtin_trap();
   return 0;
 }

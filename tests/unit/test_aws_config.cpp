@@ -10,15 +10,15 @@
 #include <map>
 #include <string>
 
-#include "aws_config.hpp"
+#include "feedline/storage/aws_config.hpp"
 #include "test_support.hpp"
 
 using feedline::Errc;
-using feedline::tools::AwsSettings;
-using feedline::tools::EnvLookup;
-using feedline::tools::IniFile;
-using feedline::tools::load_aws_settings;
-using feedline::tools::parse_aws_ini;
+using feedline::storage::AwsSettings;
+using feedline::storage::EnvLookup;
+using feedline::storage::IniFile;
+using feedline::storage::load_aws_settings;
+using feedline::storage::parse_aws_ini;
 
 namespace {
 

@@ -1,6 +1,6 @@
-// `feedline run`'s options: the flags, their checks, and what they make (a LoaderConfig, a
-// BackendConfig, ...), and opening the dataset they name. The CLI's `run` and the Python binding
-// (python/) share them, so that a Python keyword and a flag mean the same and fail the same way.
+// `feedline run`'s options: the flags, and what only the command line adds to the library's plan
+// of a run (feedline/loader/run_plan.hpp: the checks and what the settings make, shared with the
+// Python module and C++ embedders): its errors and notes in flag words, printed the CLI's way.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +16,7 @@
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/report_json.hpp"
+#include "feedline/loader/run_plan.hpp"
 #include "feedline/loader/settings.hpp"
 #include "feedline/storage/backend.hpp"
 #include "feedline/storage/decorators.hpp"
@@ -27,7 +28,6 @@ namespace feedline::tools {
 // Bounds on what a user may ask for (the settings table's): beyond them a value would only
 // allocate (per-read, per-batch and per-thread state) or run for ever, not read faster.
 inline constexpr std::uint64_t kMaxEpochs = 1u << 20;
-inline constexpr std::uint64_t kMaxRanks = 1u << 20;
 
 // A run's options: the library's settings (their flags made from its table: setting_flags.hpp)
 // and what only the command line has (its URL argument, output files, --autotune, --runtime).
@@ -41,14 +41,8 @@ struct RunOptions : loader::LoaderSettings {
   std::string runtime;  // `run --runtime D`: epochs repeat until D has passed (run only)
 };
 
-// Everything a run needs, validated, before anything is opened.
-struct RunSetup {
-  RunContext ctx;
-  loader::ComputeModel compute;
-  storage::BackendConfig backend;
-  std::optional<loader::DatasetFormat> format;
-  std::optional<storage::ThrottleConfig> throttle;
-};
+// Everything a run needs, validated, before anything is opened (the library's plan).
+using RunSetup = loader::RunPlan;
 
 // Registers every flag of `feedline run` but the URL and --config on cmd, bound to o.
 // --trace FILE and --trace-events N: a trace of the run for Perfetto (trace_file.hpp).
@@ -61,15 +55,14 @@ void add_metrics_options(CLI::App& cmd, RunOptions& o);
 // The flags of every setting but the metrics endpoint's (the table's), and --json FILE.
 void add_run_options(CLI::App& cmd, RunOptions& o);
 
-// Checks o (UsageError naming the flag) and makes what a run needs; stop ends its waits.
+// Checks o and makes what a run needs (loader::plan_run, with this process's environment: the
+// launcher's rank and world size, AWS); UsageError in flag words. Its notes go to stderr, its
+// secrets are never printed. stop ends its waits.
 RunSetup make_run_setup(const RunOptions& o, std::stop_token stop);
 
-// The backend and dataset a run reads, opened from o.url with st's settings (notes and skipped
-// objects go to stderr; st.ctx gets the dataset's figures). Throws CommandError.
-struct RunDataset {
-  std::unique_ptr<storage::Backend> backend;
-  loader::Dataset dataset;
-};
+// The backend and dataset a run reads, opened from o.url with st's settings (loader::open_run:
+// notes and skipped objects go to stderr; st.ctx gets the dataset's figures). Throws CommandError.
+using RunDataset = loader::OpenedRun;
 RunDataset open_run_dataset(const RunOptions& o, RunSetup& st);
 
 // The library's (loader/report_json.hpp), for the CLI's documents of several runs.

@@ -8,28 +8,12 @@
 
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/report_json.hpp"
+#include "feedline/loader/run_plan.hpp"
 
 namespace feedline::tools {
 
-struct RunContext {
-  std::string url;
-  std::string format;
-  loader::LoaderConfig config;
-  std::string compute_time;
-  std::uint64_t dataset_samples = 0;
-  std::uint64_t dataset_bytes = 0;          // of the samples whose size is known
-  std::uint64_t dataset_unknown_sizes = 0;  // samples whose size is learned when read
-  // The memory the dataset's listing holds for the run (loader::Dataset::listing_bytes), outside
-  // the memory budget.
-  std::uint64_t listing_bytes = 0;
-  double au_target = 0;       // 0 = none
-  unsigned accelerators = 1;  // emulated on this host (accelerators.hpp)
-  // MLPerf Storage's potential_caching: the reads go through this host's page cache (local
-  // files, not --direct) and its memory could hold the dataset: the run may measure memory.
-  bool potential_caching = false;
-  std::uint64_t host_memory_bytes = 0;
-  std::string image;  // what JPEG members decode to ("224x224x3 RGB, center crop"); "": not decoded
-};
+// What a run is besides its figures (the library's: the plan's, feedline/loader/run_plan.hpp).
+using loader::RunContext;
 
 // The run's text report (its JSON document is the library's: run_options.hpp's run_document()).
 std::string run_text(const loader::PipelineReport& r, const RunContext& ctx);

@@ -1,8 +1,9 @@
 // AWS settings the way the AWS CLI and SDKs find them: environment variables first
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION,
 // AWS_ENDPOINT_URL, AWS_PROFILE), then the profile's entries in ~/.aws/credentials and
-// ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE move them). Only tools/ reads the
-// environment and files; the result fills storage::S3Config.
+// ~/.aws/config (AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE move them). The library never reads
+// the process's environment itself: the front end (the CLI, the Python module) passes it as an
+// EnvLookup. The result fills S3Config (the run plan does: feedline/loader/run_plan.hpp).
 #pragma once
 
 #include <functional>
@@ -13,7 +14,7 @@
 
 #include "feedline/core/error.hpp"
 
-namespace feedline::tools {
+namespace feedline::storage {
 
 struct AwsSettings {
   std::string access_key_id;
@@ -25,9 +26,8 @@ struct AwsSettings {
   std::string credentials_source;  // "environment", "profile 'x' in /root/.aws/credentials", "none"
 };
 
-// Looks up one environment variable (std::getenv in the tool, a map in tests).
+// Looks up one environment variable (std::getenv in a front end, a map in tests).
 using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
-EnvLookup process_env();
 
 // An INI file as the AWS tools read it: [section] headers ("[profile x]" in config files),
 // key = value lines, '#'/';' comments. Sections map to key -> value.
@@ -45,4 +45,4 @@ Result<IniFile> parse_aws_ini(std::string_view text, std::string_view file_name)
 // No error message ever contains a secret.
 Result<AwsSettings> load_aws_settings(const EnvLookup& env, std::string_view profile);
 
-}  // namespace feedline::tools
+}  // namespace feedline::storage

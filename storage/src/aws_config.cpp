@@ -1,4 +1,4 @@
-#include "aws_config.hpp"
+#include "feedline/storage/aws_config.hpp"
 
 #include <sys/stat.h>
 #include <cerrno>
@@ -9,15 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace feedline::tools {
-
-EnvLookup process_env() {
-  return [](const char* name) -> std::optional<std::string> {
-    const char* v = std::getenv(name);
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-}
+namespace feedline::storage {
 
 namespace {
 
@@ -302,4 +294,4 @@ Result<AwsSettings> load_aws_settings(const EnvLookup& env, std::string_view pro
   return s;
 }
 
-}  // namespace feedline::tools
+}  // namespace feedline::storage
