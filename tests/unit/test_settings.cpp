@@ -101,6 +101,15 @@ TEST_CASE("settings: a message names settings in each front end's words", "[sett
         "shard_shuffle shuffles: it cannot go with shuffle=False ({x} stays)");
   CHECK(render_setting_names(m, SettingVocabulary::kConfigFile) ==
         "shard-shuffle shuffles: it cannot go with shuffle = false ({x} stays)");
+  const std::string v =
+      "{on_error=skip}, {io_depth=64}, {!shuffle}, {shuffle=false}, {direct=true}, {nope=1}";
+  CHECK(render_setting_names(v, SettingVocabulary::kCommandLine) ==
+        "--on-error skip, --io-depth 64, --no-shuffle, --no-shuffle, --direct, {nope=1}");
+  CHECK(render_setting_names(v, SettingVocabulary::kPython) ==
+        "on_error=\"skip\", io_depth=64, shuffle=False, shuffle=False, direct=True, {nope=1}");
+  CHECK(render_setting_names(v, SettingVocabulary::kConfigFile) ==
+        "on-error = \"skip\", io-depth = 64, shuffle = false, shuffle = false, direct = true, "
+        "{nope=1}");
   CHECK(render_setting_names("no braces", SettingVocabulary::kPython) == "no braces");
   CHECK(render_setting_names("{io_depth", SettingVocabulary::kPython) == "{io_depth");
   CHECK(setting_name("io_depth", SettingVocabulary::kCommandLine) == "--io-depth");

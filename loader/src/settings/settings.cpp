@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -750,6 +751,26 @@ std::string setting_name(std::string_view name, SettingVocabulary vocabulary, bo
   return std::string(name);
 }
 
+namespace {
+
+// " 64", " = \"off\"", "=\"off\"": what follows a setting's name (not a flag's) when a message
+// gives it a value.
+std::string setting_value_text(const Setting& w, std::string_view value,
+                               SettingVocabulary vocabulary) {
+  const bool bare = w.type == SettingType::kCount || w.type == SettingType::kNumber;
+  switch (vocabulary) {
+    case SettingVocabulary::kCommandLine:
+      return fmt::format(" {}", value);
+    case SettingVocabulary::kConfigFile:
+      return bare ? fmt::format(" = {}", value) : fmt::format(" = \"{}\"", value);
+    case SettingVocabulary::kPython:
+      return bare ? fmt::format("={}", value) : fmt::format("=\"{}\"", value);
+  }
+  return std::string(value);
+}
+
+}  // namespace
+
 std::string render_setting_names(std::string_view message, SettingVocabulary vocabulary) {
   std::string out;
   out.reserve(message.size() + 16);
@@ -762,9 +783,23 @@ std::string render_setting_names(std::string_view message, SettingVocabulary voc
     std::string_view inside = message.substr(open + 1, close - open - 1);
     const bool off = inside.starts_with('!');
     if (off) inside.remove_prefix(1);
+    // {name=value}: the setting given a value, as the front end would write it.
+    std::optional<std::string_view> value;
+    if (const std::size_t eq = inside.find('='); !off && eq != std::string_view::npos) {
+      value = inside.substr(eq + 1);
+      inside = inside.substr(0, eq);
+    }
     out.append(message.substr(i, open - i));
-    if (find_setting(inside)) {
-      out += setting_name(inside, vocabulary, off);
+    if (const Setting* w = find_setting(inside)) {
+      if (value && w->type == SettingType::kFlag) {
+        // A flag given a value is the flag or its opposite ({shuffle=false} is {!shuffle}).
+        out += setting_name(inside, vocabulary, *value == "false");
+        if (vocabulary == SettingVocabulary::kPython && *value != "false") out += "=True";
+        if (vocabulary == SettingVocabulary::kConfigFile && *value != "false") out += " = true";
+      } else {
+        out += setting_name(inside, vocabulary, off);
+        if (value) out += setting_value_text(*w, *value, vocabulary);
+      }
     } else {
       out.append(message.substr(open, close - open + 1));
     }

@@ -160,8 +160,11 @@ std::string setting_range(const Setting& which);
 enum class SettingVocabulary : std::uint8_t { kCommandLine, kConfigFile, kPython };
 // "io_depth" in `vocabulary`: --io-depth, io-depth, io_depth; `off` names the flag turned off.
 std::string setting_name(std::string_view name, SettingVocabulary vocabulary, bool off = false);
-// A library message with {name} and {!name} placeholders, in `vocabulary`'s words. A brace that
-// names no setting is kept as it is.
+// A library message with {name}, {!name} (the flag turned off) and {name=value} (the setting
+// given a value) placeholders, in `vocabulary`'s words: "{on_error=skip}" is `--on-error skip`,
+// `on-error = "skip"` and `on_error="skip"`. A brace that names no setting is kept as it is.
+// Libraries below the loader (storage, transports) write the same placeholders: the names are
+// the table's, and whichever front end shows the message renders them.
 std::string render_setting_names(std::string_view message, SettingVocabulary vocabulary);
 
 }  // namespace feedline::loader
