@@ -239,7 +239,7 @@ Result<void> validate(const StorageBenchConfig& c, const storage::ObjectHandle& 
   if (caps.alignment > 1 && c.block_size % caps.alignment != 0) {
     return bad(fmt::format("block size {} is not a multiple of {} bytes, which direct I/O needs",
                            c.block_size, caps.alignment),
-               "use a --bs that is a multiple of 4k, or drop --direct");
+               "use a --bs that is a multiple of 4k, or drop {direct}");
   }
   if (c.iodepth == 0 || c.iodepth > 65536)
     return bad("iodepth must be between 1 and 65536", "fix --iodepth");

@@ -245,7 +245,7 @@ Result<AwsSettings> load_aws_settings(const EnvLookup& env, std::string_view pro
     return fail(
         Error(Errc::kNotFound,
               fmt::format("the AWS profile '{}' is not configured: looked in {}", profile, looked))
-            .with_hint(explicit_arg ? "check --profile" : "check AWS_PROFILE"));
+            .with_hint(explicit_arg ? "check {profile}" : "check AWS_PROFILE"));
   }
 
   // Credentials: environment, then the credentials file, then the config file. As in the AWS CLI

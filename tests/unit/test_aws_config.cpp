@@ -304,7 +304,7 @@ TEST_CASE("load_aws_settings: a named profile found nowhere is an error", "[aws]
   auto by_arg = load_aws_settings(env_of({{"HOME", h.home.string()}}), "nosuch");
   REQUIRE_FALSE(by_arg);
   CHECK(by_arg.error().code() == Errc::kNotFound);
-  CHECK_THAT(by_arg.error().what(), Catch::Contains("'nosuch'") && Catch::Contains("--profile") &&
+  CHECK_THAT(by_arg.error().what(), Catch::Contains("'nosuch'") && Catch::Contains("{profile}") &&
                                         Catch::Contains(".aws/credentials"));
   auto by_env =
       load_aws_settings(env_of({{"HOME", h.home.string()}, {"AWS_PROFILE", "nosuch"}}), "");

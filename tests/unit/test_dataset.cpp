@@ -646,7 +646,7 @@ TEST_CASE("dataset: bad input gives clear errors", "[dataset][formats]") {
     REQUIRE(st.backend->write(join(st.root, "a.bin"), std::as_bytes(std::span("abc", 3))));
     auto t = open_dataset(*st.backend, st.root, tar_opts);
     REQUIRE_FALSE(t);
-    CHECK(t.error().what().find("--format files") != std::string::npos);
+    CHECK(t.error().what().find("{format=files}") != std::string::npos);
   }
   SECTION("a non-tar object in a tar dataset") {
     Store st = make_store("file", "nontar");

@@ -717,7 +717,7 @@ TEST_CASE("data path plan with a device: no GPU, no cuFile, compat mode, --gpu-d
   auto on = plan_data_path(local.dataset, c, *local.backend);
   std::filesystem::remove_all(dir);
   REQUIRE_FALSE(on);
-  CHECK(on.error().message().find("--gpu-direct on") != std::string::npos);
+  CHECK(on.error().message().find("{gpu_direct=on}") != std::string::npos);
   CHECK(on.error().message().find("libcufile not found") != std::string::npos);
 }
 
@@ -879,7 +879,7 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
   REQUIRE_FALSE(l);
   CHECK(l.error().message().find("cudaMalloc") != std::string::npos);
-  CHECK(l.error().hint().find("--batch-size") != std::string::npos);
+  CHECK(l.error().hint().find("{batch_size}") != std::string::npos);
   CHECK(g_fake.frees == g_fake.mallocs);
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "feedline/core/text.hpp"
+#include "setting_flags.hpp"
 
 namespace feedline::tools::out {
 namespace {
@@ -120,11 +121,13 @@ void write_stderr(std::string_view text) {
   std::fflush(stderr);
 }
 
+// Errors and notes often come from the libraries, which name settings as {name} placeholders
+// (settings.hpp): here they become the flags a command-line user types.
 void error(std::string_view message) {
-  write_stderr(fmt::format("feedline: error: {}\n", printable(message)));
+  write_stderr(fmt::format("feedline: error: {}\n", printable(in_flag_words(message))));
 }
 void note(std::string_view message) {
-  write_stderr(fmt::format("feedline: note: {}\n", printable(message)));
+  write_stderr(fmt::format("feedline: note: {}\n", printable(in_flag_words(message))));
 }
 
 void redraw_line(std::string_view text) {

@@ -8,6 +8,7 @@
 #include "feedline/storage/counters.hpp"
 #include "knobs.hpp"
 #include "output.hpp"
+#include "setting_flags.hpp"
 
 namespace feedline::tools {
 
@@ -193,22 +194,24 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
       ctx.listing_bytes ? fmt::format("; the dataset's listing holds {} besides",
                                       format_bytes(static_cast<double>(ctx.listing_bytes)))
                         : ""));
-  for (const auto& f : r.memory.fitted) line(fmt::format("    note: {}", f));
+  for (const auto& f : r.memory.fitted) line(fmt::format("    note: {}", in_flag_words(f)));
   if (r.delivered.skipped) {
-    line(fmt::format(
-        "  skipped {} sample(s) (--on-error skip), e.g. {}", r.delivered.skipped,
-        r.delivered.skipped_examples.empty() ? "" : r.delivered.skipped_examples.front()));
+    line(fmt::format("  skipped {} sample(s) (--on-error skip), e.g. {}", r.delivered.skipped,
+                     r.delivered.skipped_examples.empty()
+                         ? ""
+                         : in_flag_words(r.delivered.skipped_examples.front())));
   }
   const auto& p = r.data_path;
   line(fmt::format("  data path: {} for {}, copy amplification {:.2f}{}",
                    loader::data_path_name(p.path), format_bytes(static_cast<double>(p.bytes)),
-                   p.copy_amplification, p.detail.empty() ? "" : " (" + p.detail + ")"));
-  if (!p.reason.empty()) line(fmt::format("    why: {}", p.reason));
+                   p.copy_amplification,
+                   p.detail.empty() ? "" : " (" + in_flag_words(p.detail) + ")"));
+  if (!p.reason.empty()) line(fmt::format("    why: {}", in_flag_words(p.reason)));
   for (const auto& d : p.decoders) {
     line(fmt::format("    decode: {} for {} member(s){}", d.name, d.members,
                      d.output.empty() ? "" : " -> " + d.output));
   }
-  for (const auto& n : p.notes) line(fmt::format("    note: {}", n));
+  for (const auto& n : p.notes) line(fmt::format("    note: {}", in_flag_words(n)));
   if (r.device.enabled && loader::reads_into_device(p.path)) {
     // Read into GPU memory by cuFile: there were no copies to report.
     line(
@@ -233,7 +236,7 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
   }
   line(fmt::format("  bottleneck: {}",
                    r.verdict.stage ? loader::stage_name(*r.verdict.stage) : "none"));
-  line(fmt::format("    evidence: {}", r.verdict.evidence));
+  line(fmt::format("    evidence: {}", in_flag_words(r.verdict.evidence)));
   line(fmt::format("    next: {}", flag_suggestion(r.verdict)));
   if (r.delivered.digest_computed) {
     line(fmt::format("  delivered digest: {} ({} samples)", r.delivered.digest, c.samples));

@@ -106,8 +106,8 @@ class UringEngine final : public FileEngine {
       return fail(Error::from_errno(-rc, "io_uring_queue_init")
                       .with_hint(rc == -ENOSYS || rc == -EPERM
                                      ? "the kernel has io_uring disabled (kernel.io_uring_disabled "
-                                       "or a seccomp filter); use --engine posix"
-                                     : "use --engine posix"));
+                                       "or a seccomp filter); use {engine=posix}"
+                                     : "use {engine=posix}"));
     }
     io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
     const bool has_read = probe && io_uring_opcode_supported(probe, IORING_OP_READ);
@@ -496,7 +496,7 @@ bool uring_compiled_in() noexcept { return false; }
 
 Result<std::unique_ptr<FileEngine>> make_uring_engine(const EngineOptions&) {
   return fail(Error(Errc::kUnsupported, "this feedline was built without io_uring (liburing)")
-                  .with_hint("use --engine posix, or rebuild with -DFEEDLINE_WITH_URING=ON"));
+                  .with_hint("use {engine=posix}, or rebuild with -DFEEDLINE_WITH_URING=ON"));
 }
 
 }  // namespace feedline::transports

@@ -238,8 +238,8 @@ Result<void> JpegState::read_header(ConstBytes in, const DecodeContext& ctx) {
                       fmt::format("JPEG member '{}' is {} x {} pixels: {} bytes decoded, more "
                                   "than the {} bytes a sample may take",
                                   ctx.member, i.width, i.height, full, ctx.max_bytes))
-                    .with_hint("give an image size (224) to decode a crop of it, or raise "
-                               "--max-sample-size / --memory-budget"));
+                    .with_hint("give {image_size} (224) to decode a crop of it, or raise "
+                               "{max_sample_size} / {memory_budget}"));
   }
   return {};
 }
@@ -300,7 +300,7 @@ Result<JpegInfo> JpegState::decode_into(ConstBytes in, MutableBytes out, const D
                       fmt::format("JPEG member '{}' is {} x {} pixels: decoding its crop takes {} "
                                   "bytes, more than the {} bytes a sample may take",
                                   ctx.member, i.width, i.height, region_bytes, ctx.max_bytes))
-                    .with_hint("a corrupt or hostile header? --on-error skip leaves it out"));
+                    .with_hint("a corrupt or hostile header? {on_error=skip} leaves it out"));
   }
   // Decoded straight into the output when nothing follows (full size, as stored, RGB).
   const bool straight = !config_.size && o == 1 && !cmyk && c.x == 0 && c.y == 0 &&

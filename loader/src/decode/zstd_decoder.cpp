@@ -16,8 +16,8 @@ class ZstdState final : public DecoderState {
                         fmt::format("member '{}' declares {} decoded bytes, more than the {} "
                                     "bytes a sample may take",
                                     ctx.member, n, ctx.max_bytes))
-                      .with_hint("a corrupt or hostile frame (a zstd bomb?); --on-error skip "
-                                 "leaves it out, --max-sample-size or --memory-budget raise the "
+                      .with_hint("a corrupt or hostile frame (a zstd bomb?); {on_error=skip} "
+                                 "leaves it out, {max_sample_size} or {memory_budget} raise the "
                                  "limit if the data is right"));
     }
     return n;

@@ -183,6 +183,27 @@ json device_doc(const DeviceReport& d) {
           {"consumer_wait_on_copy_seconds", d.consumer_wait_on_copy_seconds}};
 }
 
+// The library's messages name settings as {name} placeholders (settings.hpp): the document's
+// messages name them in the words of the front end that writes it. (Names of objects in them
+// are kept: a brace that names no setting stays as it is.)
+void name_settings(json& j, SettingVocabulary names) {
+  const auto render = [names](json& text) {
+    if (text.is_string()) text = render_setting_names(text.get<std::string>(), names);
+  };
+  const auto render_all = [&render](json& list) {
+    if (list.is_array()) {
+      for (json& text : list) render(text);
+    }
+  };
+  render(j["error"]);
+  render(j["bottleneck"]["evidence"]);
+  render(j["data_path"]["reason"]);
+  render_all(j["data_path"]["notes"]);
+  render_all(j["skipped"]["examples"]);
+  render_all(j["memory"]["fitted"]);
+  for (json& p : j["data_paths"]) render(p["detail"]);
+}
+
 void add_data_path(json& j, const DataPathReport& p, GpuDirect gpu_direct) {
   j["data_paths"] = json::array({{{"path", data_path_name(p.path)},
                                   {"bytes", p.bytes},
@@ -278,6 +299,7 @@ json report_doc(const PipelineReport& r, const Dataset& dataset, const LoaderCon
     j["delivered"]["verified"] = *v;
     if (!*v && o.mismatch && *o.mismatch) j["error"] = (*o.mismatch)->what();
   }
+  name_settings(j, o.names);
   return j;
 }
 
@@ -324,7 +346,7 @@ std::optional<bool> check_manifest_digest(const DeliveredWhole& d, const LoaderC
             .with_object(dataset.manifest)
             .with_hint(
                 "a sample was changed after gen wrote it, or was read wrong: rerun with "
-                "--no-index, and check the storage");
+                "{!index}, and check the storage");
   }
   return d.digest == want;
 }

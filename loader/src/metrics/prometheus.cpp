@@ -241,7 +241,7 @@ void serve(Families& out, const LiveWatch::Labels& base, const LiveFigures& f, b
             static_cast<double>(f.memory_in_use));
   out.gauge("feedline_memory_budget_bytes", "The pipeline's memory budget", l(),
             static_cast<double>(f.memory_budget));
-  out.counter("feedline_skipped_samples_total", "Samples skipped on error (--on-error skip)", l(),
+  out.counter("feedline_skipped_samples_total", "Samples skipped on error (on_error: skip)", l(),
               static_cast<double>(f.skipped));
   out.gauge("feedline_run_seconds", "Seconds since the loader's run started", l(), f.seconds);
   out.gauge("feedline_running", "1 while a loader's run goes on", l(), f.running ? 1 : 0);

@@ -34,7 +34,7 @@ std::optional<Result<Batch>> Consumer::next_for(std::chrono::nanoseconds timeout
                           "batch needs one of them back",
                           pool))
             .with_hint("drop the batches you are done with (copy what you keep), or raise "
-                       "prefetch_batches for a larger pool"));
+                       "{prefetch} for a larger pool"));
   }
   auto& queue = run_.copies ? run_.device_batches : run_.batches;
   const std::uint64_t t0 = waiting_since_ns_ ? waiting_since_ns_ : now_ns();

@@ -104,13 +104,13 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
   if (config.device.device >= 0) {
     auto cuda = config.device.cuda ? config.device.cuda : transports::cuda::CudaRuntime::load();
     if (!cuda->available()) {
-      return fail(Error(Errc::kUnsupported, fmt::format("--device cuda:{}: no usable GPU: {}",
+      return fail(Error(Errc::kUnsupported, fmt::format("{{device=cuda:{}}}: no usable GPU: {}",
                                                         config.device.device, cuda->reason()))
-                      .with_hint("drop --device to keep batches in host memory"));
+                      .with_hint("leave {device} out to keep batches in host memory"));
     }
     if (static_cast<std::size_t>(config.device.device) >= cuda->devices().size()) {
       return fail(Error(Errc::kInvalidArgument,
-                        fmt::format("--device cuda:{}: this machine has {} CUDA device(s)",
+                        fmt::format("{{device=cuda:{}}}: this machine has {} CUDA device(s)",
                                     config.device.device, cuda->devices().size()))
                       .with_hint(fmt::format("use cuda:0 .. cuda:{}", cuda->devices().size() - 1)));
     }
@@ -134,7 +134,7 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
       if (mode == GpuDirect::kOn) {
         // Asked for cuFile: it runs, and the report says libcufile copies through host memory.
         plan.path = DataPath::kCufileCompat;
-        plan.reason = "--gpu-direct on: cuFile reads into GPU memory, but in " + gpu_why +
+        plan.reason = "{gpu_direct=on}: cuFile reads into GPU memory, but in " + gpu_why +
                       ": libcufile stages each byte through its own host buffers";
         return plan;
       }
@@ -148,14 +148,14 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
     }
     if (mode == GpuDirect::kOn) {
       return fail(Error(Errc::kInvalidArgument,
-                        "--gpu-direct on: reads cannot go straight to GPU memory: " + gpu_why)
-                      .with_hint("use --gpu-direct auto to stage through pinned host buffers"));
+                        "{gpu_direct=on}: reads cannot go straight to GPU memory: " + gpu_why)
+                      .with_hint("use {gpu_direct=auto} to stage through pinned host buffers"));
     }
     const bool into_slot = mode == GpuDirect::kAuto && why_not.empty();
     plan.path = into_slot ? DataPath::kPinnedDirect : DataPath::kBounce;
     plan.reason =
         mode == GpuDirect::kOff
-            ? "--gpu-direct off: pinned host batches, then H2D copies"
+            ? "{gpu_direct=off}: pinned host batches, then H2D copies"
             : fmt::format("bounce through pinned host batches, then H2D: {}{}", gpu_why,
                           into_slot ? " (reads still land in their pinned batch slot)" : "");
     if (!into_slot) plan_decode(plan, dataset, mode);
@@ -164,7 +164,7 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
   if (mode == GpuDirect::kOff) {
     plan.path = DataPath::kBounce;
     plan.reason =
-        "--gpu-direct off: reads go to sample buffers, collate copies them into the batch";
+        "{gpu_direct=off}: reads go to sample buffers, collate copies them into the batch";
     return plan;
   }
   if (why_not.empty()) {
@@ -175,8 +175,8 @@ Result<DataPathPlan> plan_data_path(const Dataset& dataset, const LoaderConfig& 
   }
   if (mode == GpuDirect::kOn) {
     return fail(Error(Errc::kInvalidArgument,
-                      "--gpu-direct on: the direct path is not possible: " + why_not)
-                    .with_hint("use --gpu-direct auto (falls back to the bounce path) or an "
+                      "{gpu_direct=on}: the direct path is not possible: " + why_not)
+                    .with_hint("use {gpu_direct=auto} (falls back to the bounce path) or an "
                                "uncompressed files dataset"));
   }
   plan.path = DataPath::kBounce;

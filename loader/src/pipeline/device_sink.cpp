@@ -17,8 +17,8 @@ Result<std::unique_ptr<DeviceSink>> DeviceSink::open(std::shared_ptr<const cu::C
     return fail(
         Error(Errc::kUnsupported, fmt::format("cuda:{} asked for, but there is no usable GPU: {}",
                                               device, cuda ? cuda->reason() : "CUDA not loaded"))
-            .with_hint(
-                "drop --device (batches stay in host memory), or run on a machine with a GPU"));
+            .with_hint("leave {device} out (batches stay in host memory), or run on a machine with "
+                       "a GPU"));
   }
   if (device < 0 || static_cast<std::size_t>(device) >= cuda->devices().size()) {
     return fail(Error(Errc::kInvalidArgument,
@@ -95,7 +95,7 @@ Result<void> DeviceSink::allocate(BatchBuffer& b, std::uint64_t n) {
     return fail(
         cuda_->error(rc, fmt::format("cudaMalloc of a {}-byte batch buffer", n))
             .with_hint("each prefetched batch holds its largest possible size in GPU memory: lower "
-                       "--batch-size or --prefetch, or use --gpu-direct off"));
+                       "{batch_size} or {prefetch}, or use {gpu_direct=off}"));
   }
   b.device_size_ = n;
   return {};

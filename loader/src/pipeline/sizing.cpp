@@ -90,7 +90,7 @@ Error larger_than_max(const Dataset& dataset, std::size_t index, std::uint64_t s
                            s.key, size, config.max_sample_bytes))
       .with_object(dataset.objects[s.object].key)
       .with_offset(s.offset)
-      .with_hint("raise --max-sample-size, or --on-error skip to leave such samples out");
+      .with_hint("raise {max_sample_size}, or {on_error=skip} to leave such samples out");
 }
 
 namespace {
@@ -104,7 +104,7 @@ Error needs_more_than(const Dataset& dataset, std::size_t index, std::uint64_t n
                            s.key, need, room))
       .with_object(dataset.objects[s.object].key)
       .with_offset(s.offset)
-      .with_hint("raise --memory-budget, or --on-error skip to leave such samples out");
+      .with_hint("raise {memory_budget}, or {on_error=skip} to leave such samples out");
 }
 
 // What the samples' footprints add up to, over those the run can hold.
@@ -231,7 +231,7 @@ Result<PoolSizing> size_pool(const Dataset& dataset, const LoaderConfig& config,
               fmt::format("the memory budget of {} bytes cannot hold {} batch buffers of {} bytes "
                           "(batch size {} x ~{} bytes per sample) and {} bytes of recycled buffers",
                           budget, buffers, batch_cap, batch, avg, z.recycle))
-            .with_hint("raise --memory-budget, or lower --batch-size"));
+            .with_hint("raise {memory_budget}, or lower {batch_size}"));
   }
   z.sample_limit = budget - z.pool_bytes;
   z.decode_limit =

@@ -74,7 +74,7 @@ Error HandleCache::explain(Error e) const {
   if (e.offset()) out.with_offset(*e.offset());
   out.with_sys_errno(e.sys_errno());
   out.with_hint(
-      "raise the limit (ulimit -n), or run fewer accelerators or a lower --io-depth on this "
+      "raise the limit (ulimit -n), or run fewer accelerators or a lower {io_depth} on this "
       "host");
   return out;
 }
@@ -345,8 +345,8 @@ std::uint64_t decode_sample(const Dataset& dataset, InFlightSample& s, ThreadDec
                                 "the {} bytes a sample may take (member '{}' declares {})",
                                 smp.key, total, max_decoded, m.name, *size))
                   .with_hint(
-                      "a corrupt or hostile header (a zstd bomb?); --on-error skip leaves it "
-                      "out, --max-sample-size or --memory-budget raise the limit if the data is "
+                      "a corrupt or hostile header (a zstd bomb?); {on_error=skip} leaves it "
+                      "out, {max_sample_size} or {memory_budget} raise the limit if the data is "
                       "right");
         }
       } else {

@@ -86,7 +86,7 @@ class HostDirectPath final : public SlotReadPath {
                      "object of unknown size (learned from the objects read)",
                      format_bytes(static_cast<double>(learned)))
                : "a batch buffer grew past its start-up size (no longer a registered buffer): "
-                 "raise --memory-budget to size every buffer for the largest batch";
+                 "raise {memory_budget} to size every buffer for the largest batch";
   }
 
   void register_buffers(storage::IoQueue& queue, bool first_thread,
@@ -121,7 +121,7 @@ class HostDirectPath final : public SlotReadPath {
            : caps.networked ? "each answer's body lands in its batch slot (one copy, out of the "
                               "transport's receive buffer)"
                             : "buffered reads: the kernel copies from its page cache into the "
-                              "batch slot (--direct makes it DMA)";
+                              "batch slot ({direct} makes it DMA)";
   }
 
   const bool unknown_sizes_;
@@ -244,7 +244,7 @@ Result<std::uint64_t> StoragePath::fit(BatchBuffer& b, std::uint64_t bytes) cons
 }
 
 std::string StoragePath::growth_note(std::uint64_t /*learned*/) const {
-  return "a batch buffer grew past its start-up size: raise --memory-budget to size every buffer "
+  return "a batch buffer grew past its start-up size: raise {memory_budget} to size every buffer "
          "for the largest batch";
 }
 

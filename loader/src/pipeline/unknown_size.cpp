@@ -51,14 +51,14 @@ Error too_large(const RunState& run, const Sample& smp, std::uint64_t size, std:
                                            "allowed ({} bytes)",
                                            smp.key, size, limit))
                              .with_hint(
-                                 "raise --max-sample-size, or --on-error skip to leave such "
+                                 "raise {max_sample_size}, or {on_error=skip} to leave such "
                                  "samples out")
                        : Error(Errc::kResourceExhausted,
                                fmt::format("sample '{}' has {} bytes, more than the memory budget "
                                            "allows a sample ({} bytes)",
                                            smp.key, size, limit))
                              .with_hint(
-                                 "raise --memory-budget, or --on-error skip to leave such "
+                                 "raise {memory_budget}, or {on_error=skip} to leave such "
                                  "samples out");
   return std::move(e).with_object(run.backend.display_name(d.objects[smp.object].key));
 }

@@ -67,7 +67,7 @@ class FileHandle final : public ObjectHandle {
 Error open_error(int err, const std::string& path, bool direct) {
   Error e = Error::from_errno(err, "opening for read").with_object(path);
   if (err == EINVAL && direct) {
-    e.with_hint("this filesystem does not support O_DIRECT; drop --direct");
+    e.with_hint("this filesystem does not support O_DIRECT; use {!direct}");
   } else if (err == EACCES || err == EPERM) {
     e.with_hint("check the file's permissions");
   } else if (err == ENOENT || err == ENOTDIR) {

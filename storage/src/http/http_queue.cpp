@@ -483,7 +483,7 @@ class HttpQueue final : public IoQueue {
                 fmt::format("the server gave no size for the object (no Content-Length or "
                             "Content-Range total) and it is at least {} bytes",
                             got))
-              .with_hint("pass --max-sample-size larger than the largest object, or serve the "
+              .with_hint("give {max_sample_size} larger than the largest object, or serve the "
                          "directory with a JSON listing (nginx: autoindex on; autoindex_format "
                          "json;)"));
     }

@@ -106,13 +106,13 @@ Error ObjectStore::http_error(const HttpResponse& r, std::string_view object,
     hint = code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId"
                ? "the credentials are wrong: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or "
                  "the profile "
-                 "(--profile, AWS_PROFILE), and the region"
-               : "access denied: check the credentials (AWS_ACCESS_KEY_ID, --profile) and the "
+                 "({profile}, AWS_PROFILE), and the region"
+               : "access denied: check the credentials (AWS_ACCESS_KEY_ID, {profile}) and the "
                  "bucket's policy";
   } else if (r.status == 404) {
     errc = Errc::kNotFound;
     hint = code == "NoSuchBucket"
-               ? "the bucket does not exist: check its name and the endpoint (--endpoint)"
+               ? "the bucket does not exist: check its name and the endpoint ({endpoint})"
            : scheme() == "s3"
                ? "no object there: check the key (a prefix lists with `aws s3 ls`)"
                : "no object there: check the URL (`curl -I URL` shows what the server has)";
@@ -120,17 +120,17 @@ Error ObjectStore::http_error(const HttpResponse& r, std::string_view object,
              (code == "PermanentRedirect" || code == "AuthorizationHeaderMalformed" ||
               (redirect && region != r.headers.end()))) {
     hint = region != r.headers.end()
-               ? fmt::format("the bucket is in the region {}: set AWS_REGION or --region",
+               ? fmt::format("the bucket is in the region {}: set AWS_REGION or {{region}}",
                              region->second)
-               : "the bucket is in another region: set AWS_REGION or --region";
+               : "the bucket is in another region: set AWS_REGION or {region}";
   } else if (redirect) {
     // curl follows no redirect: a signed request or a password must not go to another host.
     hint = scheme() == "s3"
-               ? "feedline does not follow redirects: point --endpoint at the server the redirect "
+               ? "feedline does not follow redirects: point {endpoint} at the server the redirect "
                  "names"
                : "feedline does not follow redirects: use the URL the redirect names";
   } else if (r.status >= 500) {
-    hint = "the server failed; retries were exhausted (--max-attempts)";
+    hint = "the server failed; retries were exhausted ({max_attempts})";
   }
   return Error(errc, std::move(message))
       .with_http_status(static_cast<int>(r.status))

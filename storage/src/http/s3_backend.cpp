@@ -189,14 +189,14 @@ class S3Backend final : public ObjectStore {
                                                                 : "no content type"))
           .with_http_status(static_cast<int>(r.status))
           .with_object(shown(prefix))
-          .with_hint("check --endpoint / AWS_ENDPOINT_URL: it must be an S3-compatible server");
+          .with_hint("check {endpoint} / AWS_ENDPOINT_URL: it must be an S3-compatible server");
     }
     if (e && e->code == "NoSuchBucket") {  // the URL names no bucket there (as before: usage)
       return Error(Errc::kInvalidArgument, fmt::format("the bucket '{}' does not exist", bucket_))
           .with_http_status(static_cast<int>(r.status))
           .with_object(shown(prefix))
           .with_hint(
-              "check the bucket name and the endpoint (--endpoint); `aws s3 ls` lists "
+              "check the bucket name and the endpoint ({endpoint}); `aws s3 ls` lists "
               "buckets");
     }
     return http_error(r, shown(prefix), "ListObjectsV2");
@@ -294,7 +294,7 @@ Result<Resolved> open_s3_url(const ParsedUrl& url, const BackendConfig& config) 
     return fail(Error(Errc::kInvalidArgument, "an s3:// URL names a bucket, not credentials")
                     .with_object(redact_url(url.text))
                     .with_hint("give the keys the AWS way (AWS_ACCESS_KEY_ID and "
-                               "AWS_SECRET_ACCESS_KEY, or --profile), "
+                               "AWS_SECRET_ACCESS_KEY, or {profile}), "
                                "and write s3://bucket/prefix"));
   }
   std::string key = url.path;

@@ -29,7 +29,7 @@ Result<ListPage> parse_list_page(std::string_view xml) {
                           "with '{}')",
                           first_line(xml)))
             .with_hint(
-                "is the endpoint an S3-compatible server? check --endpoint / AWS_ENDPOINT_URL"));
+                "is the endpoint an S3-compatible server? check {endpoint} / AWS_ENDPOINT_URL"));
   }
   ListPage page;
   for (pugi::xml_node c : root.children("Contents")) {

@@ -109,10 +109,10 @@ AttemptVerdict judge_attempt(const AttemptOutcome& outcome, const RequestShape& 
                         : fmt::format("{} (gave up after {} attempts)", err.message(), attempts);
   std::string hint =
       status == 503 || status == 429
-          ? "the server is throttling: lower --iodepth/--connections, or raise --max-attempts"
+          ? "the server is throttling: lower {io_depth}/{connections}, or raise {max_attempts}"
       : !answered && !err.hint().empty()
           ? err.hint()
-          : "check the server and the network; --max-attempts and --stall-timeout bound the wait";
+          : "check the server and the network; {max_attempts} and {stall_timeout} bound the wait";
   AttemptVerdict out = failed(Error(err.code(), std::move(msg))
                                   .with_http_status(static_cast<int>(status))
                                   .with_hint(std::move(hint)));
@@ -143,7 +143,7 @@ Error curl_error(CURLcode rc, std::string_view detail, bool reused_connection) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
       code = Errc::kIo;  // the endpoint is unusable, not an object that is missing
-      hint = "the host name does not resolve: check the URL or --endpoint (DNS)";
+      hint = "the host name does not resolve: check the URL or {endpoint} (DNS)";
       break;
     case CURLE_COULDNT_CONNECT:
       hint =
@@ -152,14 +152,14 @@ Error curl_error(CURLcode rc, std::string_view detail, bool reused_connection) {
       break;
     case CURLE_OPERATION_TIMEDOUT:
       code = Errc::kTimeout;
-      hint = "the server did not answer in time (--connect-timeout, --stall-timeout)";
+      hint = "the server did not answer in time ({connect_timeout}, {stall_timeout})";
       break;
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CONNECT_ERROR:
       code = Errc::kPermissionDenied;
       hint =
-          "TLS verification failed: pass the server's CA with --ca-bundle (or --insecure to skip "
+          "TLS verification failed: pass the server's CA with {ca_bundle} (or {insecure} to skip "
           "checks)";
       break;
     case CURLE_UNSUPPORTED_PROTOCOL:

@@ -23,6 +23,7 @@
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/report.hpp"
 #include "feedline/loader/sampler.hpp"
+#include "feedline/loader/settings.hpp"
 #include "feedline/storage/backend.hpp"
 
 namespace feedline::loader {
@@ -45,6 +46,9 @@ struct ReportOptions {
   const ResumePoint* resumed_from = nullptr;
   // How "bottleneck.suggestion" spells the knobs (null: knob_change_text, "io_depth=64 -> 128").
   KnobText knob_text;
+  // How the document's messages (error, data_path.reason and notes, skipped examples) name the
+  // settings they mention (--memory-budget, memory_budget).
+  SettingVocabulary names = SettingVocabulary::kCommandLine;
   // Where given, a run that delivered every sample of every epoch of a dataset `feedline gen`
   // wrote and does not add up to its digest sets this to the error, which is also the
   // document's "error" (check_manifest_digest()).

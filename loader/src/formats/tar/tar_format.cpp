@@ -81,7 +81,7 @@ const FormatSpec kTarFormat{
     .legacy_id = 1,
     .objects_noun = "tar shards",
     .object_noun = "tar shard",
-    .no_objects_hint = "for one sample per file use --format files",
+    .no_objects_hint = "for one sample per file use {format=files}",
     .no_samples_hint = "the shards hold no regular members",
     .open = open_tar_shards,
     .gen = {.write = write_tar_shards,

@@ -173,7 +173,7 @@ Result<void> members_from_scan(storage::Backend& backend, storage::IoQueue& queu
       return fail(Error(Errc::kUnsupported, fmt::format("member '{}' is a GNU sparse file", e.name))
                       .with_object(shard.key)
                       .with_offset(e.header_offset)
-                      .with_hint("recreate the shard without --sparse"));
+                      .with_hint("recreate the shard without GNU tar's --sparse"));
     }
     if (!e.regular()) continue;  // directories, links, devices, fifos: not data
     if (hidden(e.name)) continue;
