@@ -15,7 +15,12 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 cmake --preset release >/dev/null
-cmake --build build/release --target feedline
+# The CLI, and the Python module where the build has it (python3-dev and pybind11-dev, which
+# install-deps.sh installs): `PYTHONPATH=build/release/python /usr/bin/python3 -c "import feedline"`
+# works right after this script.
+targets=(feedline)
+if cmake --build build/release --target help | grep -q '^_feedline:'; then targets+=(_feedline); fi
+cmake --build build/release --target "${targets[@]}"
 
 bin=build/release/tools/feedline
 scratch=${FEEDLINE_SCRATCH:-.scratch}
@@ -41,3 +46,7 @@ echo
 "$bin" bench accelerators "$ds" --config configs/workloads/resnet50.toml --direct \
   --trial-time 4s --max-accelerators 16 --memory-budget 2GiB --json "$scratch/last-bench.json"
 echo "JSON report: $scratch/last-bench.json"
+if [[ -f build/release/python/feedline/__init__.py ]] && compgen -G "build/release/python/feedline/_feedline*.so" >/dev/null; then
+  echo
+  echo "Python: PYTHONPATH=build/release/python /usr/bin/python3 -c 'import feedline' (docs/PYTHON.md)"
+fi

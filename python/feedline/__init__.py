@@ -21,10 +21,17 @@ import inspect
 import json
 import operator
 import os
-import re
 import warnings
 
-from . import _feedline
+try:
+    from . import _feedline
+except ImportError as _e:  # the package's .py files without the native module beside them
+    if any(n.startswith("_feedline") for n in os.listdir(os.path.dirname(__file__))):
+        raise  # there, but it does not load: its own error says why
+    raise ImportError(
+        "feedline's native module (_feedline) is not built beside %s: build it with "
+        "`cmake --build build/release --target _feedline` (scripts/demo.sh does), or install the "
+        "package with `pip install ./python` (docs/PYTHON.md)" % os.path.dirname(__file__)) from _e
 
 Error = _feedline.Error  # storage and data errors: an OSError whose message names the object
 
@@ -125,12 +132,6 @@ def _url_bytes(url):
     return url
 
 
-def _flag_to_keyword(message):
-    """The run plan's messages name keywords already; some of the pipeline's own (Loader::open's,
-    the data path's) still name flags (--memory-budget): a Python caller passed keywords."""
-    return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
-
-
 def _suffix(suffix):
     """A member name's ending as the native side compares it: bytes (os.fsencode, so a str
     from Batch.keys or a transform's dict matches a name that is not UTF-8)."""
@@ -187,6 +188,25 @@ class Batch:
 
     def member(self, suffix=""):
         return self._b.member(_suffix(suffix))
+
+    def labels(self, suffix=".cls"):
+        """Each sample's member ending in suffix read as a whole decimal number (WebDataset's
+        ``.cls`` convention: ASCII digits, a leading minus, whitespace around), as an int64 numpy
+        array in batch order: ``torch.from_numpy(batch.labels())`` is the batch's label tensor
+        (to_torch(".cls") gives the members' bytes, not their numbers). A member that is not such
+        a number raises ValueError naming the sample."""
+        import numpy as np
+        views = self.member(suffix)
+        out = np.empty(len(views), dtype=np.int64)
+        for i, view in enumerate(views):
+            text = view.tobytes()
+            digits = text.strip(b" \t\r\n")
+            number = digits[1:] if digits[:1] == b"-" else digits
+            if not number.isdigit() or len(number) > 18:  # bytes.isdigit(): ASCII digits only
+                raise ValueError("sample %r: its member %r is not a decimal label: %r" % (
+                    self.keys[i], suffix, text[:40]))
+            out[i] = int(digits)
+        return out
 
     def padded(self, suffix=""):
         """(numpy uint8 array [len, longest] zero-padded, numpy int64 lengths): one copy."""
@@ -264,16 +284,19 @@ class Loader:
             _check_image_size(size, MAX_PIXELS, "feedline.MAX_PIXELS")
         url = _url_bytes(url)
         settings = _settings_args(options)
-        try:
-            self._native = _feedline._Loader(url, settings, state, _start_epoch, transform)
-        except ValueError as e:
-            raise ValueError(_flag_to_keyword(str(e))) from None
-        except Error as e:
-            raise Error(e.errno, _flag_to_keyword(e.strerror)) from None
+        # The library's errors name settings as keywords already (memory_budget, not a flag).
+        self._native = _feedline._Loader(url, settings, state, _start_epoch, transform)
         self._done = False
 
     def __iter__(self):
         return self
+
+    def __len__(self):
+        """The batches of one whole epoch on this rank (its share of the samples by the
+        equal-batches rule, the last batch short unless drop_last), as a DataLoader's len():
+        the steps per epoch for tqdm, an LR schedule or a log. The same for every epoch; a
+        resumed epoch delivers only its rest."""
+        return self._native.batches_per_epoch
 
     def __next__(self):
         if self._done:

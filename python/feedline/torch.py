@@ -41,11 +41,36 @@ class IterableDataset(torch.utils.data.IterableDataset):
         self._epoch = 0
         self._loader = None
         self._resume = None
+        self._next = None  # (loader, epoch, resumed): the next pass's, opened early by len()
+        self._len = None
 
     def set_epoch(self, epoch):
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError("epoch must be a whole number >= 0")
         self._epoch = epoch
+        if self._next is not None and self._next[1] != epoch and not self._next[2]:
+            self._drop_next()  # (a pass resumed from a state_dict keeps the state's epoch)
+
+    def __len__(self):
+        """The batches of one pass on this rank, as len(DataLoader(ds, batch_size=None)) says
+        them (the equal-batches rule applied; every pass has as many). Before the first pass it
+        opens the next one's loader, which that pass then uses: the dataset is listed once."""
+        if self._len is None:
+            if self._loader is None and self._next is None:
+                self._next = self._open()
+            self._len = len(self._next[0] if self._next is not None else self._loader)
+        return self._len
+
+    def _open(self):
+        state, self._resume = self._resume, None
+        epoch = state["epoch"] if state else self._epoch
+        loader = Loader(self._url, state=state["loader"] if state else None, _start_epoch=epoch,
+                        epochs=epoch + 1, **self._options)
+        return loader, epoch, state is not None
+
+    def _drop_next(self):
+        self._next[0].close()
+        self._next = None
 
     def __iter__(self):
         # Not a generator: DataLoader's worker process calls iter() as it starts, and hears at
@@ -55,10 +80,10 @@ class IterableDataset(torch.utils.data.IterableDataset):
         return self._iterate()
 
     def _iterate(self):
-        state, self._resume = self._resume, None
-        epoch = state["epoch"] if state else self._epoch
-        loader = Loader(self._url, state=state["loader"] if state else None, _start_epoch=epoch,
-                        epochs=epoch + 1, **self._options)
+        if self._next is not None:
+            (loader, epoch, _), self._next = self._next, None
+        else:
+            loader, epoch, _ = self._open()
         self._loader, self._loader_epoch = loader, epoch
         try:
             for batch in loader:
@@ -90,3 +115,5 @@ class IterableDataset(torch.utils.data.IterableDataset):
             raise ValueError("not a feedline.torch.IterableDataset state (from state_dict())")
         self._epoch = state["epoch"]
         self._resume = state if state.get("loader") else None
+        if self._next is not None:  # opened by len() for where the dataset stood before
+            self._drop_next()

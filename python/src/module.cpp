@@ -73,6 +73,11 @@ py::str name_str(std::string_view s) {
   return py::reinterpret_steal<py::str>(o);
 }
 
+// A library message with {name} placeholders, naming the settings as Python's keywords.
+std::string keyword_words(std::string_view message) {
+  return ld::render_setting_names(message, ld::SettingVocabulary::kPython);
+}
+
 // A message, which may quote such a name, as text that prints anywhere (\xe9 for those bytes).
 py::str message_str(std::string_view s) {
   PyObject* o =
@@ -102,17 +107,13 @@ class PythonError : public std::runtime_error {
                   : e.code() == fl::Errc::kPermissionDenied  ? EACCES
                   : e.code() == fl::Errc::kResourceExhausted ? ENOBUFS
                                                              : EIO;
-  py::object exc = py::reinterpret_borrow<py::object>(g_error)(err, message_str(e.what()));
+  py::object exc =
+      py::reinterpret_borrow<py::object>(g_error)(err, message_str(keyword_words(e.what())));
   PyErr_SetObject(g_error, exc.ptr());
   throw py::error_already_set();
 }
 
 [[noreturn]] void raise_value(std::string_view what) { raise_python(PyExc_ValueError, what); }
-
-// A library message with {name} placeholders, naming the settings as Python's keywords.
-std::string keyword_words(std::string_view message) {
-  return ld::render_setting_names(message, ld::SettingVocabulary::kPython);
-}
 
 // The process's environment, for the run plan: the launcher's rank and world size (torchrun's
 // RANK/WORLD_SIZE, Open MPI's, SLURM's), the AWS variables and files, as `feedline run` reads them.
@@ -616,7 +617,8 @@ class PyLoader {
       raise_error(*job->error);
     }
     auto loader = std::move(job->loader);
-    at_ = opened->setup.ctx.config.sampler.resume;  // where it starts
+    batches_per_epoch_ = loader->batches_per_epoch();  // len(): kept after close()
+    at_ = opened->setup.ctx.config.sampler.resume;     // where it starts
     opened_ = std::move(opened);
     loader_ = std::move(loader);
     live_loaders().insert(this);
@@ -737,6 +739,7 @@ class PyLoader {
   }
 
   bool interrupted() const { return interrupted_; }
+  std::uint64_t batches_per_epoch() const { return batches_per_epoch_; }
 
  private:
   // How long close() waits for a transform call under way to return before it leaves the
@@ -839,6 +842,7 @@ class PyLoader {
     o.host_memory_bytes = ctx.host_memory_bytes;
     o.resumed_from = &ctx.config.sampler.resume;
     o.mismatch = mismatch;
+    o.names = ld::SettingVocabulary::kPython;
     return ld::report_json(rep, opened_->data.dataset, ctx.config, o);
   }
   // Runs f(loader) with the GIL released, under the lock that keeps the loader alive and its
@@ -945,7 +949,7 @@ class PyLoader {
     py::object err = py::module_::import("sys").attr("stderr");
     if (err.is_none()) return;
     for (const std::string& n : notes)
-      err.attr("write")(message_str("feedline: note: " + fl::printable(n) + "\n"));
+      err.attr("write")(message_str("feedline: note: " + fl::printable(keyword_words(n)) + "\n"));
   }
 
   // The same samples: the same count, and the same listing (its fingerprint).
@@ -971,6 +975,7 @@ class PyLoader {
   pid_t owner_ = ::getpid();  // the process that made it (fork: raise_forked)
   bool finished_ = false;
   bool interrupted_ = false;
+  std::uint64_t batches_per_epoch_ = 0;  // this rank's, of one whole epoch
   std::optional<std::string> report_;
 };
 
@@ -1076,7 +1081,7 @@ PYBIND11_MODULE(_feedline, mod) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const PythonError& e) {
-      PyErr_SetObject(e.type(), message_str(e.what()).ptr());
+      PyErr_SetObject(e.type(), message_str(keyword_words(e.what())).ptr());
     }
   });
 
@@ -1156,7 +1161,8 @@ PYBIND11_MODULE(_feedline, mod) {
       .def_property_readonly("metrics_url", &PyLoader::metrics_url)
       .def("stop", &PyLoader::stop)
       .def("close", &PyLoader::close)
-      .def_property_readonly("interrupted", &PyLoader::interrupted);
+      .def_property_readonly("interrupted", &PyLoader::interrupted)
+      .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch);
 
   mod.def("_settings", &settings_table);
   mod.def("_close_all", &close_all_loaders);

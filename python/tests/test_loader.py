@@ -282,6 +282,7 @@ def test_holding_every_batch_buffer_raises_instead_of_hanging(files_ds):
         for b in l:
             kept.append(b)
     assert info.value.errno == errno.ENOBUFS
+    assert "raise prefetch for a larger pool" in str(info.value), str(info.value)  # a keyword
     assert 2 <= len(kept) <= 8
     n = len(kept) * 16
     kept.clear()
@@ -342,6 +343,46 @@ def test_torch_batches_and_dataloader(files_ds):
     # set_epoch(1) again gives epoch 1's order again (seeded by seed and epoch)
     ds.set_epoch(1)
     assert [k for b in dl for k in b.keys] == orders[1]
+
+
+@pytest.mark.parametrize("batch_size,drop_last,world_size", [
+    (64, False, 1), (64, True, 1), (100, False, 1), (7, False, 2), (7, True, 2), (64, False, 7)])
+def test_len_is_the_batches_each_epoch_delivers(files_ds, batch_size, drop_last, world_size):
+    """len(loader): what each rank's epoch delivers (600 samples: the equal-batches rule over
+    the ranks, the last batch short unless drop_last), before, during and after the pass."""
+    for rank in range(world_size):
+        loader = feedline.Loader(files_ds, batch_size=batch_size, drop_last=drop_last,
+                                 rank=rank, world_size=world_size, epochs=2)
+        n = len(loader)
+        got = [len(b) for b in loader]
+        assert len(got) == 2 * n, (n, got)
+        assert len(loader) == n  # after the run (and after close()) too
+        loader.close()
+        assert len(loader) == n
+        per_rank = 600 // world_size  # every rank delivers as many batches
+        want = per_rank // batch_size if drop_last else -(-per_rank // batch_size)
+        assert n == want, (n, want, rank)
+
+
+def test_torch_len_is_the_passs_batches_and_opens_the_dataset_once(files_ds):
+    torch = pytest.importorskip("torch")
+    import feedline.torch as ftorch
+    ds = ftorch.IterableDataset(files_ds, batch_size=64, seed=3)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
+    assert len(ds) == len(dl) == 10  # 600 samples: 9 of 64 and one of 24
+    opened = ds._next[0]
+    ds.set_epoch(0)  # the same pass: the loader len() opened is the one the pass uses
+    keys = [k for b in dl for k in b.keys]
+    assert ds._loader is opened and len(keys) == 600
+    ds.set_epoch(1)
+    assert len(ds) == 10 and sum(1 for _ in dl) == 10
+    # set_epoch after len(): the early loader was for another epoch, and is not used
+    ds2 = ftorch.IterableDataset(files_ds, batch_size=64, seed=3)
+    assert len(ds2) == 10
+    early = ds2._next[0]
+    ds2.set_epoch(1)
+    assert [k for b in ds2 for k in b.keys] == [k for b in dl for k in b.keys]
+    assert ds2._loader is not early
 
 
 def test_torch_resume_mid_epoch(files_ds):
@@ -425,6 +466,8 @@ def test_a_gil_bound_transform_is_named_in_the_verdict(files_ds):
     assert r["transform"]["off_cpu_share"] > 0.3, r["transform"]
     assert r["bottleneck"]["stage"] == "decode", r["bottleneck"]
     assert "GIL" in r["bottleneck"]["suggestion"], r["bottleneck"]
+    # what works with feedline: never worker processes, which it refuses (num_workers=0)
+    assert "process" not in r["bottleneck"]["suggestion"], r["bottleneck"]
 
 
 def test_the_report_names_settings_not_flags(files_ds):
@@ -503,6 +546,16 @@ def test_dlpack_and_to_torch_without_a_copy_where_sizes_allow(files_ds, tar_ds):
                 assert not row[n:].any()
 
 
+def test_the_pipelines_errors_name_keywords(files_ds):
+    """A batch too large for the memory budget: the library's hint names the keywords to change,
+    as the Python caller gave them (memory_budget, batch_size), never the CLI's flags."""
+    with pytest.raises((ValueError, feedline.Error)) as e:
+        feedline.Loader(files_ds, batch_size=600, memory_budget="1MiB")
+    text = str(e.value)
+    assert "memory_budget" in text and "batch_size" in text, text
+    assert "--" not in text and "{" not in text, text
+
+
 def test_device_gives_gpu_batches_or_a_clear_error(files_ds):
     # With a GPU: batches copied to it (the H2D copy its own stage), to_torch() on the device.
     # Without one (this project's CI): a feedline.Error that says so and names the keyword.
@@ -559,3 +612,37 @@ def test_mlperf_formats_select_members_by_name(tmp_path):
     b = next(feedline.Loader(tf, batch_size=9, shuffle=False))
     assert b.keys[5] == "shard-000001/000001"
     assert [len(v) for v in b.member(".tfrecord")] == [1024] * 9
+
+
+def test_labels_are_the_cls_members_as_numbers(tmp_path):
+    """gen --classes 7: each sample's .cls is its class in 0..6; Batch.labels() gives them as an
+    int64 array (and torch tensor), which to_torch(".cls") would give as ASCII codes."""
+    ds = gen(tmp_path / "ds", "--format", "tar", "--samples", "300", "--sample-size", "1k",
+             "--classes", "7", "--samples-per-shard", "100")
+    seen = set()
+    for b in feedline.Loader(str(ds), batch_size=64):
+        labels = b.labels()
+        assert labels.dtype == np.int64 and labels.shape == (len(b),)
+        assert labels.tolist() == [int(v.tobytes()) for v in b.member(".cls")]
+        seen.update(labels.tolist())
+    assert seen <= set(range(7)) and len(seen) >= 5, seen
+
+
+def test_a_label_that_is_not_a_number_names_its_sample(tmp_path):
+    import io
+    import tarfile
+    root = tmp_path / "ds"
+    root.mkdir()
+    with tarfile.open(root / "shard-000000.tar", "w") as tar:
+        for key, cls in (("a", b"3\n"), ("b", b" -12 "), ("c", b"x1"), ("d", b"1_000")):
+            for name, data in ((key + ".bin", b"payload"), (key + ".cls", cls)):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    b = next(iter(feedline.Loader(str(root), batch_size=2, shuffle=False)))
+    assert b.labels().tolist() == [3, -12]
+    b = next(iter(feedline.Loader(str(root), batch_size=4, shuffle=False)))
+    with pytest.raises(ValueError, match=r"sample 'c'.*\.cls.*not a decimal label"):
+        b.labels()
+    with pytest.raises(KeyError):
+        b.labels(".txt")

@@ -43,3 +43,23 @@ def test_the_module_holds_no_code_of_the_command_line():
     assert lines, "nm listed no symbol of " + MODULE
     found = [line for line in lines if CLI_SYMBOLS.search(line)]
     assert not found, "\n".join(found[:20])
+
+
+def test_the_package_without_its_module_says_what_to_build(tmp_path):
+    """The package's .py files alone (a source tree, or a build that made only the CLI): importing
+    it says what to build, not Python's "circular import" guess."""
+    import os
+    import sys
+    import feedline
+    pkg = tmp_path / "feedline"
+    pkg.mkdir()
+    src = os.path.dirname(feedline.__file__)
+    for name in os.listdir(src):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(src, name), pkg / name)
+    out = subprocess.run([sys.executable, "-c", "import feedline"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 1, out
+    assert "ImportError" in out.stderr and "--target _feedline" in out.stderr, out.stderr
+    assert "circular import" not in out.stderr.splitlines()[-1], out.stderr

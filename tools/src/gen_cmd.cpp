@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "cli_checks.hpp"
@@ -36,6 +37,7 @@ struct Options {
   double compressibility = 0;
   std::string image = "none";
   bool no_label = false;
+  std::uint32_t classes = 1000;
   std::uint64_t seed = 0;
   std::string output = "text";
   // --for-host[=MEMORY]: at least 5x this host's memory (or MEMORY) of samples, MLPerf Storage's
@@ -130,6 +132,7 @@ loader::GenConfig make_config(const Options& o) {
     c.image = *im;
   }
   c.with_label = !o.no_label;
+  c.num_classes = o.classes;
   c.seed = o.seed;
   value_or_usage(loader::validate(c));
   return c;
@@ -262,6 +265,10 @@ void add_gen(CLI::App& app, int& exit_code) {
       ->check(number_in(0, 1, true));
   cmd->add_flag("--no-label", o->no_label,
                 "No label: tar writes no .cls member per sample, npz no array y");
+  cmd->add_option("--classes", o->classes,
+                  "Labels drawn in 0..N-1 (tar's .cls members, npz's y; ImageNet's 1000)")
+      ->capture_default_str()
+      ->check(whole_number(1, std::numeric_limits<std::uint32_t>::max()));
   cmd->add_option("--seed", o->seed, "Seed: the same arguments give the same bytes")
       ->capture_default_str()
       ->check(whole_number(0, ~std::uint64_t{0}));

@@ -78,7 +78,7 @@ Result<std::uint64_t> Pipeline::held_for_tables() const {
                         "which must also hold the reads in flight",
                         held, dataset_.samples.size(), dataset_.members.size(),
                         config_.memory_budget))
-          .with_hint(fmt::format("raise --memory-budget above {} bytes, or read a part of "
+          .with_hint(fmt::format("raise {{memory_budget}} above {} bytes, or read a part of "
                                  "the dataset (a brace list, or a subdirectory)",
                                  held + held / 2)));
 }
@@ -386,5 +386,13 @@ PipelineReport Loader::report() { return pipeline_->report(); }
 PipelineReport Loader::snapshot() { return pipeline_->snapshot(); }
 LiveFigures Loader::live() const { return pipeline_->live(); }
 ResumePoint Loader::resume_point() const { return pipeline_->resume_point(); }
+
+std::uint64_t Loader::batches_per_epoch() const noexcept {
+  return pipeline_->sampler().batches_per_epoch();
+}
+
+std::uint64_t Loader::samples_per_epoch() const noexcept {
+  return pipeline_->sampler().samples_per_epoch();
+}
 
 }  // namespace feedline::loader

@@ -82,6 +82,8 @@ class Pipeline {
   LiveFigures live() const;
   // From any thread (Loader::resume_point()).
   ResumePoint resume_point() const;
+  // Set when the run starts, never changed: from any thread.
+  const Sampler& sampler() const noexcept { return sampler_; }
   const std::vector<std::shared_ptr<LiveWatch>>& watchers() const noexcept {
     return config_.watchers;
   }

@@ -133,8 +133,8 @@ Verdict Walk::blame_decode(std::string why) const {
       v.advice =
           "the transform is bound by the lock it runs under (Python's GIL): more decode threads "
           "only queue for it. Do its work in operations that release the GIL (torch or numpy "
-          "on whole arrays), move it to C++, run fewer Python threads beside it, or use worker "
-          "processes for it";
+          "on whole arrays), in a C++ decoder (decoder.hpp), or per batch in the training loop "
+          "instead of per sample, and run fewer Python threads beside it";
       return v;
     }
     v.advice = "the transform is most of decode's work: make it cheaper";

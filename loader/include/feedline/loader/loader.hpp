@@ -260,6 +260,12 @@ class Loader {
   // opened with it delivers exactly the rest. From any thread, at any time while the Loader
   // lives; taken between two next() calls, it matches the batches the caller has.
   ResumePoint resume_point() const;
+  // The batches of one whole epoch on this rank (what a PyTorch DataLoader's len() says): its
+  // share of the samples by the equal-batches rule (SamplerConfig), in batches of batch_size, the
+  // last one short unless drop_last. The same for every epoch (a resumed epoch delivers its rest).
+  std::uint64_t batches_per_epoch() const noexcept;
+  // The samples of one whole epoch on this rank (the equal-batches rule applied).
+  std::uint64_t samples_per_epoch() const noexcept;
 
  private:
   explicit Loader(std::unique_ptr<Pipeline> p);
