@@ -27,6 +27,7 @@ if [[ "${1:-}" == "--test" ]]; then
   pkgs+=(ccache mold fio util-linux time python3 gzip clang-16 libclang-rt-16-dev clang-format python3-xxhash python3-zstandard python3-crc32c zstd tar
          nginx awscli python3-boto3 python3-botocore rclone curl openssl
          nfs-ganesha nfs-ganesha-vfs libnfs-utils python3-pytest python3-torch python3-pil python3-torchvision
+         python3-venv python3-pip python3-wheel
          prometheus python3-prometheus-client chromium)
   # node may come from elsewhere (nodesource's nodejs package ships its own npm, and conflicts with
   # Debian's npm): install Debian's only when the command is missing.
