@@ -120,7 +120,9 @@ class CMakeBuild(build_ext):
         shutil.copy2(os.path.join(build, "tools", "feedline"), os.path.join(bindir, "feedline"))
 
 
-if any(a.startswith(("bdist", "build", "install", "develop", "editable")) for a in sys.argv[1:]):
+# pip's first step (dist_info) already needs wheel on old setuptools: check there too.
+if any(a.startswith(("bdist", "build", "install", "develop", "editable", "dist_info", "egg_info"))
+       for a in sys.argv[1:]):
     _missing = missing_requirements()
     if _missing:
         sys.exit("feedline cannot be built here; missing:\n  " + "\n  ".join(_missing))

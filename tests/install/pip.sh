@@ -42,6 +42,14 @@ PY
   ) || fail "feedline.Loader in $venv did not deliver gen's dataset"
 }
 
+echo "== a build requirement that is missing is named before anything is built"
+if out=$(cd "$scratch" && env PATH=/nonexistent "$python" "$src/python/setup.py" dist_info 2>&1); then
+  fail "setup.py went on without cmake, ninja or a compiler on PATH"
+fi
+[[ $out == *"missing:"*"cmake (Debian: apt install cmake)"*"ninja (Debian: apt install ninja-build)"* ]] ||
+  { echo "$out" >"$log"; fail "setup.py's refusal does not name cmake and ninja"; }
+echo "ok: without cmake, ninja and c++ on PATH, setup.py names them and stops"
+
 echo "== pip install ./python into a venv (FEEDLINE_BUILD_DIR=$build)"
 "$python" -m venv --system-site-packages "$scratch/venv" >"$log" 2>&1 || fail "python -m venv failed"
 start=$SECONDS
