@@ -37,9 +37,27 @@ must_gen "$tiny" --format files --samples 10 --sample-size 4KiB
 # WHATIF; the baseline's verdict and the model's limit must be STAGE (and its bound BOUND, where
 # given); the what-if's prediction about RATIO x the baseline (within TOL; RATIO a Python
 # expression over the document d), and its achieved rate within TOL of the prediction.
+# A case whose check fails runs once more, and only a second miss fails it: a neighbour on a
+# shared 2-core machine can take a core for seconds (the decode case then doubles nothing), while
+# a wrong verdict or model misses both times. The first miss is printed either way.
+# Where it misses twice and the diagnosis says the host's other processes took half a core or
+# more meanwhile (its other_processes_cores), the check is skipped, saying so: what it predicted
+# for 2 cores had 1.5 or fewer to run on.
 planted() {
-  local name=$1 stage=$2 bound=$3 whatif=$4 ratio=$5 tol=$6 data=$7; shift 7
   checks=$((checks + 1))
+  planted_once "$@" && return 0
+  echo "retry: $1: the first run missed (above); once more"
+  planted_once "$@" && return 0
+  local busy
+  busy=$(json_get "$scratch/$1.json" "'%.1f' % (d['measurements']['other_processes_cores'] or 0)" 2>/dev/null || echo 0)
+  if "$py" -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.5 else 1)" "$busy"; then
+    skip "$1: missed twice while the host's other processes took $busy of its cores"
+  else
+    fail "$1: missed twice"
+  fi
+}
+planted_once() {
+  local name=$1 stage=$2 bound=$3 whatif=$4 ratio=$5 tol=$6 data=$7; shift 7
   local json=$scratch/$name.json
   rm -f "$json"
   run diagnose "$data" --duration 2s --verify --what-if "$whatif" --json "$json" "$@"
@@ -55,11 +73,15 @@ and abs(d['what_if'][0]['error'] - (d['what_if'][0]['predicted_samples_per_secon
     "verdict, prediction or its verification off")
   if ((rc == 0)) && [[ -z $v ]] && grep -q "conclusion: " "$out"; then
     echo "ok: $name: $(json_get "$json" "'predicted %.0f, achieved %.0f, error %+.1f%%' % (d['what_if'][0]['predicted_samples_per_second'], d['what_if'][0]['achieved_samples_per_second'], 100 * d['what_if'][0]['error'])")"
-  else
-    fail "$name: exit $rc ${v}"
-    show stdout "$out"
-    show stderr "$err"
+    return 0
   fi
+  echo "miss: $name: exit $rc ${v}"
+  if [[ -s $json ]]; then
+    json_get "$json" "'  verdict %s (%s); predicted %s, achieved %s' % (d['bottleneck']['stage'], d['model']['as_run']['bound'], [w['predicted_samples_per_second'] for w in d['what_if']], [w['achieved_samples_per_second'] for w in d['what_if']])" || true
+  fi
+  show stdout "$out"
+  show stderr "$err"
+  return 1
 }
 
 planted storage-bandwidth storage bandwidth "storage-bw=16MiB/s" 2 0.25 "$ds" \
@@ -88,21 +110,25 @@ fi
 # previous one): storage order reads many times faster, the conclusion says so, and the what-if
 # that asks for it is predicted and runs (its rate then bounded by the host's CPU, which the
 # model reaches from a latency-bound baseline only roughly: a bound, not the 10%).
-checks=$((checks + 1))
-run diagnose "$ds" --duration 2s --batch-size 32 --throttle-seek 4ms --io-depth 8 --verify \
-  --what-if order=storage --json "$scratch/seek.json"
-v=$(json_check "$scratch/seek.json" "(
+seek_once() {
+  run diagnose "$ds" --duration 2s --batch-size 32 --throttle-seek 4ms --io-depth 8 --verify \
+    --what-if order=storage --json "$scratch/seek.json"
+  v=$(json_check "$scratch/seek.json" "(
 d['bottleneck']['stage'] == 'storage' and d['measurements']['storage_order_speedup'] > 4
 and d['what_if'][0]['predicted_samples_per_second'] > 3 * d['model']['achieved_samples_per_second']
 and d['what_if'][0]['achieved_samples_per_second'] > 3 * d['model']['achieved_samples_per_second'])" \
-  "storage order, predicted and achieved")
-if ((rc == 0)) && [[ -z $v ]] && grep -q "shuffled reads cost it" "$out"; then
-  echo "ok: seek-bound: $(json_get "$scratch/seek.json" "'storage order %.1fx alone; predicted %.0f, achieved %.0f against %.0f shuffled' % (d['measurements']['storage_order_speedup'], d['what_if'][0]['predicted_samples_per_second'], d['what_if'][0]['achieved_samples_per_second'], d['model']['achieved_samples_per_second'])")"
-else
-  fail "seek-bound storage: exit $rc ${v}"
+    "storage order, predicted and achieved")
+  if ((rc == 0)) && [[ -z $v ]] && grep -q "shuffled reads cost it" "$out"; then
+    echo "ok: seek-bound: $(json_get "$scratch/seek.json" "'storage order %.1fx alone; predicted %.0f, achieved %.0f against %.0f shuffled' % (d['measurements']['storage_order_speedup'], d['what_if'][0]['predicted_samples_per_second'], d['what_if'][0]['achieved_samples_per_second'], d['model']['achieved_samples_per_second'])")"
+    return 0
+  fi
+  echo "miss: seek-bound storage: exit $rc ${v}"
   show stdout "$out"
   show stderr "$err"
-fi
+  return 1
+}
+checks=$((checks + 1))
+seek_once || { echo "retry: seek-bound: the first run missed (above); once more"; seek_once || fail "seek-bound storage: missed twice"; }
 
 # The document: every controlled run, the measurements and ground truth, the model.
 checks=$((checks + 1))

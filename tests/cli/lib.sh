@@ -13,6 +13,7 @@ run_timeout=60
 show_max_lines=40
 failures=0
 checks=0
+skipped=0
 rc=0
 out=""
 err=""
@@ -83,6 +84,12 @@ fail() {
   failures=$((failures + 1))
 }
 
+# skip MESSAGE: a check that could not be judged here, and why; finish() counts it apart.
+skip() {
+  echo "skip: $*"
+  skipped=$((skipped + 1))
+}
+
 # show LABEL FILE: the captured output, indented, for a failure report (the first
 # $show_max_lines lines; all of them when that is 0).
 show() {
@@ -122,7 +129,11 @@ finish() {
     echo "$1: $failures of $checks checks FAILED"
     exit 1
   fi
-  echo "$1: all $checks checks passed"
+  if ((skipped > 0)); then
+    echo "$1: $((checks - skipped)) of $checks checks passed, $skipped skipped (the skip: lines)"
+  else
+    echo "$1: all $checks checks passed"
+  fi
 }
 
 # --- running the binary --------------------------------------------------------------------------

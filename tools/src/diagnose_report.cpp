@@ -403,6 +403,8 @@ json diagnose_json(const DiagnoseReport& rep) {
         {"consumer_cpu_seconds", m.consumer_cpu_seconds},
         {"storage_cpu_bound", m.storage_cpu_bound},
         {"storage_order_speedup", m.storage_order_speedup},
+        {"other_processes_cores",
+         d.other_processes_cores ? json(*d.other_processes_cores) : json(nullptr)},
         {"prep_seconds_per_sample", d.prep_seconds_per_sample},
         {"fetch_seconds_per_sample", d.fetch_seconds_per_sample}}},
       {"ground_truth", ground},

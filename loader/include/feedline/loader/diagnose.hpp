@@ -96,6 +96,10 @@ struct Diagnosis {
   // DS-Analyzer: prep = 1 / cached rate; fetch = 1 / cold rate - prep (0 when not measured).
   double prep_seconds_per_sample = 0;
   double fetch_seconds_per_sample = 0;
+  // The cores the host's other processes (and a hypervisor's neighbours) took while the runs
+  // ran, on average: the figures, and the predictions made from them, are of what they left.
+  // nullopt where the host's CPU time cannot be read.
+  std::optional<double> other_processes_cores;
   std::vector<std::string> notes;  // what could not be measured, and why
 };
 
