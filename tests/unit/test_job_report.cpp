@@ -1,7 +1,8 @@
-// An MPI job's report from its ranks' documents (tools/src/job_report.hpp): sums, the digest mod
-// 2^64, AU over every accelerator of every rank, the straggler over each rank's own time, the
-// job's verdict and the failing rank named. Planted documents: no MPI needed.
-#include "job_report.hpp"
+// A job's report from its ranks' documents (feedline/loader/job_report.hpp, its text
+// tools/src/job_report.hpp): sums, the digest mod 2^64, AU over every accelerator of every rank,
+// the straggler over each rank's own time, the job's verdict and the failing rank named. Planted
+// documents: no MPI or process group needed.
+#include "feedline/loader/job_report.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -9,12 +10,22 @@
 #include <string>
 #include <vector>
 
-using feedline::tools::job_document;
+#include "job_report.hpp"
+
+using feedline::loader::JobSetup;
 using feedline::tools::job_text;
-using feedline::tools::JobSetup;
 using nlohmann::json;
 
 namespace {
+
+// The library's document of planted rank documents, as the CLI and the Python package make it.
+json job_document(const std::vector<json>& ranks, const JobSetup& setup) {
+  std::vector<std::string> texts;
+  for (const json& r : ranks) texts.push_back(r.dump());
+  auto doc = feedline::loader::job_report_json(texts, setup);
+  REQUIRE(doc);
+  return json::parse(*doc);
+}
 
 json stage_row(const char* name, unsigned threads, double busy) {
   return {{"name", name},
@@ -191,4 +202,12 @@ TEST_CASE("job agreement: the first option a rank has otherwise is named with th
   why = first_disagreement({agreement_json(base), agreement_json(fewer)}, who);
   REQUIRE(why);
   CHECK(why->find("rank 1 of 3 (host h) has none") != std::string::npos);
+}
+
+TEST_CASE("job report: a rank's text that is not a JSON object is an error naming the rank",
+          "[job]") {
+  auto doc = feedline::loader::job_report_json({"{}", "{\"samples\": 1", "[]"}, JobSetup{});
+  REQUIRE_FALSE(doc);
+  CHECK(doc.error().code() == feedline::Errc::kInvalidArgument);
+  CHECK_THAT(doc.error().message(), Catch::Contains("rank 1"));
 }

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <initializer_list>
 #include <optional>
 #include <vector>
 
 #include "cli_error.hpp"
 #include "feedline/core/units.hpp"
+#include "feedline/loader/job_report.hpp"
 #include "feedline/storage/counters.hpp"
 #include "knobs.hpp"
 #include "output.hpp"
@@ -66,45 +66,6 @@ std::optional<HostConnections> host_connections(const loader::HostReport& host) 
 
 }  // namespace
 
-nlohmann::json merge_rows(const nlohmann::json& each, const char* table,
-                          std::initializer_list<const char*> sums,
-                          std::initializer_list<const char*> means, const char* weight) {
-  nlohmann::json rows = each.front()[table];
-  for (std::size_t k = 0; k < rows.size(); ++k) {
-    double total_weight = 0;
-    for (const char* f : sums) rows[k][f] = 0;
-    std::vector<double> mean(means.size(), 0.0);
-    for (const auto& doc : each) {
-      const auto& row = doc[table].at(k);
-      for (const char* f : sums) {
-        if (row[f].is_number_integer()) {
-          rows[k][f] = rows[k][f].get<std::uint64_t>() + row[f].get<std::uint64_t>();
-        } else {
-          rows[k][f] = rows[k][f].get<double>() + row[f].get<double>();
-        }
-      }
-      const double w = weight ? row[weight].get<double>() : 1.0;
-      total_weight += w;
-      std::size_t i = 0;
-      for (const char* f : means) mean[i++] += w * row[f].get<double>();
-    }
-    std::size_t i = 0;
-    for (const char* f : means) rows[k][f] = total_weight > 0 ? mean[i++] / total_weight : 0.0;
-  }
-  return rows;
-}
-
-void sum_io_counts(const nlohmann::json& each, nlohmann::json& io) {
-  for (const char* f : {"reads", "bytes", "ops", "errors", "retries", "short_reads",
-                        "bounced_bytes", "storage_threads", "depth_cap"}) {
-    std::uint64_t sum = 0;
-    for (const auto& doc : each) {
-      if (doc.contains("io")) sum += doc["io"].value(f, std::uint64_t{0});
-    }
-    io[f] = sum;
-  }
-}
-
 MlperfFigures host_mlperf(const loader::HostReport& host, const RunContext& ctx) {
   MlperfFigures m;
   m.accelerators = host.split.accelerators;
@@ -149,13 +110,12 @@ nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
   if (!each.empty()) {
     // Stages, queues and reads for the whole host; latency percentiles stay accelerator 0's
     // (per_accelerator has each one's).
-    j["stages"] =
-        merge_rows(each, "stages", {"threads", "cpu_seconds", "items", "items_inline", "bytes"},
-                   {"busy_fraction", "starved_fraction", "blocked_fraction"}, "threads");
-    j["queues"] = merge_rows(
-        each, "queues", {"capacity", "items"},
-        {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
-    sum_io_counts(each, j["io"]);
+    std::vector<std::string> docs;
+    for (const auto& doc : each) docs.push_back(doc.dump());
+    const json tables = json::parse(loader::merged_tables_json(docs));
+    j["stages"] = tables["stages"];
+    j["queues"] = tables["queues"];
+    for (const auto& [k, v] : tables["io"].items()) j["io"][k] = v;
     double wait = 0;
     for (const auto& doc : each) wait += doc["consumer_wait"]["fraction"].get<double>();
     j["consumer_wait"]["fraction"] = wait / static_cast<double>(each.size());

@@ -23,14 +23,6 @@ namespace feedline::tools {
 nlohmann::json host_document(loader::HostReport& host, const RunSetup& st,
                              const loader::Dataset& dataset, std::optional<Error>* mismatch);
 std::string host_text(const loader::HostReport& host, const RunContext& ctx);
-// The host's (a job's) rows of a per-stage or per-queue table (`table`: "stages", "queues") from
-// each part's document: the `sums` fields summed, the `means` averaged (weighted by `weight`, a
-// stage's threads; unweighted where null). Every document lists the same rows in the same order.
-nlohmann::json merge_rows(const nlohmann::json& each, const char* table,
-                          std::initializer_list<const char*> sums,
-                          std::initializer_list<const char*> means, const char* weight);
-// The counts of `io` (reads, bytes, errors, ...) summed over each part's document, into io.
-void sum_io_counts(const nlohmann::json& each, nlohmann::json& io);
 // The host's result in MLPerf Storage's words (run_report.hpp), for this one host.
 MlperfFigures host_mlperf(const loader::HostReport& host, const RunContext& ctx);
 

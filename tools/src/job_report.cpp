@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "feedline/core/units.hpp"
+#include "feedline/loader/job_report.hpp"
 #include "host_run.hpp"
 #include "output.hpp"
 #include "run_report.hpp"
@@ -42,13 +43,6 @@ std::string stage_of(const json& doc) {
 double own_rate(const json& rank) {
   const double wall = number(rank, "wall_seconds") - number(rank, "sync_seconds");
   return wall > 0 ? static_cast<double>(count(rank, "samples")) / wall : 0;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 }  // namespace
@@ -98,201 +92,6 @@ std::optional<std::string> first_disagreement(const std::vector<json>& ranks,
                               name));
   }
   return std::nullopt;
-}
-
-std::string held_back_by(const std::string& stage) {
-  if (stage == "storage") return "its own storage link (its reads)";
-  if (stage == "decode") return "decode CPU";
-  if (stage == "collate") return "collate CPU (copies into batches)";
-  if (stage == "device") return "its host-to-device copies";
-  if (stage == "consumer") return "its accelerator's compute, not its input";
-  return "nothing it measured (it delivered no batch)";
-}
-
-json job_document(std::vector<json> ranks, const JobSetup& setup) {
-  // The documents of ranks that ran (a failed open leaves a short one with "error" only).
-  std::vector<const json*> ran;
-  for (const json& r : ranks) {
-    if (r.contains("stages") && r["stages"].is_array()) ran.push_back(&r);
-  }
-  json j = ran.empty() ? json::object() : *ran.front();
-  for (const char* k : {"per_accelerator", "rank", "host", "split", "stragglers", "runs"}) {
-    j.erase(k);
-  }
-  std::uint64_t samples = 0, bytes = 0, batches = 0, skipped = 0, digest = 0, peak_rss = 0;
-  bool digest_computed = true;
-  double wall = 0, sync = 0, wait = 0;
-  unsigned accelerators = 0, per_rank = 0;
-  for (const json* r : ran) {
-    samples += count(*r, "samples");
-    bytes += count(*r, "bytes");
-    batches += count(*r, "batches");
-    wall = std::max(wall, number(*r, "wall_seconds"));
-    sync = std::max(sync, number(*r, "sync_seconds"));
-    wait += number(r->value("consumer_wait", json::object()), "fraction");
-    const json& d = r->value("delivered", json::object());
-    if (d.contains("digest") && d["digest"].is_number_unsigned()) {
-      digest += d["digest"].get<std::uint64_t>();  // mod 2^64
-    } else {
-      digest_computed = false;
-    }
-    skipped += count(r->value("skipped", json::object()), "samples");
-    peak_rss = std::max(peak_rss, count(r->value("memory", json::object()), "peak_rss_bytes"));
-    const unsigned n = r->value("accelerators", 1u);
-    accelerators += n;
-    per_rank = std::max(per_rank, n);
-  }
-  j["samples"] = samples;
-  j["bytes"] = bytes;
-  j["batches"] = batches;
-  j["wall_seconds"] = wall;
-  j["samples_per_second"] = wall > 0 ? static_cast<double>(samples) / wall : 0.0;
-  j["bytes_per_second"] = wall > 0 ? static_cast<double>(bytes) / wall : 0.0;
-  j["sync_seconds"] = sync;
-  j["accelerators"] = accelerators;
-  j["accelerators_per_rank"] = per_rank;
-  j["hosts"] = setup.hosts;
-  if (!ran.empty()) {
-    j["consumer_wait"]["fraction"] = wait / static_cast<double>(ran.size());
-    json docs = json::array();
-    for (const json* r : ran) docs.push_back(*r);
-    if (std::all_of(ran.begin(), ran.end(), [&](const json* r) {
-          return (*r)["stages"].size() == (*ran.front())["stages"].size() &&
-                 r->value("queues", json::array()).size() == (*ran.front())["queues"].size();
-        })) {
-      j["stages"] =
-          merge_rows(docs, "stages", {"threads", "cpu_seconds", "items", "items_inline", "bytes"},
-                     {"busy_fraction", "starved_fraction", "blocked_fraction"}, "threads");
-      j["queues"] = merge_rows(
-          docs, "queues", {"capacity", "items"},
-          {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
-    }
-    sum_io_counts(docs, j["io"]);
-    j["memory"]["peak_rss_bytes"] = peak_rss;  // the largest rank's
-  }
-  // AU over every accelerator of every rank.
-  std::optional<double> au_min, au_max;
-  double au_sum = 0;
-  unsigned au_count = 0;
-  json au_min_at = nullptr;
-  for (const json* r : ran) {
-    const json& each = r->value("per_accelerator", json::array({*r}));
-    for (std::size_t i = 0; i < each.size(); ++i) {
-      if (!each[i].contains("au") || !each[i]["au"].is_number()) continue;
-      const double au = each[i]["au"].get<double>();
-      if (!au_min || au < *au_min) {
-        au_min = au;
-        au_min_at = {{"rank", r->value("rank", 0u)}, {"accelerator", i}};
-      }
-      au_max = au_max ? std::max(*au_max, au) : au;
-      au_sum += au;
-      ++au_count;
-    }
-  }
-  const std::optional<double> au_mean =
-      au_count ? std::optional<double>(au_sum / au_count) : std::nullopt;
-  j["au"] = au_mean ? json(*au_mean) : json(nullptr);
-  j["au_mean"] = j["au"];
-  j["au_min"] = au_min ? json(*au_min) : json(nullptr);
-  j["au_max"] = au_max ? json(*au_max) : json(nullptr);
-  j["au_min_at"] = au_min_at;
-  if (setup.au_target > 0) {
-    j["au_target"] = setup.au_target;
-    j["au_pass"] = au_min ? json(*au_min >= setup.au_target) : json(nullptr);
-  }
-  // The slowest rank against the median, over each one's own time.
-  std::vector<double> rates;
-  const json* slowest = nullptr;
-  for (const json* r : ran) {
-    rates.push_back(own_rate(*r));
-    if (!slowest || own_rate(*r) < own_rate(*slowest)) slowest = r;
-  }
-  const double median = median_of(rates);
-  if (slowest) {
-    const double rate = own_rate(*slowest);
-    const double ratio = median > 0 ? rate / median : 1;
-    const std::string stage = stage_of(*slowest);
-    const json& b = (*slowest)["bottleneck"];
-    j["stragglers"] = {{"rank", slowest->value("rank", 0u)},
-                       {"host", text(*slowest, "host")},
-                       {"samples_per_second", rate},
-                       {"median_samples_per_second", median},
-                       {"ratio", ratio},
-                       {"straggler", ran.size() > 1 && ratio < kStragglerRatio},
-                       {"bottleneck", stage},
-                       {"cause", held_back_by(stage)},
-                       {"evidence", text(b, "evidence")}};
-  } else {
-    j["stragglers"] = nullptr;
-  }
-  // The job's verdict: with a straggler, what holds it back holds the job back (the others wait
-  // for it at every epoch); else the stage most ranks name (a tie: the slowest rank's).
-  {
-    std::map<std::string, unsigned> votes;
-    for (const json* r : ran) {
-      if (stage_of(*r) != "none") ++votes[stage_of(*r)];
-    }
-    json verdict = {{"stage", "none"},
-                    {"evidence", "no rank delivered a batch: nothing to judge"},
-                    {"suggestion", ""},
-                    {"next", json::array()}};
-    if (slowest && !votes.empty()) {
-      std::string stage = stage_of(*slowest);
-      unsigned most = votes.count(stage) ? votes[stage] : 0;
-      const bool straggler = j["stragglers"]["straggler"].get<bool>();
-      if (!straggler) {
-        for (const auto& [s, k] : votes) {
-          if (k > most) {
-            stage = s;
-            most = k;
-          }
-        }
-      }
-      const json& b = (*slowest)["bottleneck"];
-      verdict["stage"] = stage;
-      verdict["evidence"] = fmt::format(
-          "{} of {} rank(s) name {}{}; the slowest, rank {} (host {}), delivered {:.0f} "
-          "samples/s over its own time against the median {:.0f}: {}",
-          most, ran.size(), stage,
-          straggler ? fmt::format(", and the others wait for rank {} at every epoch",
-                                  slowest->value("rank", 0u))
-                    : "",
-          slowest->value("rank", 0u), text(*slowest, "host"), own_rate(*slowest), median,
-          text(b, "evidence"));
-      verdict["suggestion"] = text(b, "suggestion");
-      verdict["next"] = b.value("next", json::array());
-    }
-    j["bottleneck"] = verdict;
-  }
-  j["delivered"] = {{"samples", samples},
-                    {"digest", digest_computed && !ran.empty() ? json(digest) : json(nullptr)},
-                    {"verified", nullptr}};
-  j["skipped"]["samples"] = skipped;
-  // The first failure, naming its rank; a rank stopped because of another's is not one.
-  json error = nullptr;
-  bool interrupted = false;
-  for (const json& r : ranks) {
-    if (r.contains("error") && r["error"].is_string() && error.is_null()) {
-      error = fmt::format("rank {} (host {}): {}", r.value("rank", 0u), text(r, "host"),
-                          r["error"].get<std::string>());
-    }
-    interrupted = interrupted || r.value("interrupted", false);
-  }
-  j["error"] = error;
-  j["interrupted"] = interrupted && error.is_null();
-  MlperfFigures m;
-  m.accelerators = accelerators;
-  m.hosts = setup.hosts;
-  m.samples_per_second = j["samples_per_second"].get<double>();
-  m.bytes_per_second = j["bytes_per_second"].get<double>();
-  if (setup.emulated) {
-    m.au_mean = au_mean;
-    m.au_min = au_min;
-  }
-  m.au_target = setup.au_target;
-  j["mlperf"] = mlperf_document(m);
-  j["ranks"] = std::move(ranks);
-  return j;
 }
 
 std::string job_text(const json& j) {
@@ -350,7 +149,7 @@ std::string job_text(const json& j) {
         s.value("straggler", false)
             ? fmt::format("a straggler, held back by {}", text(s, "cause"))
             : fmt::format("within {:.0f}% of the median, no straggler (limited by {})",
-                          (1 - kStragglerRatio) * 100, text(s, "cause"))));
+                          (1 - loader::kStragglerRatio) * 100, text(s, "cause"))));
   }
   const json& m = j["mlperf"];
   if (m.is_object()) {

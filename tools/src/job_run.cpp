@@ -9,6 +9,7 @@
 #include "cli_error.hpp"
 #include "feedline/loader/accelerators.hpp"
 #include "feedline/loader/digest.hpp"
+#include "feedline/loader/job_report.hpp"
 #include "host_run.hpp"
 #include "job_report.hpp"
 #include "json_file.hpp"
@@ -204,13 +205,11 @@ int run_in_job(const RunOptions& o, MpiJob& job) {
   std::vector<std::string> docs = job.gather(dump_json(mine));
   int code = kExitOk;
   if (job.rank() == 0) {
-    std::vector<json> ranks;
-    for (const std::string& d : docs) ranks.push_back(json::parse(d));
-    JobSetup setup;
+    loader::JobSetup setup;
     setup.hosts = job.distinct_hosts();
     setup.au_target = st.ctx.au_target;
     setup.emulated = !st.ctx.compute_time.empty();
-    json doc = job_document(std::move(ranks), setup);
+    json doc = json::parse(value_or_exit(loader::job_report_json(docs, setup)));
     if (rd) {
       std::optional<Error> mismatch;
       const DeliveredWhole whole{doc["delivered"]["digest"].is_number()
