@@ -35,6 +35,8 @@ except ImportError as _e:  # the package's .py files without the native module b
 
 Error = _feedline.Error  # storage and data errors: an OSError whose message names the object
 
+from . import _job  # noqa: E402  (it needs Error)
+
 # Loaders still open at exit are closed while the interpreter is whole: freed during its
 # finalization, a pipeline thread waiting for the GIL would be ended mid-call.
 atexit.register(_feedline._close_all)
@@ -264,16 +266,20 @@ class Loader:
     report(), close(): RuntimeError). The report's "transform" tells its time,
     and the decode threads' wait for the GIL, apart from feedline's own decode. ``rank`` and
     ``world_size`` default to torch.distributed's when it is initialised, then to the launcher's
-    environment (RANK/WORLD_SIZE, Open MPI, SLURM), as `feedline run` reads it.
+    environment (RANK/WORLD_SIZE, Open MPI, SLURM), as `feedline run` reads it. Under
+    torch.distributed, rank 0's report() after the pass is the job's (report(): ``job_timeout``
+    the seconds it waits for the other ranks' reports).
 
     A process fork()ed after the Loader was made cannot use it (RuntimeError: its pipeline's
     threads stay in the parent); it may close it and exit."""
 
-    def __init__(self, url, state=None, transform=None, _start_epoch=0, **options):
+    def __init__(self, url, state=None, transform=None, _start_epoch=0, job_timeout=None,
+                 **options):
         if options.get("rank") is None and options.get("world_size") is None:
             dist = _torch_distributed()
             if dist is not None:
                 options["rank"], options["world_size"] = dist
+        timeout = _job.job_timeout(job_timeout)
         if isinstance(state, dict):
             state = json.dumps(state)
         elif state is not None and not isinstance(state, str):
@@ -287,6 +293,9 @@ class Loader:
         # The library's errors name settings as keywords already (memory_budget, not a flag).
         self._native = _feedline._Loader(url, settings, state, _start_epoch, transform)
         self._done = False
+        # Under torch.distributed (its rank and world size): this loader's part in the job's
+        # report (feedline/_job.py).
+        self._job = _job.JobReport.for_this_process(options, timeout)
 
     def __iter__(self):
         return self
@@ -304,6 +313,8 @@ class Loader:
         b = self._native.next()
         if b is None:
             self._done = True
+            if self._job is not None:
+                self._job.publish(self.report(own=True))
             raise StopIteration
         return Batch(b)
 
@@ -313,11 +324,22 @@ class Loader:
         while it lives (http://127.0.0.1:PORT/metrics; port 0 picks a free one). None without."""
         return self._native.metrics_url
 
-    def report(self):
+    def report(self, own=False):
         """The run's report: a dict with the schema of `feedline run --json`. Mid-run it is a
         snapshot ("snapshot": True: the stages, queues, consumer wait and throughput so far; the
         IO statistics and the verdict come at the end) and the run goes on, so a job can log it
-        every N steps."""
+        every N steps.
+
+        Under torch.distributed (more than one rank), once the pass has ended (its last batch,
+        or close()), rank 0's report is the job's (unless ``own``): the same schema as rank 0's
+        `feedline run --json` under mpirun, with "ranks" (every rank's own report, with "rank"
+        and "host"), "stragglers" (the slowest rank against the median, and what held it back),
+        AU min / mean / max over the ranks, "delivered" summed over them and the MLPerf keys. It
+        waits for the other ranks' reports at most ``job_timeout`` seconds (Loader's keyword,
+        300 by default) and raises feedline.Error naming a rank whose report did not come (it
+        died, or has not ended its pass). The other ranks' report() stays their own."""
+        if not own and self._job is not None and self._job.rank == 0 and self._job.published:
+            return self._job.job()
         return json.loads(self._native.report_json())
 
     def state_dict(self):
@@ -331,6 +353,8 @@ class Loader:
         the call returns, and the report is the run's figures at close()."""
         self._done = True
         self._native.close()
+        if self._job is not None:
+            self._job.publish(self.report(own=True))
 
     def __enter__(self):
         return self
@@ -345,7 +369,8 @@ def _loader_signature():
     P = inspect.Parameter
     params = [P("self", P.POSITIONAL_OR_KEYWORD), P("url", P.POSITIONAL_OR_KEYWORD),
               P("state", P.POSITIONAL_OR_KEYWORD, default=None),
-              P("transform", P.POSITIONAL_OR_KEYWORD, default=None)]
+              P("transform", P.POSITIONAL_OR_KEYWORD, default=None),
+              P("job_timeout", P.KEYWORD_ONLY, default=None, annotation=float)]
     for name, setting in _SETTINGS.items():
         params.append(P(name, P.KEYWORD_ONLY, default=_python_default(setting),
                         annotation=_ANNOTATIONS[setting["type"]]))

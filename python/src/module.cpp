@@ -42,6 +42,7 @@
 #include "feedline/core/redact.hpp"
 #include "feedline/core/text.hpp"
 #include "feedline/loader/image.hpp"
+#include "feedline/loader/job_report.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
 #include "feedline/loader/report_json.hpp"
@@ -1165,6 +1166,20 @@ PYBIND11_MODULE(_feedline, mod) {
       .def_property_readonly("batches_per_epoch", &PyLoader::batches_per_epoch);
 
   mod.def("_settings", &settings_table);
+  // The job's document from every rank's own (feedline/loader/job_report.hpp): the Python
+  // package gathers them over torch.distributed's store and calls this on rank 0.
+  mod.def(
+      "_job_report_json",
+      [](const std::vector<std::string>& ranks, unsigned hosts, double au_target, bool emulated) {
+        fl::loader::JobSetup setup;
+        setup.hosts = hosts;
+        setup.au_target = au_target;
+        setup.emulated = emulated;
+        auto doc = fl::loader::job_report_json(ranks, setup);
+        if (!doc) raise_error(doc.error());
+        return *doc;
+      },
+      py::arg("ranks"), py::arg("hosts"), py::arg("au_target"), py::arg("emulated"));
   mod.def("_close_all", &close_all_loaders);
   mod.def("_decode_image", &decode_image, py::arg("data"), py::arg("image_size") = 0,
           py::arg("crop") = "", py::arg("dct_scaling") = true, py::arg("seed") = 0,
