@@ -5,6 +5,7 @@ python/ folder; by hand: PYTHONPATH=build/release/python FEEDLINE_BIN=build/rele
 /usr/bin/python3 -m pytest python/tests
 """
 import errno
+import itertools
 import json
 import os
 import pickle
@@ -121,13 +122,18 @@ def test_ranks_get_equal_batches_where_striding_would_not(files_ds):
     # The rule: every rank 85 samples, one batch; the last 600 % 7 = 5 go to none this epoch.
     seen, counts = set(), set()
     for rank in range(7):
-        keys, _, batches = run_all(feedline.Loader(files_ds, batch_size=85, rank=rank,
-                                                   world_size=7))
+        loader = feedline.Loader(files_ds, batch_size=85, rank=rank, world_size=7)
+        keys, _, batches = run_all(loader)
         assert len(keys) == 85
         assert not seen & set(keys)
         seen |= set(keys)
         counts.add(batches)
+        assert loader.report()["left_out_per_epoch"] == 5  # the report says how many
     assert counts == {1}
+    # Where the shares make as many batches (batch 100: 86 and 85 samples, one batch each
+    # either way), every sample goes to one rank, and none is left out.
+    loader = feedline.Loader(files_ds, batch_size=100, rank=0, world_size=7)
+    assert len(run_all(loader)[0]) == 86 and loader.report()["left_out_per_epoch"] == 0
 
 
 def test_resume_mid_epoch_exactly(files_ds):
@@ -381,8 +387,59 @@ def test_torch_len_is_the_passs_batches_and_opens_the_dataset_once(files_ds):
     assert len(ds2) == 10
     early = ds2._next[0]
     ds2.set_epoch(1)
+    ds.set_epoch(1)  # epoch 1 again, on purpose
     assert [k for b in ds2 for k in b.keys] == [k for b in dl for k in b.keys]
     assert ds2._loader is not early
+
+
+def test_torch_set_epoch_forgotten_warns_once(files_ds):
+    pytest.importorskip("torch")
+    import warnings
+    import feedline.torch as ftorch
+    ds = ftorch.IterableDataset(files_ds, batch_size=200, seed=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        orders = [[k for b in ds for k in b.keys] for _ in range(3)]  # no set_epoch()
+    assert orders[0] == orders[1] == orders[2]
+    said = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(said) == 1, [str(w.message) for w in caught]
+    assert "set_epoch" in str(said[0].message) and "epoch 0 again" in str(said[0].message)
+    assert said[0].filename == __file__  # at the user's loop, not in feedline
+    # set_epoch() each pass, or a deliberate set_epoch() to the same epoch: no warning
+    ds = ftorch.IterableDataset(files_ds, batch_size=200, seed=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for epoch in (0, 1, 1):
+            ds.set_epoch(epoch)
+            sum(1 for _ in ds)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("batch_size", [1, 8])
+def test_torch_dataloader_batch_size_refused_with_what_to_write(files_ds, batch_size):
+    torch = pytest.importorskip("torch")
+    import feedline.torch as ftorch
+    ds = ftorch.IterableDataset(files_ds, batch_size=100)
+    args = {} if batch_size == 1 else {"batch_size": batch_size}  # 1: DataLoader's default
+    dl = torch.utils.data.DataLoader(ds, num_workers=0, **args)
+    with pytest.raises(TypeError, match=r"DataLoader\(batch_size=%d\).*batch_size=None" % batch_size):
+        next(iter(dl))
+    assert ds._loader is None and ds._next is None  # refused before the dataset was opened
+    # Collated by another path (a DataLoader this torch's frames do not show): the same words.
+    from torch.utils.data._utils.collate import default_collate
+    with pytest.raises(TypeError, match=r"DataLoader\(batch_size=2\)"):
+        default_collate(list(itertools.islice(feedline.Loader(files_ds, batch_size=10), 2)))
+
+
+def test_torch_pin_memory_refused_with_what_to_write(files_ds):
+    torch = pytest.importorskip("torch")
+    import feedline.torch  # noqa: F401  (it teaches Batch what pinning says)
+    from torch.utils.data._utils.pin_memory import pin_memory
+    batch = next(iter(feedline.Loader(files_ds, batch_size=10)))
+    # What DataLoader(pin_memory=True)'s pin thread does with each batch where CUDA is available
+    # (without CUDA it pins nothing).
+    with pytest.raises(TypeError, match=r"pin_memory=False.*device='cuda:0'"):
+        pin_memory(batch)
 
 
 def test_torch_resume_mid_epoch(files_ds):
@@ -391,6 +448,7 @@ def test_torch_resume_mid_epoch(files_ds):
     ds = ftorch.IterableDataset(files_ds, batch_size=50, seed=2)
     ds.set_epoch(3)
     full = [k for b in ds for k in b.keys]
+    ds.set_epoch(3)  # the same epoch again, on purpose
     it = iter(ds)
     part = [k for _ in range(4) for k in next(it).keys]
     state = ds.state_dict()

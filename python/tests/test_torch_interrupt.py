@@ -170,6 +170,34 @@ def test_ctrl_c_while_the_dataset_opens_surfaces_within_a_second(tmp_path):
     assert latency < PROMPT_S, "KeyboardInterrupt came %.2f s after SIGINT" % latency
 
 
+def test_report_answers_after_ctrl_c_while_a_pass_opens(tmp_path):
+    # The pass's loader is opening (gen's manifest read at 3 s a read) when Ctrl-C comes:
+    # report() then answers with the pass interrupted, nothing delivered.
+    ds = gen(tmp_path / "ds", "--format", "files", "--samples", "16", "--sample-size", "1k")
+    p = child("""
+    import json, sys
+    import torch
+    import feedline.torch
+    ds = feedline.torch.IterableDataset(sys.argv[1], batch_size=8, throttle_latency="3s")
+    ds.set_epoch(4)
+    print("ready", flush=True)
+    try:
+        for batch in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0):
+            pass
+    except KeyboardInterrupt:
+        print(json.dumps(ds.report()), flush=True)
+        sys.exit(0)
+    sys.exit(1)
+    """, ds)
+    wait_line(p, "ready")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 0, out + err
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["interrupted"] is True and doc["samples"] == 0 and doc["epoch"] == 4, doc
+
+
 def shm_entries():
     try:
         return set(os.listdir("/dev/shm"))

@@ -290,6 +290,18 @@ for variant in tar-zstd files-zstd files-none tar-none; do
   fi
 done
 
+# The equal-batches rule: 500 samples over 3 ranks in batches of 166 would give ranks 0 and 1 a
+# second batch of one sample; every rank takes 166, and the report says 2 go to no rank.
+checks=$((checks + 1))
+run run "$ds" --batch-size 166 --world-size 3 --rank 0 --json "$scratch/left-out.json"
+v=$(json_check "$scratch/left-out.json" "d['samples'] == 166 and d['left_out_per_epoch'] == 2" "left_out_per_epoch")
+if ((rc == 0)) && [[ -z $v ]] && grep -q "note: 2 sample(s) of each epoch went to no rank" "$out"; then
+  echo "ok: the equal-batches rule's left-out samples are counted and noted"
+else
+  fail "equal-batches note: exit $rc ${v}"
+  show stdout "$out"
+fi
+
 # --- many small files: past 4,096 objects each file opens with its read -------------------------------
 # (io_uring: an OPENAT linked to the READ in the ring; the POSIX engine: open(2) per read.)
 ds=$scratch/gen-many

@@ -128,6 +128,15 @@ std::string run_text(const loader::PipelineReport& r, const RunContext& ctx) {
                    c.samples, c.batches, format_bytes(static_cast<double>(c.bytes)), c.wall_seconds,
                    c.samples_per_second, format_rate(c.bytes_per_second),
                    r.interrupted ? "  [interrupted: partial result]" : ""));
+  if (c.left_out_per_epoch > 0) {
+    line(fmt::format(
+        "  note: {} sample(s) of each epoch went to no rank: every rank gets as many batches "
+        "(rank {} of {} takes {} a epoch; shuffled, other samples are left out each epoch)",
+        c.left_out_per_epoch, cfg.sampler.rank, cfg.sampler.world_size,
+        cfg.sampler.world_size > 0
+            ? (ctx.dataset_samples - c.left_out_per_epoch) / cfg.sampler.world_size
+            : 0));
+  }
   line(
       fmt::format("  first batch after {}; then the consumer waited {:.1f}% of the time (p50 {} "
                   "p90 {} p99 {} per "

@@ -239,6 +239,7 @@ json report_doc(const PipelineReport& r, const Dataset& dataset, const LoaderCon
       {"bytes", c.bytes},
       {"batches", c.batches},
       {"epochs", c.epochs},
+      {"left_out_per_epoch", c.left_out_per_epoch},
       {"wall_seconds", c.wall_seconds},
       {"samples_per_second", c.samples_per_second},
       {"bytes_per_second", c.bytes_per_second},

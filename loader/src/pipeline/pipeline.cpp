@@ -225,6 +225,7 @@ PipelineReport Pipeline::report() {
     if (r) parts.stages.push_back(r->report(wall));
   }
   PipelineReport r = detail::build_report(parts);
+  r.consumer.left_out_per_epoch = sampler_.left_out_per_epoch();
   r.verdict = diagnose(r, config_);
   return r;
 }
@@ -242,6 +243,7 @@ PipelineReport Pipeline::snapshot() {
   PipelineReport r;
   r.snapshot = true;
   r.consumer = consumer_->report_until(now);
+  r.consumer.left_out_per_epoch = sampler_.left_out_per_epoch();
   for (auto* s : {storage_runner_.get(), decode_runner_.get(), collate_runner_.get(),
                   device_runner_.get(), consumer_runner_.get()}) {
     if (s) r.stages.push_back(s->snapshot(wall, now));

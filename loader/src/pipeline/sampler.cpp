@@ -116,6 +116,13 @@ std::uint64_t Sampler::batches_of(std::uint64_t samples) const noexcept {
 
 std::uint64_t Sampler::batches_per_epoch() const noexcept { return batches_of(per_epoch_); }
 
+std::uint64_t Sampler::left_out_per_epoch() const noexcept {
+  const std::uint64_t m = config_.num_samples, w = config_.world_size;
+  if (w <= 1 || m % w == 0) return 0;
+  // Rank 0 is among the first m % w ranks: its share is the larger one unless the rule cut it.
+  return share_of(m, w, 0, config_.batch_size, false) == m / w ? m % w : 0;
+}
+
 std::uint64_t Sampler::total_samples() const noexcept {
   const std::uint32_t e = config_.resume.epoch;
   if (e >= config_.epochs) return 0;

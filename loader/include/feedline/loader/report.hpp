@@ -100,6 +100,8 @@ struct ConsumerReport {
   // wall_seconds, neither compute nor input wait. A rank that waits long there was not the one
   // holding the job back.
   double sync_seconds = 0;
+  // Samples of each epoch no rank got: the equal-batches rule (Sampler::left_out_per_epoch()).
+  std::uint64_t left_out_per_epoch = 0;
 };
 
 // The storage stage's reads.

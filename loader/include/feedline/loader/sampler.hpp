@@ -92,6 +92,11 @@ class Sampler {
 
   std::uint64_t samples_per_epoch() const noexcept { return per_epoch_; }
   std::uint64_t batches_per_epoch() const noexcept;
+  // The samples of each whole epoch that no rank gets: where one sample more on the first
+  // n % w ranks would start a batch of its own, every rank takes n / w (a DDP job hangs when
+  // one rank has a batch more), and the last n % w of the epoch's order go to no rank. 0 for
+  // one rank, or where the shares make as many batches (drop_last's own drops not counted).
+  std::uint64_t left_out_per_epoch() const noexcept;
   // What this run delivers, from its (resume) start to its end.
   std::uint64_t total_samples() const noexcept;
   std::uint64_t total_batches() const noexcept;
