@@ -244,4 +244,27 @@ if must_run "accelerators --html" run "$files_ds" --epochs 4 --accelerators 2 --
   check_page accelerators "$scratch/acc.html" - "throughput,consumer-wait,queues,read-latency"
 fi
 
+# 8. A saved report (feedline report FILE --html PAGE): the page of run 1's JSON document, every
+# figure equal to it, the latency CDF drawn through its percentiles, no plots over time (the
+# document has none: the page says so); a file that is not a report is exit 1 naming it.
+if [[ -s $scratch/run.json ]] && must_run "report --html" report "$scratch/run.json"   --html "$scratch/saved.html"; then
+  check_page saved "$scratch/saved.html" "$scratch/run.json" "stages,read-latency"
+  checks=$((checks + 1))
+  if grep -q 'id="no-timeline"' "$scratch/saved.html" && ! grep -q 'data-plot="throughput"' "$scratch/saved.html"; then
+    echo "ok: the saved report's page says it has no samples over time, and draws none"
+  else
+    fail "the saved report's page: no note in place of the plots over time, or an empty plot"
+  fi
+fi
+printf '{"schema": 1, "samples": ' >"$scratch/broken.json"
+expect_fail "report of broken JSON" 1 "broken.json at offset 25" "not a JSON document" -- \
+  report "$scratch/broken.json" --html "$scratch/broken.html"
+echo '{"samples": 1}' >"$scratch/other.json"
+expect_fail "report of another document" 1 "other.json" "not a feedline run report" -- \
+  report "$scratch/other.json" --html "$scratch/other.html"
+expect_fail "report of a missing file" 1 "missing.json" "not found" -- \
+  report "$scratch/missing.json" --html "$scratch/missing.html"
+expect_fail "report into a missing directory" 2 "--html" "nodir" -- \
+  report "$scratch/run.json" --html "$scratch/nodir/r.html"
+
 finish html

@@ -292,6 +292,21 @@ std::string latency_plot(const Histogram* h, const json& run) {
       s.x.push_back(std::max(v, 1.0) / 1e6);
       s.y.push_back(q);
     }
+  } else {
+    // A saved document's percentiles: a coarser CDF through the same points as the table's.
+    const json lat = run.value("io", json::object()).value("latency_ns", json::object());
+    for (const auto& [key, q] :
+         std::initializer_list<std::pair<const char*, double>>{{"min", 0.0},
+                                                               {"p50", 0.5},
+                                                               {"p90", 0.9},
+                                                               {"p99", 0.99},
+                                                               {"p999", 0.999},
+                                                               {"p9999", 0.9999},
+                                                               {"max", 1.0}}) {
+      if (!lat.contains(key) || !lat[key].is_number()) continue;
+      s.x.push_back(std::max(num(lat, key), 1.0) / 1e6);
+      s.y.push_back(q);
+    }
   }
   c.series.push_back(std::move(s));
   std::string out = svg::line_chart(c);
@@ -457,7 +472,13 @@ std::string html_report(const HtmlInputs& in_raw) {
   }
   body += verdict_section(run, in.diagnose);
   body += tiles_section(run);
-  body += "<h2>Over time</h2><div class=\"plots\">" + timeline_plots(in.timeline) + "</div>";
+  if (in.saved) {
+    body +=
+        "<h2>Over time</h2><p class=\"notes\" id=\"no-timeline\">Not in a saved report: the "
+        "samples over time are taken while the command runs (run --html FILE).</p>";
+  } else {
+    body += "<h2>Over time</h2><div class=\"plots\">" + timeline_plots(in.timeline) + "</div>";
+  }
   body += "<h2>Stages and queues</h2><div class=\"plots\">" + stage_bars(run) + "</div>";
   body += stage_table(run);
   body +=

@@ -28,6 +28,9 @@ struct HtmlInputs {
   const nlohmann::json* diagnose = nullptr;  // diagnose's --json document
   std::vector<TimelinePoint> timeline;
   const Histogram* read_latency = nullptr;  // ns, queued -> completed (the report's)
+  // A saved document (feedline report): no samples over time, and the read latency's CDF drawn
+  // through the document's percentiles where there is no histogram.
+  bool saved = false;
 };
 
 std::string html_report(const HtmlInputs& in);

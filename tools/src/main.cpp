@@ -22,6 +22,7 @@
 #include "mpi_job.hpp"
 #include "output.hpp"
 #include "probe_cmd.hpp"
+#include "report_cmd.hpp"
 #include "run_cmd.hpp"
 #include "signals.hpp"
 
@@ -93,10 +94,11 @@ int main(int argc, char** argv) {
   add_run(app, exit_code);
   add_diagnose(app, exit_code);
   add_probe(app, exit_code);
+  add_report(app, exit_code);
   if (auto cmd = unknown_command(argc, argv, app)) {
     out::error(fmt::format(
         "unknown command '{}' (commands: bench storage, bench accelerators, gen, run, diagnose, "
-        "probe; see "
+        "probe, report; see "
         "feedline --help)",
         *cmd));
     return out::finish(kExitUsage);
