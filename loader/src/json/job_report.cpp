@@ -98,6 +98,17 @@ void sum_io_counts(const json& each, json& io) {
   }
 }
 
+// The stage and queue tables of several documents as one each, into `into` (merge_rows: the
+// stages' fractions weighted by their threads).
+void merge_tables(const json& each, json& into) {
+  into["stages"] =
+      merge_rows(each, "stages", {"threads", "cpu_seconds", "items", "items_inline", "bytes"},
+                 {"busy_fraction", "starved_fraction", "blocked_fraction"}, "threads");
+  into["queues"] = merge_rows(
+      each, "queues", {"capacity", "items"},
+      {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
+}
+
 json job_document(std::vector<json> ranks, const JobSetup& setup) {
   // The documents of ranks that ran (a failed open leaves a short one with "error" only).
   std::vector<const json*> ran;
@@ -149,12 +160,7 @@ json job_document(std::vector<json> ranks, const JobSetup& setup) {
           return (*r)["stages"].size() == (*ran.front())["stages"].size() &&
                  r->value("queues", json::array()).size() == (*ran.front())["queues"].size();
         })) {
-      j["stages"] =
-          merge_rows(docs, "stages", {"threads", "cpu_seconds", "items", "items_inline", "bytes"},
-                     {"busy_fraction", "starved_fraction", "blocked_fraction"}, "threads");
-      j["queues"] = merge_rows(
-          docs, "queues", {"capacity", "items"},
-          {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
+      merge_tables(docs, j);
     }
     sum_io_counts(docs, j["io"]);
     j["memory"]["peak_rss_bytes"] = peak_rss;  // the largest rank's
@@ -306,12 +312,7 @@ std::string merged_tables_json(const std::vector<std::string>& docs) {
   for (const std::string& d : docs) each.push_back(json::parse(d));
   json j = json::object();
   if (each.empty()) return j.dump();
-  j["stages"] =
-      merge_rows(each, "stages", {"threads", "cpu_seconds", "items", "items_inline", "bytes"},
-                 {"busy_fraction", "starved_fraction", "blocked_fraction"}, "threads");
-  j["queues"] = merge_rows(
-      each, "queues", {"capacity", "items"},
-      {"mean_occupancy", "producer_blocked_fraction", "consumer_starved_fraction"}, nullptr);
+  merge_tables(each, j);
   j["io"] = json::object();
   sum_io_counts(each, j["io"]);
   return detail::dump_utf8(j);
