@@ -251,6 +251,10 @@ class Batch:
             self.epoch, self.index, len(self), self.nbytes)
 
 
+# trace=: at most this many events (~170 bytes each), as `feedline run --trace-events`.
+_DEFAULT_TRACE_EVENTS = 1_000_000
+
+
 class Loader:
     """The pipeline over one dataset URL (a directory, file://, s3://, http(s)://, nfs://).
 
@@ -270,11 +274,21 @@ class Loader:
     torch.distributed, rank 0's report() after the pass is the job's (report(): ``job_timeout``
     the seconds it waits for the other ranks' reports).
 
+    ``html`` and ``trace`` (paths) write the run as one self-contained HTML page (the report's
+    figures, throughput and queues over time, each stage's busy / starved / blocked, the read
+    latency CDF: `feedline run --html`'s page) and as a Chrome trace-event file (open it in
+    ui.perfetto.dev: each pipeline thread's spans, the reads, the queues as counters; at most
+    ``trace_events`` events, `feedline run --trace`'s), once the pipeline's threads are done: at
+    the end of the pass (the loader then closes itself: report() and state_dict() still answer)
+    or at close(), also after an error or Ctrl-C. The paths are checked now (ValueError: a
+    missing directory, a path inside the dataset, the same file twice); a file that cannot be
+    written at the end raises feedline.Error naming it.
+
     A process fork()ed after the Loader was made cannot use it (RuntimeError: its pipeline's
     threads stay in the parent); it may close it and exit."""
 
     def __init__(self, url, state=None, transform=None, _start_epoch=0, job_timeout=None,
-                 **options):
+                 html=None, trace=None, trace_events=None, **options):
         if options.get("rank") is None and options.get("world_size") is None:
             dist = _torch_distributed()
             if dist is not None:
@@ -290,8 +304,13 @@ class Loader:
             _check_image_size(size, MAX_PIXELS, "feedline.MAX_PIXELS")
         url = _url_bytes(url)
         settings = _settings_args(options)
+        html, trace = _output_path("html", html), _output_path("trace", trace)
+        trace_events = (_DEFAULT_TRACE_EVENTS if trace_events is None else
+                        _whole("trace_events", trace_events, 100, 100_000_000))
+        about = json.dumps({"command": "feedline.Loader", "url": os.fsdecode(url)})
         # The library's errors name settings as keywords already (memory_budget, not a flag).
-        self._native = _feedline._Loader(url, settings, state, _start_epoch, transform)
+        self._native = _feedline._Loader(url, settings, state, _start_epoch, transform, html,
+                                         trace, trace_events, about)
         self._done = False
         # Under torch.distributed (its rank and world size): this loader's part in the job's
         # report (feedline/_job.py).
@@ -370,7 +389,10 @@ def _loader_signature():
     params = [P("self", P.POSITIONAL_OR_KEYWORD), P("url", P.POSITIONAL_OR_KEYWORD),
               P("state", P.POSITIONAL_OR_KEYWORD, default=None),
               P("transform", P.POSITIONAL_OR_KEYWORD, default=None),
-              P("job_timeout", P.KEYWORD_ONLY, default=None, annotation=float)]
+              P("job_timeout", P.KEYWORD_ONLY, default=None, annotation=float),
+              P("html", P.KEYWORD_ONLY, default=None, annotation=str),
+              P("trace", P.KEYWORD_ONLY, default=None, annotation=str),
+              P("trace_events", P.KEYWORD_ONLY, default=_DEFAULT_TRACE_EVENTS, annotation=int)]
     for name, setting in _SETTINGS.items():
         params.append(P(name, P.KEYWORD_ONLY, default=_python_default(setting),
                         annotation=_ANNOTATIONS[setting["type"]]))
@@ -395,6 +417,16 @@ Loader.__doc__ += _settings_doc()
 # and image_size=16384 alone makes 805 MB images.
 MAX_PIXELS = 89_478_485
 _MAX_IMAGE_SIZE = 16384  # the loader's largest image_size (feedline/loader/image.hpp)
+
+
+def _output_path(name, value):
+    """html= or trace=: a path (str, bytes or os.PathLike) as the library takes it, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError("%s must be a path (str or os.PathLike), not %s"
+                        % (name, type(value).__name__))
+    return os.fsencode(value)
 
 
 def _whole(name, value, lo, hi):

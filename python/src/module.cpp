@@ -41,15 +41,20 @@
 #include "feedline/core/clock.hpp"
 #include "feedline/core/redact.hpp"
 #include "feedline/core/text.hpp"
+#include "feedline/loader/chrome_trace.hpp"
+#include "feedline/loader/html_page.hpp"
 #include "feedline/loader/image.hpp"
 #include "feedline/loader/job_report.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
+#include "feedline/loader/output_file.hpp"
 #include "feedline/loader/report_json.hpp"
 #include "feedline/loader/run_plan.hpp"
 #include "feedline/loader/sampler.hpp"
 #include "feedline/loader/settings.hpp"
 #include "feedline/loader/state.hpp"
+#include "feedline/loader/timeline.hpp"
+#include "feedline/loader/trace.hpp"
 
 namespace py = pybind11;
 namespace fl = feedline;
@@ -324,6 +329,62 @@ struct Opened {
   std::shared_ptr<ld::MetricsEndpoint> metrics;  // metrics_port=: until close()
 };
 
+// html= and trace=: the files a run writes for people and viewers, written once the pipeline's
+// threads are done (they record into the timeline and the trace): at close(), which the end of
+// the pass calls, or by the thread that frees a pipeline left to end on its own.
+struct Outputs {
+  ld::OutputFile html;
+  ld::OutputFile trace;
+  std::string about;  // the trace's otherData: the caller, the URL (JSON text)
+  std::shared_ptr<ld::Timeline> timeline;
+  std::shared_ptr<ld::TraceLog> log;
+  std::vector<std::string> secrets;  // the URL's and the credentials': never written
+  bool written = false;
+
+  bool enabled() const { return html.enabled() || trace.enabled(); }
+
+  std::string scrub(std::string_view text) const {
+    std::string out(text);
+    for (const std::string& secret : secrets) {
+      if (secret.size() < 4) continue;  // as the CLI's output: a short one is no secret worth it
+      for (auto at = out.find(secret); at != std::string::npos; at = out.find(secret, at + 3))
+        out.replace(at, secret.size(), "***");
+    }
+    return out;
+  }
+
+  // Writes both (once); the first error, naming its file. Without the GIL: it may take seconds.
+  std::optional<fl::Error> write(const std::string& report, const fl::Histogram* latency) {
+    if (written) return std::nullopt;
+    written = true;
+    std::optional<fl::Error> first;
+    if (html.enabled()) {
+      ld::HtmlPageInputs in;
+      in.command = "feedline.Loader";
+      in.report_how = "Loader.report()";
+      in.run_json = report;
+      in.timeline = timeline ? timeline->finish() : std::vector<ld::TimelinePoint>{};
+      in.read_latency = latency;
+      auto page = ld::html_page(in);
+      auto w = page ? html.commit(scrub(*page), "the HTML page (html=)")
+                    : fl::Result<void>(fl::fail(page.error()));
+      if (!w) first = w.error();
+    }
+    if (trace.enabled() && log) {
+      fl::Result<void> made;
+      auto w = trace.commit_streamed(
+          [&](const ld::OutputFile::Sink& sink) {
+            made = ld::write_chrome_trace(*log, about, sink,
+                                          [this](std::string_view t) { return scrub(t); });
+          },
+          "the trace (trace=)");
+      if (!made && !first) first = made.error();
+      if (!w && !first) first = w.error();
+    }
+    return first;
+  }
+};
+
 class PyBatch {
  public:
   PyBatch(std::shared_ptr<const Opened> opened, ld::Batch b, pid_t owner)
@@ -545,10 +606,14 @@ class PyLoader {
   }
   // url: the dataset (bytes: Linux names are bytes); settings: (name, value) pairs of the
   // library's table, as text (feedline/__init__.py makes them from the keywords' Python values).
+  // html, trace: html= and trace= (Outputs), checked now; about: the trace's otherData.
   PyLoader(std::string url, std::vector<std::pair<std::string, std::string>> settings,
-           std::optional<std::string> state_json, std::uint32_t start_epoch, py::object transform) {
+           std::optional<std::string> state_json, std::uint32_t start_epoch, py::object transform,
+           std::optional<std::string> html, std::optional<std::string> trace,
+           std::uint64_t trace_events, std::string about) {
     auto opened = std::make_shared<Opened>();
     opened->url = std::move(url);
+    if (html || trace) outputs_ = prepare_outputs(opened->url, html, trace, trace_events, about);
     for (const auto& [name, value] : settings) {
       const ld::Setting* w = ld::find_setting(name);
       if (!w || w->scope != ld::SettingScope::kLoader) {
@@ -573,12 +638,19 @@ class PyLoader {
     };
     auto job = std::make_shared<Opening>();
     job->opened = opened;
-    interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_] {
+    interruptible([job, token = stop_.get_token(), state_json, start_epoch, t = transform_,
+                   outputs = outputs_] {
       Opened& o = *job->opened;
       auto plan = ld::plan_run(o.settings, o.url, process_env(), token);
       if (!plan) raise_value(keyword_words(plan.error().message()));
       o.setup = std::move(*plan);
       for (const std::string& n : o.setup.notes) job->notes.push_back(keyword_words(n));
+      if (outputs) {
+        outputs->secrets = fl::url_secrets(o.url);
+        for (const std::string& s : o.setup.secrets) outputs->secrets.push_back(s);
+        if (outputs->timeline) o.setup.ctx.config.watchers.push_back(outputs->timeline);
+        o.setup.ctx.config.trace = outputs->log;
+      }
       std::optional<ld::LoaderState> saved;
       if (state_json) saved = resume_from(o, *state_json);
       auto run = ld::open_run(o.setup, o.url);
@@ -685,6 +757,8 @@ class PyLoader {
     if ((*r)->end()) {
       finished_ = true;
       handed_ns_ = 0;
+      // html=, trace=: written now that the pass is over, once its threads are done.
+      if (outputs_) close();
       return std::nullopt;
     }
     at_ = std::move(at);
@@ -708,6 +782,7 @@ class PyLoader {
     std::optional<fl::Error> mismatch;
     std::string doc = report_document(rep, snapshot ? nullptr : &mismatch);
     if (snapshot) return doc;
+    latency_ = rep.io.stats.lat;
     report_ = std::move(doc);
     return *report_;
   }
@@ -736,7 +811,7 @@ class PyLoader {
       return;
     }
     refuse_in_own_transform("close()");
-    close_now();
+    if (auto e = close_now()) raise_error(*e);
   }
 
   bool interrupted() const { return interrupted_; }
@@ -760,7 +835,8 @@ class PyLoader {
                              what, what));
   }
 
-  void close_now() {
+  // The first error writing html= or trace=, if any (the rest is closed all the same).
+  std::optional<fl::Error> close_now() {
     with_loader([](ld::Loader& l) { l.stop(); });
     if (transform_) transform_->close();  // after stop(): what it cancels fails nothing
     const bool idle = !transform_ || transform_->wait_idle(kTransformGrace);
@@ -775,13 +851,16 @@ class PyLoader {
       }
     }
     std::unique_ptr<ld::Loader> loader = take_loader();
+    std::optional<fl::Error> error;
     if (idle) {
       py::gil_scoped_release nogil;  // the pipeline's threads may want it while they end
       loader.reset();
+      if (outputs_ && report_) error = outputs_->write(*report_, latency_ ? &*latency_ : nullptr);
     } else {
       reap(std::move(loader));
     }
     stop_metrics();
+    return error;
   }
 
   // The report of a run closed while a transform call was under way: its figures so far
@@ -806,10 +885,16 @@ class PyLoader {
 
   // Frees a stopped pipeline on a thread of its own, once the transform call under way returns
   // and its threads end: what it reads (the backend, the dataset) goes with it.
+  // html= and trace= are written then, by that thread (an error said on stderr).
   void reap(std::unique_ptr<ld::Loader> loader) {
     if (!loader) return;
-    std::thread([loader = std::move(loader), opened = opened_, t = transform_]() mutable {
+    std::thread([loader = std::move(loader), opened = opened_, t = transform_, out = outputs_,
+                 report = report_.value_or(std::string())]() mutable {
       loader.reset();
+      if (!out) return;
+      if (auto e = out->write(report, nullptr)) {
+        std::fprintf(stderr, "feedline: error: %s\n", fl::printable(e->what()).c_str());
+      }
     }).detach();
   }
 
@@ -918,6 +1003,31 @@ class PyLoader {
   // Checks a state_dict against this loader's settings (all but rank and world size: the rest is
   // split over this run's ranks) and starts where it stopped. Returns the state (its dataset is
   // checked once the dataset is open).
+  // html= and trace=: checked against the dataset and each other, and their files made ready
+  // (ValueError naming the keyword and the path).
+  static std::shared_ptr<Outputs> prepare_outputs(const std::string& url,
+                                                  const std::optional<std::string>& html,
+                                                  const std::optional<std::string>& trace,
+                                                  std::uint64_t trace_events, std::string about) {
+    if (auto r = ld::check_output_paths({{"html=", &html}, {"trace=", &trace}}, url); !r)
+      raise_value(r.error().what());
+    auto out = std::make_shared<Outputs>();
+    if (html) {
+      auto f = ld::OutputFile::prepare(*html, "html=");
+      if (!f) raise_value(f.error().what());
+      out->html = std::move(*f);
+      out->timeline = std::make_shared<ld::Timeline>();
+    }
+    if (trace) {
+      auto f = ld::OutputFile::prepare(*trace, "trace=");
+      if (!f) raise_value(f.error().what());
+      out->trace = std::move(*f);
+      out->log = std::make_shared<ld::TraceLog>(ld::trace_options_for(trace_events));
+      out->about = std::move(about);
+    }
+    return out;
+  }
+
   static ld::LoaderState resume_from(Opened& o, const std::string& text) {
     auto s = ld::parse_loader_state(text);
     if (!s) raise_value(s.error().message());
@@ -978,6 +1088,8 @@ class PyLoader {
   bool interrupted_ = false;
   std::uint64_t batches_per_epoch_ = 0;  // this rank's, of one whole epoch
   std::optional<std::string> report_;
+  std::optional<fl::Histogram> latency_;  // the final report's read latency (html=)
+  std::shared_ptr<Outputs> outputs_;      // html=, trace=: null without either
 };
 
 // atexit (the package registers it): closes every loader still open while the interpreter is
@@ -1153,9 +1265,13 @@ PYBIND11_MODULE(_feedline, mod) {
 
   py::class_<PyLoader>(mod, "_Loader")
       .def(py::init<std::string, std::vector<std::pair<std::string, std::string>>,
-                    std::optional<std::string>, std::uint32_t, py::object>(),
+                    std::optional<std::string>, std::uint32_t, py::object,
+                    std::optional<std::string>, std::optional<std::string>, std::uint64_t,
+                    std::string>(),
            py::arg("url"), py::arg("settings"), py::arg("state") = py::none(),
-           py::arg("start_epoch") = 0, py::arg("transform") = py::none())
+           py::arg("start_epoch") = 0, py::arg("transform") = py::none(),
+           py::arg("html") = py::none(), py::arg("trace") = py::none(),
+           py::arg("trace_events") = 1'000'000, py::arg("about") = "{}")
       .def("next", &PyLoader::next)
       .def("report_json", &PyLoader::report_json, py::arg("final") = false)
       .def("state_json", &PyLoader::state_json)

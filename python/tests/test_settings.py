@@ -39,8 +39,10 @@ def test_every_loader_setting_is_a_keyword_with_the_tables_default():
     params = inspect.signature(feedline.Loader).parameters
     keywords = {n: p for n, p in params.items() if p.kind == inspect.Parameter.KEYWORD_ONLY}
     # The table's settings, and the Python front end's own: job_timeout (torch.distributed's
-    # job report, feedline/_job.py) has no flag.
-    assert set(keywords) == {s["name"] for s in LOADER_SETTINGS} | {"job_timeout"}
+    # job report, feedline/_job.py) has no flag; html, trace and trace_events are the outputs
+    # `run --html`, `--trace` and `--trace-events` write.
+    assert set(keywords) == {s["name"] for s in LOADER_SETTINGS} | {
+        "job_timeout", "html", "trace", "trace_events"}
     for s in LOADER_SETTINGS:
         default = keywords[s["name"]].default
         text = s["default"]

@@ -23,11 +23,11 @@
 #include "feedline/loader/live.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/metrics.hpp"
+#include "feedline/loader/timeline.hpp"
 #include "feedline/storage/counters.hpp"
 #include "feedline/storage/forwarding.hpp"
 #include "feedline/storage/registry.hpp"
 #include "test_support.hpp"
-#include "timeline.hpp"
 
 using namespace feedline;
 using namespace feedline::loader;
@@ -239,7 +239,7 @@ TEST_CASE("a host's accelerators attach each with its label", "[live][loader]") 
 
 TEST_CASE("Timeline: points only while a loader runs, sums across a loader's end, bounded",
           "[live][html]") {
-  tools::Timeline t(std::chrono::milliseconds(1));
+  loader::Timeline t(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // nothing attached: no points
   std::atomic<std::uint64_t> n{0};
   const auto a = t.attach([&] { return figures(n.load()); }, {});
@@ -255,7 +255,7 @@ TEST_CASE("Timeline: points only while a loader runs, sums across a loader's end
   t.detach(b);
   const auto pts = t.finish();
   REQUIRE(pts.size() >= 100);
-  CHECK(pts.size() <= tools::Timeline::kMaxPoints + 1);
+  CHECK(pts.size() <= loader::Timeline::kMaxPoints + 1);
   // Decimated: more than 1.5 s of 1 ms points would be 1,500; the interval doubled instead.
   CHECK(pts.back().seconds - pts.front().seconds > 1.0);
   for (std::size_t i = 1; i < pts.size(); ++i) {

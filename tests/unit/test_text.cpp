@@ -9,9 +9,9 @@
 
 #include "feedline/core/error.hpp"
 #include "feedline/core/text.hpp"
+#include "feedline/loader/html_page.hpp"
 #include "json_render.hpp"
 #include "output.hpp"
-#include "svg_plot.hpp"
 
 using feedline::is_utf8;
 using feedline::Newlines;
@@ -142,8 +142,18 @@ TEST_CASE("secrets are masked in the forms names are written in", "[tools][text]
 }
 
 TEST_CASE("html: names are escaped as markup and shown as printable", "[tools][html][text]") {
-  CHECK(feedline::tools::svg::escape("<b>&\"'\x1b[2J\xff") ==
-        "&lt;b&gt;&amp;&quot;&#39;\\x1b[2J\\xff");
-  CHECK(feedline::tools::svg::escape("a\nfeedline: error: forged") ==
-        "a\\x0afeedline: error: forged");
+  feedline::loader::HtmlPageInputs in;
+  in.command = "run <b>&\"'\x1b[2J\xff\nfeedline: error: forged";
+  in.report_how = "r";
+  in.run_json = R"({"url":"s3://b/<i>x</i>&y"})";
+  auto page = feedline::loader::html_page(in);
+  REQUIRE(page);
+  CHECK(page->find(
+            "<h1>run &lt;b&gt;&amp;&quot;&#39;\\x1b[2J\\xff\\x0afeedline: error: forged</h1>") !=
+        std::string::npos);
+  CHECK(page->find("s3://b/&lt;i&gt;x&lt;/i&gt;&amp;y") != std::string::npos);
+  CHECK(page->find("<i>x") == std::string::npos);
+  CHECK(page->find("\x1b") == std::string::npos);
+  in.run_json = "[1]";
+  CHECK_FALSE(feedline::loader::html_page(in));
 }

@@ -1,4 +1,4 @@
-// A run's trace (loader/trace.hpp, tools/src/trace_file.hpp): its bounds (the event cap, the
+// A run's trace (loader/trace.hpp, loader/chrome_trace.hpp): its bounds (the event cap, the
 // windows of detail kept past the detail cap, counters at most once a millisecond), lanes
 // recorded from several threads at once, a loader's run recorded into it (the tracks and the
 // spans per batch), and the Chrome trace-event JSON written from it (spans that do not nest on
@@ -6,6 +6,7 @@
 // written).
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <set>
@@ -14,13 +15,13 @@
 #include <vector>
 
 #include "feedline/core/clock.hpp"
+#include "feedline/loader/chrome_trace.hpp"
 #include "feedline/loader/emulate.hpp"
 #include "feedline/loader/loader.hpp"
 #include "feedline/loader/trace.hpp"
 #include "feedline/storage/registry.hpp"
 #include "output.hpp"
 #include "test_support.hpp"
-#include "trace_file.hpp"
 
 using namespace feedline;
 using namespace feedline::loader;
@@ -30,8 +31,9 @@ namespace {
 
 json written(const TraceLog& log) {
   std::string text;
-  tools::write_chrome_trace(log, json{{"command", "test"}},
-                            [&](std::string_view piece) { text += piece; });
+  REQUIRE(write_chrome_trace(
+      log, R"({"command":"test"})", [&](std::string_view piece) { text += piece; },
+      tools::out::scrub));
   return json::parse(text);  // throws (fails the test) on anything but one valid document
 }
 

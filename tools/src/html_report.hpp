@@ -1,10 +1,6 @@
-// `--html FILE` (run, diagnose): one self-contained HTML page a person reads: the verdict and its
-// evidence at the top, throughput and the consumer's wait over time, each stage's busy /
-// starved / blocked, queue occupancy and memory over time, the read latency distribution (CDF,
-// p50..p99.99), the data path and its copies; for diagnose also the controlled runs, the what-if
-// table and predicted against achieved. No script or style is fetched: everything is inline,
-// plots are SVG (svg_plot.hpp). The numbers are the JSON report's (the same document `--json`
-// writes), each shown element carrying its key and exact value (data-key, data-value).
+// `--html FILE` (run, diagnose) and `feedline report FILE --html PAGE`: the library's HTML page
+// (feedline/loader/html_page.hpp says what it shows) of the command's JSON report, its secrets
+// scrubbed.
 //
 // The file is checked before the run (exit 2 naming the path) and written after it, also after
 // a failed or interrupted run: the report up to that point.
@@ -15,10 +11,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "feedline/core/histogram.hpp"
+#include "feedline/loader/timeline.hpp"
 #include "json_file.hpp"
-#include "timeline.hpp"
 
 namespace feedline::tools {
 
@@ -26,14 +23,11 @@ struct HtmlInputs {
   std::string command;                       // "feedline run", "feedline diagnose"
   const nlohmann::json* run = nullptr;       // the run's --json document (diagnose: its baseline's)
   const nlohmann::json* diagnose = nullptr;  // diagnose's --json document
-  std::vector<TimelinePoint> timeline;
+  std::vector<loader::TimelinePoint> timeline;
   const Histogram* read_latency = nullptr;  // ns, queued -> completed (the report's)
-  // A saved document (feedline report): no samples over time, and the read latency's CDF drawn
-  // through the document's percentiles where there is no histogram.
-  bool saved = false;
+  bool saved = false;                       // a saved document (feedline report): no timeline
+  std::string report_how{};  // how to get the JSON shown; "" for "COMMAND --json FILE"
 };
-
-std::string html_report(const HtmlInputs& in);
 
 class HtmlFile {
  public:
@@ -42,7 +36,7 @@ class HtmlFile {
   // attach to the loaders (LoaderConfig::watchers).
   static Result<HtmlFile> prepare(const std::optional<std::string>& path, std::string_view flag);
   bool enabled() const noexcept { return timeline_ != nullptr; }
-  const std::shared_ptr<Timeline>& timeline() const noexcept { return timeline_; }
+  const std::shared_ptr<loader::Timeline>& timeline() const noexcept { return timeline_; }
   // Writes the page (the timeline stops); once the loaders are gone. A page that cannot be
   // written is said on stderr and fails a command that succeeded (kExitRuntime); otherwise
   // `code`. Never throws.
@@ -50,7 +44,7 @@ class HtmlFile {
 
  private:
   JsonFile file_;
-  std::shared_ptr<Timeline> timeline_;
+  std::shared_ptr<loader::Timeline> timeline_;
 };
 
 }  // namespace feedline::tools

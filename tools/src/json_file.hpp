@@ -1,46 +1,21 @@
-// A JSON file a command writes (`run --json FILE`, `run --trace FILE`).
-//
-// Checked before the command does any work: a path that is empty, whose directory is missing or
-// not writable, or that is a directory, is a usage error at once, not after a long run. The
-// document is written whole at the end to a temporary file beside FILE and renamed over it, so a
-// reader never sees half a document; a failed or interrupted run writes its document too (with
-// "error"), so FILE never goes on showing an older run as if it were this one. Secrets are
-// scrubbed (out::scrub) from what is written.
+// A JSON file a command writes (`run --json FILE`, `run --trace FILE`): the library's OutputFile
+// (feedline/loader/output_file.hpp: checked before the run, written whole at the end, renamed
+// into place, also after a failed or interrupted run), with the document's secrets scrubbed
+// (out::scrub) from what is written.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <functional>
-#include <initializer_list>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "feedline/core/error.hpp"
-#include "feedline/core/unique_fd.hpp"
+#include "feedline/loader/output_file.hpp"
 
 namespace feedline::tools {
 
-// A file a command writes, and the flag that named it ("--json", "--trace", "--html").
-struct OutputPath {
-  std::string_view flag;
-  std::string path;
-};
-
-// Checks the files a command will write against what it reads and against each other, before
-// anything is written: an output inside the dataset (a local dataset `url`: its directory, or the
-// file it names, an index beside it, or a file of its brace list), or two outputs naming one
-// file, are kInvalidArgument naming the flags and the path (a usage error). Paths compare as the
-// directory entry that will be replaced: the parent's real path (symlinks and ".." resolved)
-// and the file's name; the dataset as its real path. Paths whose directory does not exist are
-// left to JsonFile::prepare; a dataset that is not local (s3://, http://, nfs://, mem://) has
-// nothing here to overwrite.
-Result<void> check_output_paths(const std::vector<OutputPath>& outputs, std::string_view url);
-// The same for the outputs that were given: (flag, path if given) pairs.
-Result<void> check_output_paths(
-    std::initializer_list<std::pair<std::string_view, const std::optional<std::string>*>> given,
-    std::string_view url);
+using loader::check_output_paths;
+using loader::OutputPath;
 
 class JsonFile {
  public:
@@ -48,26 +23,21 @@ class JsonFile {
   JsonFile() = default;
   // kInvalidArgument naming `flag` and the path when it cannot be written there.
   static Result<JsonFile> prepare(std::string path, std::string_view flag);
-  JsonFile(JsonFile&& o) noexcept;
-  JsonFile& operator=(JsonFile&& o) noexcept;
-  ~JsonFile();  // removes the temporary file when nothing was committed
 
-  bool enabled() const noexcept { return !path_.empty(); }
-  const std::string& path() const noexcept { return path_; }
+  bool enabled() const noexcept { return file_.enabled(); }
+  const std::string& path() const noexcept { return file_.path(); }
   // Writes the document and renames it into place. kIo naming the path when that fails.
   Result<void> commit(const nlohmann::json& doc);
   // The same for a document too large to hold as one string (a trace): `produce` hands its text
-  // to the sink piece by piece, in order (already scrubbed where it needs to be). `what` names
-  // the document in errors ("the trace").
-  using Sink = std::function<void(std::string_view)>;
+  // to the sink piece by piece, in order (already scrubbed where it needs to be).
+  using Sink = loader::OutputFile::Sink;
   Result<void> commit_streamed(const std::function<void(const Sink&)>& produce,
-                               std::string_view what);
+                               std::string_view what) {
+    return file_.commit_streamed(produce, what);
+  }
 
  private:
-  Result<void> finish(std::string_view what);
-  std::string path_;
-  std::string tmp_;
-  UniqueFd fd_;
+  loader::OutputFile file_;
 };
 
 }  // namespace feedline::tools

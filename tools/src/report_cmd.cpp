@@ -59,6 +59,7 @@ int report(const Options& o) {
   in.command = doc.contains("ranks") ? "feedline run (an MPI job)" : "feedline run";
   in.run = &doc;
   in.saved = true;
+  in.report_how = "feedline run --json FILE";
   const int code = page.finish(std::move(in), kExitOk);
   if (code == kExitOk) out::print("feedline report: {} -> {}\n", o.file, *o.html);
   return code;

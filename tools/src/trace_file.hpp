@@ -1,15 +1,5 @@
-// `--trace FILE`: a run's trace (loader/trace.hpp) as Chrome's trace-event JSON, the format
-// ui.perfetto.dev and chrome://tracing open.
-//
-// What the viewer shows: a process per loader ("feedline", or "accelerator N" on a host of
-// several), a thread track per pipeline thread named as the thread (fl-storage, fl-decode-0,
-// fl-collate, consumer) with its busy / starved / blocked spans and the work inside them (a
-// sample decoded, a batch collated, the consumer's wait for a batch and its compute), the reads
-// as asynchronous spans from submission to completion, counter tracks (queue depths, reads in
-// flight, bytes in memory, the memory budget) and instants (errors, failed reads). A span that
-// does not nest in its thread's track (a batch collated across several waits) goes to a second
-// track of that thread, "NAME (2)". Timestamps: microseconds from the run's start on one
-// monotonic clock. The trace's "otherData" says what was kept and what was left out.
+// `--trace FILE`: a run's trace (loader/trace.hpp) as Chrome's trace-event JSON
+// (feedline/loader/chrome_trace.hpp says what the viewer shows), its secrets scrubbed.
 //
 // The file is checked before the run (JsonFile: exit 2 naming the path) and written after it,
 // also when it failed or was interrupted: the trace up to that point.
@@ -51,9 +41,5 @@ class TraceFile {
   JsonFile file_;
   std::shared_ptr<loader::TraceLog> log_;
 };
-
-// The trace of `log` as Chrome trace-event JSON, handed to `sink` in pieces (tests read it back).
-void write_chrome_trace(const loader::TraceLog& log, const nlohmann::json& about,
-                        const JsonFile::Sink& sink);
 
 }  // namespace feedline::tools

@@ -1,7 +1,7 @@
-// The course of a run for the HTML report (--html): a watcher (loader/live.hpp) that samples
-// the attached loaders' figures on a thread of its own, every 100 ms to start with. A long run
-// keeps at most kMaxPoints points: past that, every other point goes and the interval doubles,
-// so a day-long run costs what a minute-long one does.
+// The course of a run for the HTML page (html_page.hpp: `--html`, Python's html=): a watcher
+// (loader/live.hpp) that samples the attached loaders' figures on a thread of its own, every 100 ms
+// to start with. A long run keeps at most kMaxPoints points: past that, every other point goes and
+// the interval doubles, so a day-long run costs what a minute-long one does.
 //
 // Counters are summed over the loaders attached at the time plus what ended loaders left (a
 // series of runs, a host's accelerators), so rates computed from two points are right across a
@@ -19,7 +19,7 @@
 
 #include "feedline/loader/live.hpp"
 
-namespace feedline::tools {
+namespace feedline::loader {
 
 struct TimelinePoint {
   double seconds = 0;  // since the timeline started
@@ -37,13 +37,13 @@ struct TimelinePoint {
   double memory_budget = 0;
 };
 
-class Timeline final : public loader::LiveWatch {
+class Timeline final : public LiveWatch {
  public:
   static constexpr std::size_t kMaxPoints = 600;
   explicit Timeline(std::chrono::milliseconds interval = std::chrono::milliseconds(100));
   ~Timeline() override;
 
-  std::uint64_t attach(std::function<loader::LiveFigures()> source, Labels labels) override;
+  std::uint64_t attach(std::function<LiveFigures()> source, Labels labels) override;
   void detach(std::uint64_t id) noexcept override;
 
   // Stops sampling (after a last point) and returns the points.
@@ -57,11 +57,11 @@ class Timeline final : public loader::LiveWatch {
   std::mutex mu_;
   std::condition_variable_any wake_;
   std::chrono::nanoseconds interval_;
-  std::map<std::uint64_t, std::function<loader::LiveFigures()>> sources_;
+  std::map<std::uint64_t, std::function<LiveFigures()>> sources_;
   std::uint64_t next_id_ = 1;
   TimelinePoint retired_;  // counters ended loaders left
   std::vector<TimelinePoint> points_;
   std::jthread thread_;
 };
 
-}  // namespace feedline::tools
+}  // namespace feedline::loader

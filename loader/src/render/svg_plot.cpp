@@ -9,7 +9,7 @@
 #include "feedline/core/markup.hpp"
 #include "feedline/core/text.hpp"
 
-namespace feedline::tools::svg {
+namespace feedline::loader::svg {
 namespace {
 
 constexpr double kWidth = 640, kHeight = 260;
@@ -203,4 +203,4 @@ std::string stacked_bars(const std::string& id, const std::string& title,
   return out;
 }
 
-}  // namespace feedline::tools::svg
+}  // namespace feedline::loader::svg

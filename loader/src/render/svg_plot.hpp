@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace feedline::tools::svg {
+namespace feedline::loader::svg {
 
 struct Series {
   std::string name;
@@ -49,4 +49,4 @@ std::string stacked_bars(const std::string& id, const std::string& title,
 // as an error line shows it.
 std::string escape(std::string_view text);
 
-}  // namespace feedline::tools::svg
+}  // namespace feedline::loader::svg

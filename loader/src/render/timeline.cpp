@@ -1,12 +1,12 @@
-#include "timeline.hpp"
+#include "feedline/loader/timeline.hpp"
 
 #include "feedline/core/clock.hpp"
 #include "feedline/core/thread_name.hpp"
 
-namespace feedline::tools {
+namespace feedline::loader {
 namespace {
 
-void add_counters(TimelinePoint& into, const loader::LiveFigures& f) {
+void add_counters(TimelinePoint& into, const LiveFigures& f) {
   into.samples += static_cast<double>(f.samples);
   into.bytes += static_cast<double>(f.bytes);
   into.wait_seconds += f.wait_seconds;
@@ -24,7 +24,7 @@ Timeline::Timeline(std::chrono::milliseconds interval)
 
 Timeline::~Timeline() { finish(); }
 
-std::uint64_t Timeline::attach(std::function<loader::LiveFigures()> source, Labels) {
+std::uint64_t Timeline::attach(std::function<LiveFigures()> source, Labels) {
   std::lock_guard lock(mu_);
   const std::uint64_t id = next_id_++;
   sources_.emplace(id, std::move(source));
@@ -68,7 +68,7 @@ void Timeline::sample_locked(std::uint64_t now) {
   TimelinePoint p = retired_;
   p.seconds = static_cast<double>(now - start_ns_) / 1e9;
   for (const auto& [id, source] : sources_) {
-    const loader::LiveFigures f = source();
+    const LiveFigures f = source();
     add_counters(p, f);
     if (!f.running) continue;
     ++p.consumers;
@@ -95,4 +95,4 @@ void Timeline::sample_locked(std::uint64_t now) {
   }
 }
 
-}  // namespace feedline::tools
+}  // namespace feedline::loader
