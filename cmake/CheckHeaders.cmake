@@ -28,6 +28,8 @@ function(feedline_check_headers layer target)
   add_library(${name} OBJECT EXCLUDE_FROM_ALL ${sources})
   # -g0: the objects are never linked or debugged; debug info would be a quarter of the cost.
   target_compile_options(${name} PRIVATE ${FEEDLINE_WARNINGS} -g0)
+  # Never in batches (FEEDLINE_UNITY): each header is its own translation unit, or it is not checked.
+  set_target_properties(${name} PROPERTIES UNITY_BUILD OFF)
   target_link_libraries(${name} PRIVATE ${target})
   add_dependencies(checkheaders ${name})
 endfunction()

@@ -25,7 +25,7 @@
 namespace feedline::tools {
 namespace {
 
-struct Options {
+struct AcceleratorsOptions {
   RunOptions run;
   std::string config_path;
   std::string accelerator_type;  // --accelerator-type: the workload file's settings for it
@@ -44,7 +44,7 @@ struct Trial {
 
 // A trial's outcome for the whole job (one host: that host's): every rank computes the same from
 // the same figures, so every rank's search takes the same next step.
-struct Outcome {
+struct TrialOutcome {
   unsigned accelerators = 0;  // over every rank
   unsigned per_rank = 0;
   std::uint64_t samples = 0;
@@ -138,9 +138,9 @@ nlohmann::json trial_summary(const Trial& t, bool stopped) {
 }
 
 // Every rank's summaries (one for a host alone) into the job's outcome of the trial.
-Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double au_target,
+TrialOutcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double au_target,
                 MpiJob* job) {
-  Outcome o;
+  TrialOutcome o;
   o.per_rank = per_rank;
   double au_sum = 0;
   unsigned au_count = 0;
@@ -209,7 +209,7 @@ Outcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double
   return o;
 }
 
-nlohmann::json trial_json(const Outcome& t, bool job) {
+nlohmann::json trial_json(const TrialOutcome& t, bool job) {
   using nlohmann::json;
   json j = {{"accelerators", t.accelerators},
             {"au_min", t.au_measured ? json(t.au_min) : json(nullptr)},
@@ -232,13 +232,13 @@ nlohmann::json trial_json(const Outcome& t, bool job) {
 
 // The workload's name for the summary: the --config file's stem (unet3d.toml: unet3d), and the
 // accelerator type its settings were taken for ("resnet50 (a100)").
-std::string workload_name(const Options& o) {
+std::string workload_name(const AcceleratorsOptions& o) {
   if (o.config_path.empty()) return "emulated";
   const std::string stem = std::filesystem::path(o.config_path).stem().string();
   return o.accelerator_type.empty() ? stem : fmt::format("{} ({})", stem, o.accelerator_type);
 }
 
-bool is_local(const std::string& url) {
+bool reads_local_disk(const std::string& url) {
   return url.find("://") == std::string::npos || url.starts_with("file://");
 }
 
@@ -274,7 +274,7 @@ Trial run_trial(RunDataset& rd, const RunSetup& st, unsigned n, std::chrono::nan
   return t;
 }
 
-int run(const Options& o, MpiJob* job) {
+int run(const AcceleratorsOptions& o, MpiJob* job) {
   const RunOptions& ro = o.run;
   // In a job: one stop for this rank, Ctrl-C or another rank's failure.
   std::stop_source stop;
@@ -415,7 +415,7 @@ int run(const Options& o, MpiJob* job) {
   // how many samples the next N would need.
   const bool dataset_bound = most < o.max_accelerators;
   loader::AcceleratorSearch search(std::min(o.max_accelerators, most));
-  std::vector<Outcome> trials;
+  std::vector<TrialOutcome> trials;
   bool stopped = false;
   std::optional<std::string> failure;
   while (auto n = search.next()) {
@@ -423,7 +423,7 @@ int run(const Options& o, MpiJob* job) {
     Trial t = run_trial(*rd, st, *n, *trial, stop.get_token(), job, &mine_stopped);
     if (job && t.error) job->announce_failure(fmt::format("{}: {}", job->who(), t.error->what()));
     const std::string summary = dump_json(trial_summary(t, mine_stopped));
-    Outcome out =
+    TrialOutcome out =
         combine(job ? job->allgather(summary) : std::vector<std::string>{summary}, *n, target, job);
     if (out.stopped) {
       stopped = true;  // Ctrl-C: a partial trial says nothing
@@ -462,13 +462,13 @@ int run(const Options& o, MpiJob* job) {
     trials.push_back(std::move(out));
   }
   if (job) job->watch(nullptr);
-  const Outcome* best = nullptr;
-  const Outcome* next = nullptr;
+  const TrialOutcome* best = nullptr;
+  const TrialOutcome* next = nullptr;
   for (const auto& t : trials) {
     if (t.per_rank == search.answer() && t.passed) best = &t;
     if (search.first_failure() && t.per_rank == *search.first_failure()) next = &t;
   }
-  const std::string what = is_local(ro.url) && !job ? "this disk" : "this storage";
+  const std::string what = reads_local_disk(ro.url) && !job ? "this disk" : "this storage";
   const std::uint64_t dataset_needs =
       loader::samples_needed(most + 1, st.ctx.config.sampler.batch_size, ranks);
   const std::string from =
@@ -550,7 +550,7 @@ int run(const Options& o, MpiJob* job) {
 }  // namespace
 
 void add_bench_accelerators(CLI::App& bench, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<AcceleratorsOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "accelerators",
       "Find the most emulated accelerators of a workload this storage feeds at the AU target "

@@ -30,7 +30,7 @@
 namespace feedline::tools {
 namespace {
 
-struct Options {
+struct StorageBenchOptions {
   std::string url;
   loader::LoaderSettings settings;  // its network settings (the only ones it takes)
   std::string rw = "read";
@@ -59,7 +59,7 @@ struct Plan {
   std::optional<std::uint64_t> create;
 };
 
-Plan make_plan(const Options& o) {
+Plan make_plan(const StorageBenchOptions& o) {
   Plan p;
   auto size_opt = [](const std::string& text, const char* flag) {
     auto r = parse_size(text);
@@ -133,7 +133,7 @@ Plan make_plan(const Options& o) {
 }
 
 struct Report {
-  const Options& options;
+  const StorageBenchOptions& options;
   const Plan& plan;
   const storage::ObjectHandle& object;
   const loader::StorageBenchResult& result;
@@ -301,11 +301,11 @@ void check_room(const std::string& path, std::uint64_t more) {
 }
 
 // What the trace says of the command that wrote it (--trace).
-nlohmann::json trace_about(const Options& o, int code) {
+nlohmann::json trace_about(const StorageBenchOptions& o, int code) {
   return {{"command", "feedline bench storage"}, {"url", redact_url(o.url)}, {"exit_code", code}};
 }
 
-int run_checked(const Options& o, const Plan& plan, TraceFile& trace) {
+int run_checked(const StorageBenchOptions& o, const Plan& plan, TraceFile& trace) {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   if (storage::has_brace_pattern(o.url)) {
@@ -397,7 +397,7 @@ int run_checked(const Options& o, const Plan& plan, TraceFile& trace) {
   return code;
 }
 
-int run(const Options& o) {
+int run(const StorageBenchOptions& o) {
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
@@ -423,7 +423,7 @@ int run(const Options& o) {
 }  // namespace
 
 void add_bench_storage(CLI::App& bench, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<StorageBenchOptions>();
   CLI::App* cmd =
       bench.add_subcommand("storage", "Measure how fast a storage URL serves reads (fio-style)");
   cmd->add_option("url", o->url,

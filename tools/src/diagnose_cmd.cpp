@@ -38,7 +38,7 @@ namespace {
 
 using nlohmann::json;
 
-struct Options {
+struct DiagnoseOptions {
   RunOptions run;
   std::string config_path;
   std::string accelerator_type;
@@ -211,10 +211,10 @@ loader::TuneResult tune(const RunSetup& st, RunDataset& rd, const loader::Diagno
       loader::autotune(*rd.backend, rd.dataset, st.ctx.config, st.compute, model, settings, to));
 }
 
-int diagnose_checked(const Options& o, std::chrono::duration<double> length, RunSetup& st,
+int diagnose_checked(const DiagnoseOptions& o, std::chrono::duration<double> length, RunSetup& st,
                      JsonFile& json_file, const TraceFile& trace, HtmlFile& html);
 
-int run(const Options& o) {
+int run(const DiagnoseOptions& o) {
   const RunOptions& ro = o.run;
   if (ro.accelerators > 1) {
     throw UsageError(
@@ -259,7 +259,7 @@ int run(const Options& o) {
   }
 }
 
-int diagnose_checked(const Options& o, std::chrono::duration<double> length, RunSetup& st,
+int diagnose_checked(const DiagnoseOptions& o, std::chrono::duration<double> length, RunSetup& st,
                      JsonFile& json_file, const TraceFile& trace, HtmlFile& html) {
   const RunOptions& ro = o.run;
   std::vector<WhatIf> asked;
@@ -370,7 +370,7 @@ nlohmann::json autotune_run(const RunOptions& o, RunSetup& st, RunDataset& rd) {
 }
 
 void add_diagnose(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<DiagnoseOptions>();
   CLI::App* cmd = app.add_subcommand(
       "diagnose",
       "Controlled runs on a dataset, a capacity model of the pipeline, and what each change would "

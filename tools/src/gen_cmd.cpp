@@ -24,7 +24,7 @@
 namespace feedline::tools {
 namespace {
 
-struct Options {
+struct GenOptions {
   std::string url;
   loader::LoaderSettings settings;  // its network settings (the only ones it takes)
   std::string format = "files";
@@ -52,7 +52,7 @@ std::uint64_t largest_buildable_sample() {
   return std::min<std::uint64_t>(physical_memory_bytes() / 4, 4ull << 30);
 }
 
-loader::GenConfig make_config(const Options& o) {
+loader::GenConfig make_config(const GenOptions& o) {
   loader::GenConfig c;
   c.format = value_or_usage(loader::parse_format(o.format));
   c.samples = o.samples;
@@ -138,7 +138,7 @@ loader::GenConfig make_config(const Options& o) {
   return c;
 }
 
-int run_checked(const Options& o, const loader::GenConfig& c) {
+int run_checked(const GenOptions& o, const loader::GenConfig& c) {
   storage::Registry registry;
   storage::register_builtin_backends(registry);
   storage::BackendConfig bc;
@@ -204,7 +204,7 @@ int run_checked(const Options& o, const loader::GenConfig& c) {
   return kExitOk;
 }
 
-int run(const Options& o) {
+int run(const GenOptions& o) {
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
@@ -225,7 +225,7 @@ int run(const Options& o) {
 }  // namespace
 
 void add_gen(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<GenOptions>();
   CLI::App* cmd = app.add_subcommand("gen", "Write a synthetic dataset (deterministic for a seed)");
   cmd->add_option("url", o->url,
                   "Where: a directory, file:///path, s3://bucket/prefix/, nfs://server/export/dir "

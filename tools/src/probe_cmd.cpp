@@ -19,14 +19,14 @@ namespace {
 namespace cu = transports::cuda;
 namespace cf = transports::cufile;
 
-struct Options {
+struct ProbeOptions {
   std::string output = "text";
   bool h2d_bench = false;
   std::string device = "cuda:0";
   std::string h2d_size = "256MiB";
 };
 
-int probe(const Options& o) {
+int probe(const ProbeOptions& o) {
   if (o.output != "text" && o.output != "json") {
     throw UsageError(fmt::format("--output: unknown format '{}' (choose text or json)", o.output));
   }
@@ -169,7 +169,7 @@ int probe(const Options& o) {
 }  // namespace
 
 void add_probe(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ProbeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "probe", "What this machine can do: io_uring, memlock, GPUs, cuFile, libraries");
   cmd->add_option("--output", o->output, "text or json")->capture_default_str();

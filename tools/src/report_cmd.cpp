@@ -18,7 +18,7 @@
 namespace feedline::tools {
 namespace {
 
-struct Options {
+struct ReportOptions {
   std::string file;
   std::optional<std::string> html;
 };
@@ -51,7 +51,7 @@ nlohmann::json read_report(const std::string& path) {
   return doc;
 }
 
-int report(const Options& o) {
+int report(const ReportOptions& o) {
   // The page's path first: a usage error before anything is read.
   HtmlFile page = value_or_usage(HtmlFile::prepare(o.html, "--html"));
   const nlohmann::json doc = read_report(o.file);
@@ -68,7 +68,7 @@ int report(const Options& o) {
 }  // namespace
 
 void add_report(CLI::App& app, int& exit_code) {
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ReportOptions>();
   CLI::App* cmd = app.add_subcommand(
       "report", "A saved report (run --json's document) as the page run --html writes");
   cmd->add_option("FILE", o->file, "The report: what feedline run --json wrote")->required();
