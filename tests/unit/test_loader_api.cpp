@@ -283,6 +283,31 @@ TEST_CASE("a loader iterated on another thread than its open()'s counts the cons
   CHECK(consumer->cpu_seconds <= process_cpu_times().total() + 0.01);
 }
 
+TEST_CASE(
+    "the consumer's CPU starts at its first next(): what its opener's thread did before is not its",
+    "[loader][accounting]") {
+  // A host of accelerators opens every loader on one thread, then iterates each on its own: the
+  // opener's work in between (the other loaders' opens) was counted n times over (66 CPU-s in a
+  // 0.5 s run of 256 accelerators).
+  MemFiles mem(64, 1000);
+  auto loader = Loader::open(*mem.backend, mem.dataset, small(16, 1));
+  REQUIRE(loader);
+  const double opener0 = thread_cpu_ns() / 1e9;
+  volatile std::uint64_t spin = 0;
+  while (thread_cpu_ns() / 1e9 - opener0 < 0.3) spin = spin + 1;  // 0.3 s of the opener's CPU
+  double consumer_thread_cpu = 0;
+  PipelineReport report;
+  std::thread([&] {
+    const double t0 = thread_cpu_ns() / 1e9;
+    report = run_emulated(**loader, {}, {}, nullptr);
+    consumer_thread_cpu = thread_cpu_ns() / 1e9 - t0;
+  }).join();
+  const StageReport* consumer = report.stage(StageId::kConsumer);
+  REQUIRE(consumer);
+  CHECK(consumer->cpu_seconds <= consumer_thread_cpu + 0.01);
+  CHECK(consumer->cpu_seconds < 0.3);
+}
+
 TEST_CASE("admission waits on memory until something comes free, a batch buffer handed back too",
           "[loader][memory]") {
   using Clock = std::chrono::steady_clock;

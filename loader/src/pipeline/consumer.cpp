@@ -18,7 +18,14 @@ Result<Batch> Consumer::next() {
 }
 
 std::optional<Result<Batch>> Consumer::next_for(std::chrono::nanoseconds timeout) {
-  worker_.follow_thread();  // a loader may be iterated on another thread than its open()'s
+  // The consumer's CPU is the iterating threads' from the first next() on (a loader may be
+  // iterated on another thread than its open()'s, and by several in turn).
+  if (!consuming_) {
+    worker_.begin_here();
+    consuming_ = true;
+  } else {
+    worker_.follow_thread();
+  }
   if (finished_) {
     if (auto e = run_.error()) return fail(std::move(*e));
     return Batch();

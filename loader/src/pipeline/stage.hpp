@@ -89,6 +89,7 @@ class Worker {
   void start() noexcept { clock_.start(WorkState::kBusy); }
   void stop() noexcept { clock_.stop(); }
   void follow_thread() noexcept { clock_.follow_thread(); }
+  void begin_here() noexcept { clock_.begin_here(); }
   const WorkerClock& clock() const noexcept { return clock_; }
 
  private:

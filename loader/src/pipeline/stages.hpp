@@ -144,6 +144,7 @@ class Consumer {
   std::uint64_t start_ns_ = 0;
   std::uint64_t end_ns_ = 0;
   bool finished_ = false;
+  bool consuming_ = false;  // next() was called: the CPU clock follows the iterating thread
   std::uint64_t samples_ = 0;
   std::uint64_t bytes_ = 0;
   std::uint64_t batches_ = 0;

@@ -68,6 +68,14 @@ class WorkerClock {
     cpu_before_ns_.store(cpu_before_ns_.load(kRelaxed) + bound_cpu_ns(), kRelaxed);
     bind_cpu_clock();
   }
+  // For such a worker's first piece of work: its CPU time counts from now, on this thread, and
+  // none of the thread that called start() (an opener's other work: a host's accelerators are
+  // all opened on one thread, then iterated each on its own).
+  void begin_here() noexcept {
+    if (!enabled_) return;
+    cpu_before_ns_.store(0, kRelaxed);
+    bind_cpu_clock();
+  }
   void count(std::uint64_t items, std::uint64_t bytes) noexcept {
     add(items_, items);
     add(bytes_, bytes);
