@@ -92,6 +92,11 @@ expect_usage "dataset too small for one accelerator" "2048 samples give one acce
   "needs at least 2050 samples to try 1 accelerator" -- \
   bench accelerators "$ds" --batch-size 1025 --compute-time 10ms --trial-time 1s
 
+# One rank's share (--world-size without mpirun) is what its trials measure: 2,048 samples over
+# 4 ranks give each 512, one full batch of 400, so no trial can measure (it ran and failed once).
+expect_usage "one rank's share too small" "2048 samples give one accelerator on each of 4 ranks 1 full batch(es) of 400" \
+  "needs at least 3200 samples to try 1 accelerator per rank" -- \
+  bench accelerators "$ds" --batch-size 400 --compute-time 10ms --trial-time 1s --world-size 4 --rank 0
 expect_usage "no compute time" "--compute-time" -- bench accelerators "$ds"
 expect_usage "accelerators given" "--max-accelerators" -- bench accelerators "$ds" --compute-time 1ms --accelerators 2
 expect_usage "bad trial time" "--trial-time" -- bench accelerators "$ds" --compute-time 1ms --trial-time soon

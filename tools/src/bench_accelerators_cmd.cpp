@@ -139,7 +139,7 @@ nlohmann::json trial_summary(const Trial& t, bool stopped) {
 
 // Every rank's summaries (one for a host alone) into the job's outcome of the trial.
 TrialOutcome combine(const std::vector<std::string>& ranks, unsigned per_rank, double au_target,
-                MpiJob* job) {
+                     MpiJob* job) {
   TrialOutcome o;
   o.per_rank = per_rank;
   double au_sum = 0;
@@ -281,7 +281,8 @@ int run(const AcceleratorsOptions& o, MpiJob* job) {
   std::stop_callback relay(stop_token(), [&stop] { stop.request_stop(); });
   if (job) job->watch([&stop] { stop.request_stop(); });
   const bool root = !job || job->rank() == 0;
-  const unsigned ranks = job ? job->size() : 1;
+  // The ranks the dataset is shared over: MPI's, or --world-size's (one rank's share alone).
+  std::uint64_t ranks = job ? job->size() : 1;
   if (job && (ro.rank || ro.world_size)) {
     throw UsageError(fmt::format(
         "--rank and --world-size: under mpirun each rank's shard comes from MPI ({} of {}); "
@@ -310,6 +311,7 @@ int run(const AcceleratorsOptions& o, MpiJob* job) {
       st.ctx.config.sampler.rank = job->rank();
       st.ctx.config.sampler.world_size = job->size();
     }
+    ranks = std::max<std::uint64_t>(1, st.ctx.config.sampler.world_size);
     if (ro.json_path && root) {
       value_or_usage(check_output_paths({{"--json", &ro.json_path}}, ro.url));
       json = value_or_usage(JsonFile::prepare(*ro.json_path, "--json"));
@@ -336,10 +338,10 @@ int run(const AcceleratorsOptions& o, MpiJob* job) {
           "epoch, and a trial needs {} to measure (short batches do not count, as in MLPerf "
           "Storage): the dataset needs at least {} samples to try 1 accelerator{} (or a smaller "
           "--batch-size)",
-          rd->dataset.samples.size(), job ? fmt::format(" on each of {} ranks", ranks) : "", each,
-          st.ctx.config.sampler.batch_size, loader::kMinFullStepsPerEpoch,
+          rd->dataset.samples.size(), ranks > 1 ? fmt::format(" on each of {} ranks", ranks) : "",
+          each, st.ctx.config.sampler.batch_size, loader::kMinFullStepsPerEpoch,
           loader::samples_needed(1, st.ctx.config.sampler.batch_size, ranks),
-          job ? " per rank" : ""));
+          ranks > 1 ? " per rank" : ""));
     }
   } catch (const CommandError& e) {
     if (!job) {
@@ -502,7 +504,7 @@ int run(const AcceleratorsOptions& o, MpiJob* job) {
       summary += fmt::format(
           "; the dataset needs at least {} samples to try {} accelerators ({} full batches of "
           "{} an epoch each; it has {})",
-          dataset_needs, (most + 1) * ranks, loader::kMinFullStepsPerEpoch,
+          dataset_needs, (most + 1) * (job ? ranks : 1), loader::kMinFullStepsPerEpoch,
           st.ctx.config.sampler.batch_size, rd->dataset.samples.size());
     } else if (search.capped()) {
       summary += fmt::format(" (the search stops at --max-accelerators {}{})", o.max_accelerators,
