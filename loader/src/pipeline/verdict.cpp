@@ -379,11 +379,46 @@ bool Walk::per_sample_overhead(Verdict& v) const {
   return false;
 }
 
+// A run that delivered no batch: why, as far as the report tells (its error, every sample
+// skipped, or the run's end before any read was answered: a server that throttled them all).
+Verdict nothing_delivered(const PipelineReport& r) {
+  if (r.error) return {std::nullopt, "no batch was delivered", {}, "see the run's error"};
+  if (r.delivered.skipped > 0) {
+    return {std::nullopt,
+            fmt::format("no batch was delivered: every sample read ({}) was skipped (on_error "
+                        "= skip)",
+                        r.delivered.skipped),
+            {},
+            "see the skipped samples' errors (skipped.examples): the data, not the pipeline"};
+  }
+  namespace sc = storage::counters;
+  const storage::QueueStats& st = r.io.stats;
+  std::string evidence =
+      fmt::format("no batch was delivered before the run ended{}: {} read(s) completed",
+                  r.interrupted ? " (its time limit, or a stop)" : "", st.ops);
+  if (const std::uint64_t throttled = st.counter(sc::kHttpThrottled); throttled > 0) {
+    evidence += fmt::format(
+        "; the server throttled the reads ({} answer(s) of 429 or 503 to retry after, of {} "
+        "request(s))",
+        throttled, st.counter(sc::kHttpRequests));
+    return {std::nullopt,
+            std::move(evidence),
+            {},
+            "the storage server refused the reads for now (429/503, Retry-After): its request "
+            "rate limit, not this pipeline; retry later, or ask for a higher limit"};
+  }
+  return {std::nullopt,
+          std::move(evidence),
+          {},
+          "the storage answered no read in the run's time: check that it is reachable and "
+          "serving, or give the run more time"};
+}
+
 }  // namespace
 
 Verdict diagnose(const PipelineReport& r, const LoaderConfig& config) {
   const ConsumerReport& c = r.consumer;
-  if (c.batches == 0) return {std::nullopt, "no batch was delivered", {}, "see the run's error"};
+  if (c.batches == 0) return nothing_delivered(r);
   const double wait = c.wait_fraction;
   const std::string wait_text = fmt::format(
       "after the first batch, the consumer waited {} of the time for data (p50 {} / p99 {} per "

@@ -409,6 +409,15 @@ class HttpQueue final : public IoQueue {
       // Out of attempts on a status (a 503 after every retry): that answer was its last.
       if (const int status = p.r.error().http_status(); status > 0)
         ++stats.count(counters::kHttpStatus, status_text(status));
+      // Cancelled (the run's end, Ctrl-C) while it waited to retry a throttled answer: that
+      // retry counts, or a run cut short by a server's Retry-After would show no throttling.
+      if (const int status = p.r.error().http_status();
+          p.r.error().code() == Errc::kCancelled && (status == 429 || status == 503)) {
+        const std::string reason = fmt::format("http_{}", status);
+        ++stats.count(counters::kHttpRetries);
+        ++stats.count(counters::kHttpRetry, reason);
+        ++stats.count(counters::kHttpThrottled);
+      }
       error = p.r.error();
     }
     if (!error && first_of_unknown(p)) return learned_size(p, *p.r, retries);

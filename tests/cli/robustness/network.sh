@@ -150,6 +150,25 @@ else
   check_no_crash "$out" "$err"
   conclude "bench storage --runtime 2s against 503 with Retry-After: a year" \
     "bench storage --runtime 2s, 503 Retry-After a year: exit 0 after $took ms" stderr "$err" stdout "$out" || true
+  # The same server under `run --runtime`: no batch can come in the time; the run ends on time
+  # and says why (the throttled answers counted, the verdict naming the server's refusal; it
+  # said "0 retries" and "see the run's error" with no error).
+  checks=$((checks + 1))
+  t0=$(now_ms)
+  run run "$retryafter/x.bin" --runtime 2s --format files --json "$net/throttled.json"
+  took=$(($(now_ms) - t0))
+  bad=()
+  ((rc == 0)) || bad+=("exit code $rc, expected 0 (a time-bounded run, as bench storage's)")
+  ((took <= 6000)) || bad+=("took $took ms for a --runtime of 2 s")
+  v=$(json_check "$net/throttled.json" "(d['delivered']['samples'] == 0
+and d['io']['counters'].get('http_throttled', 0) >= 1 and d['io']['counters'].get('http_retries', 0) >= 1
+and 'throttled' in d['bottleneck']['evidence'] and 'error' not in d['bottleneck']['suggestion'])" \
+    "the report hides the throttling")
+  [[ -z $v ]] || bad+=("$v")
+  check_no_crash "$out" "$err"
+  conclude "run --runtime 2s against 503 with Retry-After: a year" \
+    "run --runtime 2s, 503 Retry-After a year: exit 0 after $took ms, the throttling reported" \
+    stderr "$err" stdout "$out" || true
   expect_fail "503 with Retry-After a year, --stall-timeout 1s" 1 "HTTP 503 after 2 attempts" \
     -- bench storage "$retryafter/x.bin" --max-attempts 2 --stall-timeout 1s --bs 4k
 

@@ -242,7 +242,12 @@ class CurlClient final : public HttpClient, private detail::TransferSink {
     for (Transfer* t : all) {
       if (t->easy) reactor_.remove(t->easy.get());  // harmless when it waits for a backoff
       if (t->backoff) t->backoff->cancel();
-      finish(t, fail(Error(Errc::kCancelled, why).with_object(t->shown())));
+      Error e = Error(Errc::kCancelled, why).with_object(t->shown());
+      // Cancelled while it waited to retry a throttled answer (a Retry-After longer than the run
+      // had left): the answer stays counted (the queue reads it from the error).
+      if (t->resp.attempts > 0 && (t->resp.status == 429 || t->resp.status == 503))
+        e.with_http_status(static_cast<int>(t->resp.status));
+      finish(t, fail(std::move(e)));
     }
   }
 
