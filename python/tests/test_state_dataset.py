@@ -48,6 +48,21 @@ def test_state_names_its_dataset_and_resumes_there(tars):
     assert len(keys) == 300 - 50
 
 
+def test_state_resumes_whether_shards_are_read_by_index_or_scanned(tars):
+    # The same dataset read through its tar indexes (spans from each member's header) and by a
+    # scan of its headers (spans from the data): one listing, one fingerprint (a state saved on
+    # one was refused on the other as "another dataset").
+    a, _, _ = tars
+    state = saved_state(a)
+    keys, _, _ = run_all(feedline.Loader(a, batch_size=10, seed=3, state=state, index=False))
+    assert len(keys) == 300 - 50
+    loader = feedline.Loader(a, batch_size=10, seed=3, index=False)
+    next(loader)
+    scanned = loader.state_dict()
+    loader.close()
+    assert scanned["dataset"] == state["dataset"]
+
+
 @pytest.mark.parametrize("which", ["another dataset of the same size", "shards swapped"])
 def test_state_refused_on_another_listing(tars, which):
     a, b, swapped = tars

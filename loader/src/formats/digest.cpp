@@ -43,7 +43,7 @@ std::string_view relative(std::string_view key, std::string_view root) noexcept 
 
 }  // namespace
 
-std::uint64_t listing_fingerprint(const Dataset& dataset) noexcept {
+std::uint64_t listing_fingerprint(const Dataset& dataset, SamplePlaces places) noexcept {
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> owned(XXH3_createState(),
                                                                  &XXH3_freeState);
   if (!owned) return 0;  // no memory for 576 bytes: the state then says nothing of its dataset
@@ -66,8 +66,19 @@ std::uint64_t listing_fingerprint(const Dataset& dataset) noexcept {
   add(state, dataset.samples.size());
   for (const Sample& s : dataset.samples) {
     add(state, s.object);
-    add(state, s.offset);
-    add(state, s.length);
+    if (places == SamplePlaces::kSpans) {
+      add(state, s.offset);
+      add(state, s.length);
+    } else {
+      // Each member's stored bytes: the same whether a shard was read through its index (whose
+      // spans start at the first member's header, to check it) or by a scan of its headers.
+      for (std::uint32_t i = 0; i < s.member_count; ++i) {
+        const std::size_t m = std::size_t{s.first_member} + i;
+        if (m >= dataset.members.size()) break;
+        add(state, s.offset + dataset.members[m].offset);
+        add(state, dataset.members[m].size);
+      }
+    }
     add(state, s.member_count);
     add(state, relative(s.key, dataset.root));
   }

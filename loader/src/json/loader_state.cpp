@@ -210,7 +210,8 @@ std::optional<std::string> loader_state_dataset_mismatch(const LoaderState& s,
         s.num_samples, url, dataset.samples.size());
   }
   const std::uint64_t here = listing_fingerprint(dataset);
-  if (s.dataset_fingerprint != here) {
+  if (s.dataset_fingerprint != here &&
+      s.dataset_fingerprint != listing_fingerprint(dataset, SamplePlaces::kSpans)) {
     return fmt::format(
         "state: it was saved on a dataset whose listing's fingerprint is {}, and {} lists {}: "
         "another dataset of the same size, or objects renamed, resized, replaced or with their "

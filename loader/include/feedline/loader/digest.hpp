@@ -18,11 +18,16 @@ struct Dataset;
 
 // The identity of a dataset's listing: XXH3-64 over its format, each object's name (relative to
 // the root, so a dataset moved or mounted elsewhere keeps it) and size, and each sample's object,
-// byte range and key, in storage order, and the digest gen's manifest recorded (when the dataset
-// is exactly what gen wrote). Sample indices mean the same samples on two listings with the same
-// fingerprint; another dataset of the same size, objects replaced by others of another size or
-// layout, or shards whose contents were swapped (their members' names move) give another. The
-// bytes themselves are not read.
-std::uint64_t listing_fingerprint(const Dataset& dataset) noexcept;
+// its members' stored bytes and key, in storage order, and the digest gen's manifest recorded
+// (when the dataset is exactly what gen wrote). Sample indices mean the same samples on two
+// listings with the same fingerprint; another dataset of the same size, objects replaced by
+// others of another size or layout, or shards whose contents were swapped (their members' names
+// move) give another. The bytes themselves are not read. Samples' places are their members'
+// stored bytes (kMembers), or the spans read (kSpans, which differ between a tar shard read
+// through its index and one scanned: what earlier builds' states recorded, still accepted when
+// one is resumed).
+enum class SamplePlaces : bool { kMembers, kSpans };
+std::uint64_t listing_fingerprint(const Dataset& dataset,
+                                  SamplePlaces places = SamplePlaces::kMembers) noexcept;
 
 }  // namespace feedline::loader
