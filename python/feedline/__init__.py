@@ -70,6 +70,13 @@ def _python_default(setting):
     return text
 
 
+def _is_bool(value):
+    """A bool, Python's or numpy's (np.bool_ is no subclass of bool, and operator.index takes it
+    as 0 or 1)."""
+    t = type(value)
+    return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
+
+
 def _keyword_value(key, value):
     """The text of keyword `key`'s value for the library, which checks it. TypeError for a value
     of the wrong type (a bool for a number, a float for a count), ValueError for an empty text;
@@ -77,10 +84,10 @@ def _keyword_value(key, value):
     kind = _SETTINGS[key]["type"]
     if kind == "flag":
         # True/False, and 0/1 as C and the CLI's config files write them.
-        if isinstance(value, bool) or (type(value) is int and value in (0, 1)):
+        if _is_bool(value) or (type(value) is int and value in (0, 1)):
             return "true" if value else "false"
         raise TypeError("%s is a flag: True or False, not %r" % (key, value))
-    if isinstance(value, bool):
+    if _is_bool(value):
         raise TypeError("%s takes a value, not %r (None leaves it at its default)" % (key, value))
     if kind == "count":
         try:
@@ -108,7 +115,7 @@ def _settings_args(options):
     out = []
     for key, value in options.items():
         if key in _RENAMED and value is not None:
-            if not (isinstance(value, bool) or (type(value) is int and value in (0, 1))):
+            if not (_is_bool(value) or (type(value) is int and value in (0, 1))):
                 raise TypeError("%s is a flag: True or False, not %r" % (key, value))
             new, value = _RENAMED[key], not value
             warnings.warn("the keyword %s=%r is %s=%r now" % (key, not value, new, value),
@@ -423,14 +430,14 @@ def _output_path(name, value):
     """html= or trace=: a path (str, bytes or os.PathLike) as the library takes it, or None."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (str, bytes, os.PathLike)):
+    if _is_bool(value) or not isinstance(value, (str, bytes, os.PathLike)):
         raise TypeError("%s must be a path (str or os.PathLike), not %s"
                         % (name, type(value).__name__))
     return os.fsencode(value)
 
 
 def _whole(name, value, lo, hi):
-    if isinstance(value, bool):
+    if _is_bool(value):
         raise TypeError("%s must be an int, not bool" % name)
     try:
         value = operator.index(value)

@@ -350,6 +350,7 @@ def test_loader_image_size_has_the_same_limit(files_ds):
 @pytest.mark.parametrize("key,value,error,words", [
     ("batch_size", False, TypeError, "batch_size"),
     ("batch_size", True, TypeError, "batch_size"),
+    ("batch_size", np.bool_(True), TypeError, "batch_size"),  # operator.index takes it as 1
     ("io_depth", False, TypeError, "io_depth"),
     ("batch_size", 2.0, TypeError, "batch_size"),
     ("seed", 1.5, TypeError, "seed"),
@@ -377,7 +378,7 @@ def test_a_path_is_only_for_path_keywords(files_ds, tmp_path):
 
 
 def test_flag_keywords_take_0_and_1(files_ds):
-    for v in (0, 1, False, True):
+    for v in (0, 1, False, True, np.bool_(False), np.bool_(True)):
         keys, _, _ = run_all(feedline.Loader(files_ds, batch_size=50, drop_last=v, shuffle=v))
         assert len(keys) == 200
 

@@ -156,6 +156,14 @@ expect_usage "unknown crop" "--crop" "'random' is not one of random-resized, cen
 expect_usage "crop without size" "--crop center needs --image-size" -- run "$tar_ds" --crop center
 expect_usage "image size 0" "--image-size" -- run "$tar_ds" --image-size 0
 expect_usage "image size too large" "--image-size" -- run "$tar_ds" --image-size 99999
+# Python's MAX_PIXELS (Pillow's limit) on the command line too: 16384 x 16384 images are 805 MB
+# each; refused before any read, on a dataset of JPEGs and on one without (it was accepted there).
+expect_usage "image size beyond Pillow's pixel limit" "image size 16384 makes images of 16384 x 16384 = 268435456 pixels, more than 89478485" -- \
+  run "$tar_ds" --image-size 16384 --crop none
+raw_ds=$scratch/raw
+"$bin" gen "$raw_ds" --samples 8 --sample-size 1KiB >/dev/null
+expect_usage "image size beyond the pixel limit, no JPEG in the dataset" "more than 89478485" -- \
+  run "$raw_ds" --image-size 9460
 expect_usage "gen bad image" "--image" "bad image 'jpeg:40'" -- gen "$scratch/g1" --image jpeg:40
 expect_usage "gen image quality" "--image" "quality" -- gen "$scratch/g2" --image jpeg:40x30:101
 expect_usage "gen image tfrecord" "images" "tfrecord" -- gen "$scratch/g3" --format tfrecord --image jpeg:40x30

@@ -63,6 +63,12 @@ Result<void> validate(const ImageConfig& c) {
   if (!c.decode) return {};
   if (c.size > kMaxImageSize)
     return bad(fmt::format("image size {} is above the largest, {}", c.size, kMaxImageSize));
+  if (const std::uint64_t pixels = std::uint64_t{c.size} * c.size; pixels > kMaxImagePixels) {
+    return bad(fmt::format("image size {} makes images of {} x {} = {} pixels, more than {} "
+                           "(Pillow's limit for one image, its MAX_IMAGE_PIXELS)",
+                           c.size, c.size, c.size, pixels, kMaxImagePixels),
+               "a smaller image size");
+  }
   if (c.size == 0 && c.crop != Crop::kNone) {
     return bad(fmt::format("a {} crop needs an output size", crop_name(c.crop)),
                "give the image size (224), or crop none to decode images at their own size");

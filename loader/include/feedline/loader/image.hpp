@@ -54,6 +54,10 @@ struct ImageConfig {
 };
 
 inline constexpr unsigned kMaxImageSize = 16384;
+// The most pixels one output image may have: Pillow's Image.MAX_IMAGE_PIXELS (beyond it Pillow
+// calls a file a decompression bomb), so an image size above 9459 is refused as Python's
+// feedline.MAX_PIXELS refuses it.
+inline constexpr std::uint64_t kMaxImagePixels = 89'478'485;
 
 // kInvalidArgument naming the field for a config that cannot work (size 0 with a crop, ranges
 // out of order or outside (0, 1], a size above kMaxImageSize).
