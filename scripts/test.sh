@@ -6,7 +6,8 @@
 #   asan     (AddressSanitizer + UBSan)  every test; those whose assertions are all timing skip
 #                                        up front (they exit 77: ctest shows them as skipped)
 #   tsan     (ThreadSanitizer)           the unit tests and the CLI tests of threads (label
-#                                        threads: Ctrl-C, metrics, trace, accelerators)
+#                                        threads: Ctrl-C, metrics, trace, accelerators; the
+#                                        pytest files that drive a loader from several threads)
 #   minimal  (every optional dependency off) the whole build; the unit tests and what behaves
 #                                        differently without the optional parts (label minimal)
 #   fuzz     (clang 16 libFuzzer + ASan)  each target replays its corpus, then fuzzes for
@@ -83,7 +84,7 @@ for p in $presets; do
       targets+=(checkheaders) ;;
     tsan)
       # Only what its tests use: the CLI and the unit tests (no examples, GPU or install tests).
-      targets=(feedline feedline_unit_tests)
+      targets=(feedline feedline_unit_tests python_tests)
       select=(-L "^(unit|threads)$") ;;
     minimal)
       select=(-L "^(unit|minimal)$") ;;

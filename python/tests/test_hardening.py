@@ -251,6 +251,10 @@ def rss_bytes():
 def test_what_transforms_return_is_inside_the_memory_budget(tmp_path):
     # Each sample is 64 KiB; its transform returns 16 MiB. Without counting them, the samples
     # in flight (reads, decoded, the nine batches of the pool) hold hundreds of MiB of results.
+    if "TSAN_OPTIONS" in os.environ:
+        # ThreadSanitizer's shadow of every byte written makes resident memory ~3x what the
+        # process holds; the budget's own accounting is checked in release and ASan.
+        pytest.skip("resident memory under ThreadSanitizer counts its shadow memory")
     ds = gen(tmp_path / "ds", "--format", "files", "--samples", "96", "--sample-size", "64k")
     code = """
         import sys, numpy as np, feedline
