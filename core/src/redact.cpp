@@ -175,4 +175,16 @@ UrlUserinfo split_userinfo(std::string_view authority) {
   return u;
 }
 
+std::string mask_secrets(std::string_view text, const std::vector<std::string>& secrets) {
+  std::string out(text);
+  for (const std::string& secret : secrets) {
+    if (secret.size() < kMinMaskedSecret) continue;
+    for (std::size_t at = out.find(secret); at != std::string::npos;
+         at = out.find(secret, at + 3)) {
+      out.replace(at, secret.size(), "***");
+    }
+  }
+  return out;
+}
+
 }  // namespace feedline

@@ -343,15 +343,7 @@ struct Outputs {
 
   bool enabled() const { return html.enabled() || trace.enabled(); }
 
-  std::string scrub(std::string_view text) const {
-    std::string out(text);
-    for (const std::string& secret : secrets) {
-      if (secret.size() < 4) continue;  // as the CLI's output: a short one is no secret worth it
-      for (auto at = out.find(secret); at != std::string::npos; at = out.find(secret, at + 3))
-        out.replace(at, secret.size(), "***");
-    }
-    return out;
-  }
+  std::string scrub(std::string_view text) const { return fl::mask_secrets(text, secrets); }
 
   // Writes both (once); the first error, naming its file. Without the GIL: it may take seconds.
   std::optional<fl::Error> write(const std::string& report, const fl::Histogram* latency) {

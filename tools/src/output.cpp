@@ -1,5 +1,7 @@
 #include "output.hpp"
 
+#include "feedline/core/redact.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -34,14 +36,7 @@ State& state() {
 }
 
 std::string scrub_locked(const State& s, std::string_view text) {
-  std::string out(text);
-  for (const std::string& secret : s.secrets) {
-    for (std::size_t at = out.find(secret); at != std::string::npos;
-         at = out.find(secret, at + 3)) {
-      out.replace(at, secret.size(), "***");
-    }
-  }
-  return out;
+  return mask_secrets(text, s.secrets);
 }
 
 // `text` as it is written: scrubbed, then printable (keeping newlines and tabs), then `prefix`
@@ -78,7 +73,7 @@ void init_standard_streams() {
 }
 
 void add_secret(std::string secret) {
-  if (secret.size() < 4) return;
+  if (secret.size() < kMinMaskedSecret) return;
   // The forms it takes where it is written, so that each is masked: as is, as an error line or a
   // report shows it (printable()), and inside a JSON string (its escapes; \uXXXX past ASCII on
   // stdout). Scrubbing comes last, after those renderings.

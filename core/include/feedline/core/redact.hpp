@@ -16,6 +16,7 @@
 // Pure functions on strings: no allocation beyond the result, no locale, thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,13 @@ std::string redact_url(std::string_view text);
 // short a secret is, it is returned: whether a one-character password is worth scrubbing from
 // every output is the caller's choice.
 std::vector<std::string> url_secrets(std::string_view text);
+
+// Secrets shorter than this are not masked: "***" in place of every "ab" would garble text and
+// hide nothing worth hiding.
+inline constexpr std::size_t kMinMaskedSecret = 4;
+// `text` with every occurrence of each secret (of kMinMaskedSecret bytes or more) replaced by
+// "***": the last line of defence of a front end's output.
+std::string mask_secrets(std::string_view text, const std::vector<std::string>& secrets);
 
 // The authority "user:password@host:port" split for a client that sends credentials itself
 // (never in the URL): user and password percent-decoded, host as written. has_userinfo is false
